@@ -1,0 +1,628 @@
+"""The ``fa4`` dialect: what FlashAttention-4-class warp-specialised kernels are made of.
+
+Sections: Types | Shared memory and tensor memory | Mbarriers | Pipelines | Warp roles | TMA | Misc.
+The registry (``DIALECT``, the snake_case builders, ``__all__``) is at the bottom.
+
+All fa4 ops print in MLIR's generic form (``"fa4.pipeline_create"(%full, %empty) {...}``): IRDL ops have
+no custom assembly in MLIR 22. Lowering-relevant parameters live in op attributes, never only in type
+parameters, because Python cannot read the parameters of an IRDL type.
+
+Conventions shared by every op below:
+  * A barrier is named by an mbarrier array value and an ``i32`` index into it.
+  * Pipeline state is explicit SSA: a stage index ``i32`` in ``[0, num_stages)`` and a phase ``i32`` in
+    ``{0, 1}``; loops carry them as ``scf.for`` iter_args. Producers start at phase 1, consumers at
+    phase 0 (``fa4.pipeline_initial_state``), so the first ``num_stages`` producer acquires pass on
+    fresh barriers and the first consumer wait blocks until the first commit.
+"""
+
+from __future__ import annotations
+
+from fa4_mlir.core.declare import (
+    I1,
+    I32,
+    Dialect,
+    EnumAttr,
+    I32ArrayAttr,
+    IntAttr,
+    Operand,
+    Region,
+    Result,
+    StrAttr,
+)
+from fa4_mlir.core.ir_utils import constant_int, defining_op
+
+DIALECT = Dialect("fa4", search_prefix="fa4_mlir.dialects", doc="""
+    Shared-memory regions and their layout, tensor memory (TMEM), mbarriers with arrive counts and
+    transaction bytes, producer/consumer pipelines with stage and phase, warp roles with register
+    budgets, TMA and MMA commits: the parts of a warp-specialised attention kernel, as IR that passes
+    can allocate, verify and lower to PTX for sm_100a (Blackwell) and sm_90a (Hopper).
+""")
+Op = DIALECT.Operation
+
+# Hardware limits the verifier enforces (PTX ISA 8.6+, sm_90a/sm_100a).
+MAX_MBARRIER_COUNT = (1 << 20) - 1  # mbarrier pending-count field is 20 bits
+MAX_TX_BYTES = (1 << 20) - 1  # mbarrier tx-count range
+TMEM_COLUMNS = 512  # 512 columns x 128 lanes x 32 bit per SM
+REGISTER_FILE = 65536  # 32-bit registers per SM (and the most one CTA can hold)
+SMEM_BASE_ALIGN = 1024  # alignment of the extern dynamic shared-memory symbol
+SWIZZLE_ALIGN = {"none": 16, "32B": 256, "64B": 512, "128B": 1024}  # one swizzle atom: 8 rows x width
+TMA_SMEM_ALIGN = 128  # cp.async.bulk.tensor shared-memory operand alignment
+
+
+# ===================================================================================================
+# Types
+# ===================================================================================================
+
+SmemType = DIALECT.type("smem", """
+    A shared-memory region: a byte range of the kernel's dynamic shared memory, placed by
+    ``fa4-allocate-smem``. Values come from ``fa4.smem_region`` or ``fa4.smem_alias``.
+""")
+TmemType = DIALECT.type("tmem", """
+    A tensor-memory region: a range of TMEM columns (all 128 lanes, 32 bit each), sm_100a only.
+""")
+MbarriersType = DIALECT.type("mbarriers", """
+    An array of 64-bit mbarriers in shared memory, all with the same arrive count and arrival kind.
+""")
+PipelineType = DIALECT.type("pipeline", """
+    A producer/consumer ring of ``num_stages`` buffers guarded by a "full" and an "empty" mbarrier array.
+
+    | step               | who      | barrier           | action                                      |
+    |--------------------|----------|-------------------|---------------------------------------------|
+    | producer_acquire   | producer | empty[stage]      | wait parity ``phase`` (buffer is free)       |
+    | producer_commit    | producer | full[stage]       | arrive by the full array's kind (threads,    |
+    |                    |          |                   | expect_tx + TMA bytes, or MMA commit)        |
+    | consumer_wait      | consumer | full[stage]       | wait parity ``phase`` (buffer is filled)     |
+    | consumer_release   | consumer | empty[stage]      | arrive by the empty array's kind             |
+
+    Producer state starts at (stage 0, phase 1), consumer state at (stage 0, phase 0); ``advance``
+    moves to the next stage and flips the phase when the stage wraps to 0.
+""")
+TensorMapType = DIALECT.type("tensormap", """
+    A TMA tensor map (CUtensorMap, 128 bytes), passed to the kernel by value as a
+    ``__grid_constant__`` parameter.
+""")
+
+
+def _def(value, op_class):
+    """The defining op of ``value`` if it is an ``op_class``, else None (e.g. a block argument)."""
+    op = defining_op(value)
+    return op if isinstance(op, op_class) else None
+
+
+def _check_index(barriers, index, what: str = "index"):
+    """Messages for a constant barrier index outside its array."""
+    alloc = _def(barriers, MbarrierAllocOp)
+    i = constant_int(index)
+    if alloc is not None and i is not None and not 0 <= i < alloc.num_barriers:
+        yield (f"{what} must be in [0, {alloc.num_barriers}) for mbarrier array "
+               f"'{alloc.sym_name}', got {i}")
+
+
+def _check_phase(phase):
+    p = constant_int(phase)
+    if p is not None and p not in (0, 1):
+        yield f"phase must be 0 or 1, got {p}"
+
+
+def _check_arrival(barriers, expected: str, why: str):
+    alloc = _def(barriers, MbarrierAllocOp)
+    if alloc is not None and alloc.arrival != expected:
+        yield (f"barriers must arrive by '{expected}' ({why}), got mbarrier array "
+               f"'{alloc.sym_name}' with arrival '{alloc.arrival}'")
+
+
+# ===================================================================================================
+# Shared memory and tensor memory
+# ===================================================================================================
+
+
+class SmemRegionOp(Op, name="smem_region"):
+    """Declare a shared-memory region of ``bytes`` bytes aligned to ``align``.
+
+    Regions are placed in the kernel's one dynamic shared-memory buffer (an extern ``.shared``
+    symbol aligned to 1024 B) by ``fa4-allocate-smem``, which sets ``offset``. A region that TMA or
+    an MMA descriptor reads with a swizzle must be aligned to one swizzle atom (8 rows of the swizzle
+    width): 256 B for 32B, 512 B for 64B, 1024 B for 128B swizzle.
+
+    Lowers to: an address ``fa4_smem + offset`` (``llvm.getelementptr`` on ``!llvm.ptr<3>``).
+    """
+
+    sym_name = StrAttr(doc="name in layouts and diagnostics, e.g. `q`, `kv`, `correction`")
+    bytes = IntAttr(min=1, doc="size in bytes")
+    align = IntAttr(min=1, max=SMEM_BASE_ALIGN, power_of_two=True, default=16,
+                    doc="byte alignment of the region start (the buffer base is 1024-aligned)")
+    swizzle = EnumAttr(tuple(SWIZZLE_ALIGN), default="none",
+                       doc="TMA/MMA swizzle of the tiles stored here")
+    offset = IntAttr(min=0, optional=True, doc="byte offset in dynamic shared memory (allocator)")
+    result = Result(SmemType)
+
+    def verify(self):
+        need = SWIZZLE_ALIGN[self.swizzle]
+        if self.align < need:
+            yield f"align must be >= {need} for a {self.swizzle}-swizzled region, got {self.align}"
+        if self.offset is not None and self.offset % self.align:
+            yield f"offset must be a multiple of align ({self.align}), got {self.offset}"
+
+
+class SmemAliasOp(Op, name="smem_alias"):
+    """View part of another region under a new name (e.g. the output O over the dead Q tile).
+
+    The alias shares storage with ``base``: it occupies bytes ``[offset, offset + bytes)`` of it and
+    adds nothing to the shared-memory total. Lowers to: ``base address + offset``.
+    """
+
+    base = Operand(SmemType, doc="the region (or alias) whose storage is reused")
+    sym_name = StrAttr(doc="name of the view")
+    bytes = IntAttr(min=1, doc="size in bytes")
+    offset = IntAttr(min=0, default=0, doc="byte offset inside `base`")
+    result = Result(SmemType)
+
+    def verify(self):
+        base = _def(self.base, (SmemRegionOp, SmemAliasOp))
+        if base is not None and self.offset + self.bytes > base.bytes:
+            yield (f"offset + bytes must be <= {base.bytes} (the size of '{base.sym_name}'), "
+                   f"got {self.offset + self.bytes}")
+
+
+class TmemRegionOp(Op, name="tmem_region"):
+    """Declare a tensor-memory region of ``columns`` columns (all 128 lanes), sm_100a only.
+
+    ``fa4-allocate-tmem`` assigns ``column``; the kernel allocates the power-of-two column count that
+    covers every region with one ``tcgen05.alloc``. Lowers to: a ``!llvm.ptr<6>`` TMEM address
+    ``base + column``.
+    """
+
+    sym_name = StrAttr(doc="name, e.g. `S0`, `O1`")
+    columns = IntAttr(min=1, max=TMEM_COLUMNS, doc="number of 32-bit columns")
+    column = IntAttr(min=0, max=TMEM_COLUMNS - 1, optional=True, doc="first column (allocator)")
+    result = Result(TmemType)
+
+    def verify(self):
+        if self.column is not None and self.column + self.columns > TMEM_COLUMNS:
+            yield (f"column + columns must be <= {TMEM_COLUMNS}, got {self.column + self.columns}")
+
+
+# ===================================================================================================
+# Mbarriers
+# ===================================================================================================
+
+ARRIVALS = ("threads", "tx", "commit")
+
+
+class MbarrierAllocOp(Op, name="mbarrier_alloc"):
+    """Declare an array of ``num_barriers`` mbarriers that complete a phase after ``arrive_count`` arrivals.
+
+    ``arrival`` says how the arrivals come, and the ops that arrive must agree with it:
+      * ``threads``: each arriving thread executes ``fa4.mbarrier_arrive``
+        (``mbarrier.arrive.shared::cta.b64``), e.g. 128 softmax threads;
+      * ``tx``: one elected thread executes ``fa4.mbarrier_arrive_expect_tx`` and TMA loads
+        (``fa4.tma_load``) complete the transaction bytes (``mbarrier::complete_tx::bytes``);
+      * ``commit``: the MMA thread executes ``fa4.mma_commit`` (``tcgen05.commit ... mbarrier::arrive::one``),
+        which arrives once all its earlier MMAs are done.
+    ``cta_group = 2`` marks a barrier of a CTA pair: arrivals come from both CTAs (leader-CTA
+    arrivals, multicast commits) and expect_tx counts the bytes of both CTAs.
+    ``fa4-allocate-mbarriers`` packs arrays into one region and sets ``index`` (the first barrier).
+    """
+
+    sym_name = StrAttr(doc="name, e.g. `kv_producer`, `S0_consumer`")
+    num_barriers = IntAttr(min=1, doc="barriers in the array")
+    arrive_count = IntAttr(min=1, max=MAX_MBARRIER_COUNT, doc="arrivals that complete one phase")
+    arrival = EnumAttr(ARRIVALS, doc="how arrivals come: thread arrives, expect_tx + TMA, MMA commit")
+    cta_group = IntAttr(min=1, max=2, default=1, doc="2: arrivals from both CTAs of a pair")
+    index = IntAttr(min=0, optional=True, doc="index of the first barrier in the kernel's barrier region")
+    result = Result(MbarriersType)
+
+
+class MbarrierInitOp(Op, name="mbarrier_init"):
+    """Initialise every barrier of an array with its ``arrive_count`` (phase 0, nothing pending).
+
+    Executed by one warp, lane i initialising barrier i; the lowering follows the last init with
+    ``fence.mbarrier_init.release.cluster`` and a CTA (or cluster) barrier before any use.
+    Lowers to: ``mbarrier.init.shared::cta.b64 [bar], count``.
+    """
+
+    barriers = Operand(MbarriersType)
+
+
+class MbarrierArriveOp(Op, name="mbarrier_arrive"):
+    """Arrive on barrier ``index`` of a ``threads`` array, contributing ``count`` arrivals.
+
+    Lowers to: ``mbarrier.arrive.shared::cta.b64 _, [bar], count``.
+    """
+
+    barriers = Operand(MbarriersType)
+    index = Operand(I32)
+    count = IntAttr(min=1, max=MAX_MBARRIER_COUNT, default=1, doc="arrivals this thread contributes")
+
+    def verify(self):
+        yield from _check_index(self.barriers, self.index)
+        yield from _check_arrival(self.barriers, "threads", "fa4.mbarrier_arrive is a thread arrival")
+
+
+class MbarrierArriveExpectTxOp(Op, name="mbarrier_arrive_expect_tx"):
+    """Arrive once on barrier ``index`` of a ``tx`` array and expect ``tx_bytes`` transaction bytes.
+
+    The phase completes when the arrivals are in and TMA has delivered the bytes. Executed by one
+    elected thread. Lowers to: ``mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], tx_bytes``.
+    """
+
+    barriers = Operand(MbarriersType)
+    index = Operand(I32)
+    tx_bytes = IntAttr(min=1, max=MAX_TX_BYTES, doc="bytes the TMA loads of this phase deliver")
+
+    def verify(self):
+        yield from _check_index(self.barriers, self.index)
+        yield from _check_arrival(self.barriers, "tx", "expect_tx pairs with TMA completion")
+
+
+class MbarrierTryWaitParityOp(Op, name="mbarrier_try_wait_parity"):
+    """Block until the phase of barrier ``index`` with parity ``phase`` has completed.
+
+    A fresh barrier is in phase 0: waiting parity 1 returns at once, parity 0 blocks until the first
+    completion. Lowers to: a ``mbarrier.try_wait.parity.shared::cta.b64`` spin loop.
+    """
+
+    barriers = Operand(MbarriersType)
+    index = Operand(I32)
+    phase = Operand(I32, doc="parity to wait for, 0 or 1")
+
+    def verify(self):
+        yield from _check_index(self.barriers, self.index)
+        yield from _check_phase(self.phase)
+
+
+class MmaCommitOp(Op, name="mma_commit"):
+    """Arrive once on barrier ``index`` of a ``commit`` array when this thread's earlier MMAs finish.
+
+    With ``multicast_mask`` the arrival goes to the barrier at the same offset in every CTA of the
+    mask (a CTA pair uses 0b11). Lowers to:
+    ``tcgen05.commit.cta_group::{1,2}.mbarrier::arrive::one.shared::cluster[.multicast::cluster].b64``
+    on sm_100a; on sm_90a (wgmma) to ``wgmma.commit_group`` + ``wgmma.wait_group`` + a thread arrive.
+    """
+
+    barriers = Operand(MbarriersType)
+    index = Operand(I32)
+    multicast_mask = IntAttr(min=1, max=0xFFFF, optional=True, doc="CTAs of the cluster to signal")
+
+    def verify(self):
+        yield from _check_index(self.barriers, self.index)
+        yield from _check_arrival(self.barriers, "commit", "fa4.mma_commit is an MMA-completion arrival")
+
+
+# ===================================================================================================
+# Pipelines
+# ===================================================================================================
+
+
+class PipelineCreateOp(Op, name="pipeline_create"):
+    """Make a ``num_stages``-stage producer/consumer pipeline over a full and an empty barrier array.
+
+    Stage ``s``, sub-stage ``q`` uses ``full[s * producer_sub_stages + q]`` and
+    ``empty[s * consumer_sub_stages + q]``; sub-stages share the stage index (the K tile of a
+    depth-staged Q@K' is one stage of ``num_qk_stages`` sub-stages). The producer kind and arrive
+    count are the full array's ``arrival`` and ``arrive_count``; the consumer's are the empty array's.
+    Lowers to: nothing by itself; the pipeline ops become mbarrier ops.
+    """
+
+    full = Operand(MbarriersType, doc="barriers the producer signals and the consumer waits on")
+    empty = Operand(MbarriersType, doc="barriers the consumer signals and the producer waits on")
+    sym_name = StrAttr(doc="name, e.g. `kv`")
+    num_stages = IntAttr(min=1, max=64, doc="buffers in the ring")
+    producer_sub_stages = IntAttr(min=1, default=1, doc="full barriers per stage")
+    consumer_sub_stages = IntAttr(min=1, default=1, doc="empty barriers per stage")
+    result = Result(PipelineType)
+
+    @property
+    def producer(self) -> MbarrierAllocOp | None:
+        return _def(self.full, MbarrierAllocOp)
+
+    @property
+    def consumer(self) -> MbarrierAllocOp | None:
+        return _def(self.empty, MbarrierAllocOp)
+
+    def verify(self):
+        if self.full == self.empty:
+            yield "full and empty must be different mbarrier arrays, got the same array twice"
+        for side, alloc, sub in (("full", self.producer, self.producer_sub_stages),
+                                 ("empty", self.consumer, self.consumer_sub_stages)):
+            if alloc is not None and alloc.num_barriers != self.num_stages * sub:
+                yield (f"{side} must hold num_stages * {'producer' if side == 'full' else 'consumer'}"
+                       f"_sub_stages = {self.num_stages * sub} barriers, got '{alloc.sym_name}' with "
+                       f"{alloc.num_barriers}")
+
+
+def _pipeline_checks(op, sub_stages_of: str | None):
+    """Shared checks of the pipeline step ops: sub-stage range (unless ``sub_stages_of`` is None)
+    and the range of a constant stage."""
+    create = _def(op.pipeline, PipelineCreateOp)
+    if create is None:
+        return
+    sub_stages = getattr(create, sub_stages_of) if sub_stages_of else None
+    if sub_stages is not None and op.sub_stage >= sub_stages:
+        yield f"sub_stage must be < {sub_stages} ({sub_stages_of} of '{create.sym_name}'), got {op.sub_stage}"
+    s = constant_int(op.stage)
+    if s is not None and not 0 <= s < create.num_stages:
+        yield f"stage must be in [0, {create.num_stages}) for pipeline '{create.sym_name}', got {s}"
+
+
+class PipelineInitialStateOp(Op, name="pipeline_initial_state"):
+    """The (stage, phase) a side of the pipeline starts from: (0, 1) for the producer, (0, 0) for the consumer.
+
+    Starting the producer at phase 1 makes its first ``num_stages`` acquires pass on fresh empty
+    barriers. Lowers to: two ``arith.constant``.
+    """
+
+    pipeline = Operand(PipelineType)
+    side = EnumAttr(("producer", "consumer"), doc="which end of the pipeline")
+    stage = Result(I32)
+    phase = Result(I32)
+
+
+class PipelineAdvanceOp(Op, name="pipeline_advance"):
+    """Step (stage, phase) to the next buffer: stage + 1, wrapping to 0 and flipping the phase.
+
+    Lowers to: ``arith.addi``, ``arith.cmpi``, ``arith.select`` and ``arith.xori`` on the state.
+    """
+
+    pipeline = Operand(PipelineType)
+    stage = Operand(I32)
+    phase = Operand(I32)
+    next_stage = Result(I32)
+    next_phase = Result(I32)
+
+    def verify(self):
+        yield from _pipeline_checks(self, None)
+        yield from _check_phase(self.phase)
+
+
+class PipelineProducerAcquireOp(Op, name="pipeline_producer_acquire"):
+    """Producer: wait until buffer ``stage`` is free (empty barrier, parity ``phase``).
+
+    Lowers to: ``mbarrier.try_wait.parity`` on ``empty[stage * consumer_sub_stages + sub_stage]``.
+    """
+
+    pipeline = Operand(PipelineType)
+    stage = Operand(I32)
+    phase = Operand(I32)
+    sub_stage = IntAttr(min=0, default=0, doc="which consumer sub-stage barrier to wait on")
+
+    def verify(self):
+        yield from _pipeline_checks(self, "consumer_sub_stages")
+        yield from _check_phase(self.phase)
+
+
+class PipelineProducerCommitOp(Op, name="pipeline_producer_commit"):
+    """Producer: signal that buffer ``stage`` (sub-stage ``sub_stage``) is filled.
+
+    The arrival follows the full array's kind: ``threads`` -> ``mbarrier.arrive``; ``tx`` ->
+    ``mbarrier.arrive.expect_tx`` with ``tx_bytes`` by the elected thread (the TMA loads complete the
+    bytes; required for ``tx`` and rejected otherwise); ``commit`` -> ``tcgen05.commit``.
+    """
+
+    pipeline = Operand(PipelineType)
+    stage = Operand(I32)
+    sub_stage = IntAttr(min=0, default=0, doc="which producer sub-stage barrier to signal")
+    tx_bytes = IntAttr(min=1, max=MAX_TX_BYTES, optional=True, doc="bytes to expect (tx pipelines)")
+
+    def verify(self):
+        yield from _pipeline_checks(self, "producer_sub_stages")
+        create = _def(self.pipeline, PipelineCreateOp)
+        full = create.producer if create is not None else None
+        if full is None:
+            return
+        if full.arrival == "tx" and self.tx_bytes is None:
+            yield (f"tx_bytes must be set when the full barriers ('{full.sym_name}') arrive by 'tx', "
+                   f"got none")
+        elif full.arrival != "tx" and self.tx_bytes is not None:
+            yield (f"tx_bytes must be unset when the full barriers ('{full.sym_name}') arrive by "
+                   f"'{full.arrival}', got {self.tx_bytes}")
+
+
+class PipelineConsumerWaitOp(Op, name="pipeline_consumer_wait"):
+    """Consumer: wait until buffer ``stage`` is filled (full barrier, parity ``phase``).
+
+    Lowers to: ``mbarrier.try_wait.parity`` on ``full[stage * producer_sub_stages + sub_stage]``.
+    """
+
+    pipeline = Operand(PipelineType)
+    stage = Operand(I32)
+    phase = Operand(I32)
+    sub_stage = IntAttr(min=0, default=0, doc="which producer sub-stage barrier to wait on")
+
+    def verify(self):
+        yield from _pipeline_checks(self, "producer_sub_stages")
+        yield from _check_phase(self.phase)
+
+
+class PipelineConsumerReleaseOp(Op, name="pipeline_consumer_release"):
+    """Consumer: signal that buffer ``stage`` may be overwritten.
+
+    The arrival follows the empty array's kind (``threads`` -> ``mbarrier.arrive``; ``commit`` ->
+    ``tcgen05.commit``, so the buffer frees when the MMAs reading it finish).
+    """
+
+    pipeline = Operand(PipelineType)
+    stage = Operand(I32)
+    sub_stage = IntAttr(min=0, default=0, doc="which consumer sub-stage barrier to signal")
+
+    def verify(self):
+        yield from _pipeline_checks(self, "consumer_sub_stages")
+        create = _def(self.pipeline, PipelineCreateOp)
+        empty = create.consumer if create is not None else None
+        if empty is not None and empty.arrival == "tx":
+            yield (f"the empty barriers ('{empty.sym_name}') must arrive by 'threads' or 'commit', "
+                   f"got 'tx': nothing delivers transaction bytes to a release")
+
+
+# ===================================================================================================
+# Warp roles
+# ===================================================================================================
+
+WARP_SIZE = 32
+WARPGROUP = 4  # warps
+
+
+class WarpSpecializeOp(Op, name="warp_specialize"):
+    """Split a CTA of ``num_warps`` warps into roles; its body holds only ``fa4.warp_role`` ops.
+
+    Warps no role names stay idle. Lowers to: a dispatch on ``warp_id = tid.x / 32`` (``scf.if``
+    chain), each branch starting with the role's ``setmaxnreg``; the kernel gets
+    ``.reqntid num_warps*32`` and the entry register cap that makes ptxas honour ``setmaxnreg``.
+    """
+
+    num_warps = IntAttr(min=1, max=32, doc="warps in the CTA (block size / 32)")
+    body = Region(doc="the `fa4.warp_role` ops")
+
+    def roles(self) -> list[WarpRoleOp]:
+        ops = list(self.operation.regions[0].blocks[0].operations)
+        return [o for o in ops if isinstance(o, WarpRoleOp)]
+
+    def verify(self):
+        block_ops = list(self.operation.regions[0].blocks[0].operations)
+        for o in block_ops[:-1]:
+            if not isinstance(o, WarpRoleOp):
+                yield f"body must hold only 'fa4.warp_role' ops, got '{o.operation.name}'"
+                return
+        roles = self.roles()
+        if not roles:
+            yield "body must hold at least one 'fa4.warp_role', got none"
+        owner: dict[int, str] = {}
+        for role in roles:
+            for w in role.warps:
+                if w >= self.num_warps:
+                    yield f"warps of role '{role.sym_name}' must be < num_warps ({self.num_warps}), got {w}"
+                elif w in owner:
+                    yield f"warp {w} must belong to one role, got '{owner[w]}' and '{role.sym_name}'"
+                else:
+                    owner[w] = role.sym_name
+        # setmaxnreg is warpgroup-wide: every warp of a warpgroup must execute the same one.
+        budget: dict[int, tuple[int, str]] = {}
+        for role in roles:
+            if role.registers is None:
+                continue
+            for w in role.warps:
+                wg = w // WARPGROUP
+                if wg in budget and budget[wg][0] != role.registers:
+                    yield (f"registers of roles sharing warpgroup {wg} must be equal (setmaxnreg is "
+                           f"warpgroup-wide), got {budget[wg][0]} for '{budget[wg][1]}' and "
+                           f"{role.registers} for '{role.sym_name}'")
+                    return
+                budget[wg] = (role.registers, role.sym_name)
+        total = sum(regs * WARPGROUP * WARP_SIZE for regs, _ in budget.values())
+        if total > REGISTER_FILE:
+            yield (f"register budgets must total <= {REGISTER_FILE} per CTA, got {total} "
+                   f"(sum of registers x 128 threads per warpgroup)")
+
+
+class WarpRoleOp(Op, name="warp_role"):
+    """A role of a warp-specialised kernel: the code that warps ``warps`` run, with ``registers`` each.
+
+    ``registers`` is the per-thread budget set with ``setmaxnreg`` on entry (a multiple of 8 in
+    [24, 256]; roles sharing a warpgroup must agree). Lowers to: one branch of the warp dispatch,
+    ``setmaxnreg.{inc,dec}.sync.aligned.u32 registers`` then the body.
+    """
+
+    sym_name = StrAttr(doc="role name, e.g. `softmax0`, `mma`, `load`")
+    warps = I32ArrayAttr(min_len=1, min_value=0, doc="warp indices in the CTA")
+    registers = IntAttr(min=24, max=256, multiple_of=8, optional=True, doc="setmaxnreg budget")
+    body = Region(doc="the role's code")
+
+    def verify(self):
+        if len(set(self.warps)) != len(self.warps):
+            yield f"warps must be distinct, got {self.warps}"
+        parent = self.operation.parent
+        if parent is None or parent.name != WarpSpecializeOp.OPERATION_NAME:
+            got = parent.name if parent is not None else "none"
+            yield f"parent must be 'fa4.warp_specialize', got '{got}'"
+
+
+# ===================================================================================================
+# TMA
+# ===================================================================================================
+
+
+class TmaLoadOp(Op, name="tma_load"):
+    """Copy a box of a global tensor into shared memory with TMA, completing bytes on a barrier.
+
+    ``coords`` (1 to 5, innermost first) index the box in the tensor map. The copy lands at
+    ``dst + dst_offset`` (128-byte aligned) and completes ``bytes`` transaction bytes on barrier
+    ``index`` of a ``tx`` array. With ``multicast_mask`` every CTA of the mask receives the box.
+    Lowers to: ``cp.async.bulk.tensor.Nd.shared::cluster.global.mbarrier::complete_tx::bytes``.
+    """
+
+    tensor_map = Operand(TensorMapType)
+    dst = Operand(SmemType)
+    barriers = Operand(MbarriersType)
+    index = Operand(I32)
+    coords = Operand(I32, variadic=True, doc="box coordinates, innermost dimension first")
+    bytes = IntAttr(min=1, max=MAX_TX_BYTES, doc="bytes the box delivers")
+    dst_offset = IntAttr(min=0, multiple_of=TMA_SMEM_ALIGN, default=0, doc="byte offset inside `dst`")
+    multicast_mask = IntAttr(min=1, max=0xFFFF, optional=True, doc="CTAs of the cluster that receive it")
+
+    def verify(self):
+        if not 1 <= len(self.coords) <= 5:
+            yield f"coords must have 1 to 5 elements, got {len(self.coords)}"
+        yield from _check_index(self.barriers, self.index)
+        yield from _check_arrival(self.barriers, "tx", "TMA completes transaction bytes")
+        dst = _def(self.dst, (SmemRegionOp, SmemAliasOp))
+        if dst is not None and self.dst_offset + self.bytes > dst.bytes:
+            yield (f"dst_offset + bytes must be <= {dst.bytes} (the size of '{dst.sym_name}'), "
+                   f"got {self.dst_offset + self.bytes}")
+
+
+class TmaStoreOp(Op, name="tma_store"):
+    """Copy a box from shared memory to a global tensor with TMA (bulk async-group).
+
+    Lowers to: ``fence.proxy.async.shared::cta``, ``cp.async.bulk.tensor.Nd.global.shared::cta``
+    and ``cp.async.bulk.commit_group``.
+    """
+
+    tensor_map = Operand(TensorMapType)
+    src = Operand(SmemType)
+    coords = Operand(I32, variadic=True, doc="box coordinates, innermost dimension first")
+    bytes = IntAttr(min=1, doc="bytes the box holds")
+    src_offset = IntAttr(min=0, multiple_of=TMA_SMEM_ALIGN, default=0, doc="byte offset inside `src`")
+
+    def verify(self):
+        if not 1 <= len(self.coords) <= 5:
+            yield f"coords must have 1 to 5 elements, got {len(self.coords)}"
+        src = _def(self.src, (SmemRegionOp, SmemAliasOp))
+        if src is not None and self.src_offset + self.bytes > src.bytes:
+            yield (f"src_offset + bytes must be <= {src.bytes} (the size of '{src.sym_name}'), "
+                   f"got {self.src_offset + self.bytes}")
+
+
+class TmaStoreWaitOp(Op, name="tma_store_wait"):
+    """Wait until at most ``pending`` TMA store groups still read shared memory.
+
+    Lowers to: ``cp.async.bulk.wait_group.read pending``.
+    """
+
+    pending = IntAttr(min=0, max=63, default=0, doc="store groups allowed to stay in flight")
+
+
+# ===================================================================================================
+# Misc
+# ===================================================================================================
+
+
+class ElectOneOp(Op, name="elect_one"):
+    """True in exactly one active lane of the warp (the elected thread that issues TMA or MMA).
+
+    Lowers to: ``elect.sync _|p, 0xffffffff``.
+    """
+
+    elected = Result(I1)
+
+
+# ===================================================================================================
+# Registry
+# ===================================================================================================
+
+globals().update(DIALECT.builders())
+
+__all__ = [
+    "DIALECT", "SmemType", "TmemType", "MbarriersType", "PipelineType", "TensorMapType",
+    *(cls.__name__ for cls in DIALECT.ops),
+    *DIALECT.builders(),
+]

@@ -1,0 +1,1 @@
+"""The compiler core: MLIR context, declarative dialect layer, diagnostics, verification, pipelines."""

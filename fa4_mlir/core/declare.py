@@ -1,0 +1,596 @@
+"""A small declarative layer for Python-defined MLIR dialects on MLIR 22.
+
+MLIR 22 has IRDL (dialects defined as IR) but no Python DSL on top of it (``mlir.dialects.ext`` arrives
+with LLVM 23). This module gives ops and types the shape of that DSL:
+
+    fa4 = Dialect("fa4", search_prefix="fa4_mlir.dialects")
+    SmemType = fa4.type("smem", "A shared-memory region.")
+
+    class SmemRegionOp(fa4.Operation, name="smem_region"):
+        '''Declare a shared-memory region.  (summary line, then semantics and PTX mapping)'''
+        sym_name = StrAttr(doc="name of the region")
+        bytes = IntAttr(min=1)
+        result = Result(SmemType)
+
+        def verify(self):            # cross-field / cross-op invariants IRDL cannot express
+            if ...: yield "bytes must be ..., got ..."
+
+From the class the layer derives, once:
+  * the IRDL module (``Dialect.irdl_text()``), loaded into a Context by ``Dialect.load(ctx)``;
+  * an OpView subclass registered for the op name, so parsed IR comes back typed, with a keyword
+    builder ``SmemRegionOp(sym_name="q", bytes=1024)`` and accessors ``op.bytes`` / ``op.result``;
+  * a snake_case builder ``smem_region(...)`` that returns the result value(s);
+  * Python checks for everything IRDL cannot say (value ranges, enum members, optional attributes),
+    run by ``fa4_mlir.core.verify`` with messages "'fa4.smem_region' bytes must be >= 1, got 0".
+
+What IRDL checks (at parse time): operand/result types, presence and base kind of required
+attributes, region count. What Python checks: the rest. Enum attributes are checked in Python only,
+because IRDL's ``any_of`` failure message ("'"x"' does not satisfy the constraint") does not name the
+attribute.
+
+Design limits that keep IRDL happy (see the toolchain notes): at most one variadic operand group per
+op (no segment-size attributes); no ``any_of`` over ``base`` constraints (aborts MLIR 22); region
+bodies end in ``gpu.yield`` (IRDL ops cannot be terminators).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ClassVar
+
+from fa4_mlir._mlir import _cext, gpu, ir, irdl
+
+_MISSING = object()
+
+
+# ===================================================================================================
+# Types and type constraints
+# ===================================================================================================
+
+
+class TypeDef:
+    """A parameterless type of a Python-defined dialect, e.g. ``!fa4.smem``."""
+
+    def __init__(self, dialect: Dialect, mnemonic: str, doc: str):
+        self.dialect = dialect
+        self.mnemonic = mnemonic
+        self.doc = inspect.cleandoc(doc)
+
+    @property
+    def asm(self) -> str:
+        return f"!{self.dialect.namespace}.{self.mnemonic}"
+
+    def get(self) -> ir.Type:
+        """The type in the current Context (the dialect must be loaded)."""
+        return ir.Type.parse(self.asm)
+
+    def isinstance(self, t: ir.Type) -> bool:
+        return str(t) == self.asm
+
+    def irdl_constraint(self) -> str:
+        return f"irdl.base @{self.dialect.namespace}::@{self.mnemonic}"
+
+    def __str__(self) -> str:
+        return self.asm
+
+
+class Builtin:
+    """A builtin type used as an operand/result constraint, e.g. ``Builtin("i32")``."""
+
+    def __init__(self, asm: str):
+        self.asm = asm
+
+    def get(self) -> ir.Type:
+        return ir.Type.parse(self.asm)
+
+    def isinstance(self, t: ir.Type) -> bool:
+        return str(t) == self.asm
+
+    def irdl_constraint(self) -> str:
+        return f"irdl.is {self.asm}"
+
+    def __str__(self) -> str:
+        return self.asm
+
+
+I1 = Builtin("i1")
+I32 = Builtin("i32")
+
+
+# ===================================================================================================
+# Fields: operands, results, regions, attributes
+# ===================================================================================================
+
+
+class Field:
+    """A declared part of an op; subclasses are descriptors giving typed access on the OpView."""
+
+    name: str
+    doc: str
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+
+class Operand(Field):
+    def __init__(self, constraint: TypeDef | Builtin, *, variadic: bool = False, doc: str = ""):
+        self.constraint, self.variadic, self.doc = constraint, variadic, doc
+        self.index = -1  # position among the op's operand groups, set by the op class
+
+    def __get__(self, op, owner=None):
+        if op is None:
+            return self
+        return op._operand_group(self.index)
+
+
+class Result(Field):
+    def __init__(self, constraint: TypeDef | Builtin, *, doc: str = ""):
+        self.constraint, self.doc = constraint, doc
+        self.index = -1
+
+    def __get__(self, op, owner=None):
+        if op is None:
+            return self
+        return op.operation.results[self.index]
+
+
+class Region(Field):
+    """A single-block region without arguments, terminated by ``gpu.yield``."""
+
+    def __init__(self, *, doc: str = ""):
+        self.doc = doc
+        self.index = -1
+
+    def __get__(self, op, owner=None):
+        if op is None:
+            return self
+        return op.operation.regions[self.index]
+
+
+class Attr(Field):
+    """An attribute. Required unless it has a default or is ``optional``.
+
+    Required attributes are declared in IRDL (presence and base kind checked at parse time);
+    defaulted and optional ones exist only here, since IRDL in MLIR 22 has no optional attributes.
+    """
+
+    kind: ClassVar[str]
+    irdl_base: ClassVar[str]
+
+    def __init__(self, *, default: Any = _MISSING, optional: bool = False, doc: str = ""):
+        self.default, self.optional, self.doc = default, optional, doc
+
+    @property
+    def required(self) -> bool:
+        return self.default is _MISSING and not self.optional
+
+    def __get__(self, op, owner=None):
+        if op is None:
+            return self
+        attrs = op.operation.attributes
+        if self.name in attrs:
+            return self.decode(attrs[self.name])
+        return None if self.default is _MISSING else self.default
+
+    # -- subclass interface --------------------------------------------------------------------------
+    def decode(self, attr: ir.Attribute) -> Any:
+        raise NotImplementedError
+
+    def encode(self, value: Any) -> ir.Attribute:
+        raise NotImplementedError
+
+    def check_kind(self, attr: ir.Attribute) -> str | None:
+        """None if ``attr`` has the right kind, else what it is instead."""
+        raise NotImplementedError
+
+    def check_value(self, value: Any) -> Iterator[str]:
+        """Messages for a well-kinded value that breaks the field's constraints."""
+        return iter(())
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+class IntAttr(Attr):
+    """A signless integer attribute (i64 unless written otherwise) with optional range checks."""
+
+    kind = "integer"
+    irdl_base = '"#builtin.integer"'
+
+    def __init__(self, *, min: int | None = None, max: int | None = None, power_of_two: bool = False,
+                 multiple_of: int | None = None, **kw):
+        super().__init__(**kw)
+        self.min, self.max, self.power_of_two, self.multiple_of = min, max, power_of_two, multiple_of
+
+    def decode(self, attr):
+        return ir.IntegerAttr(attr).value
+
+    def encode(self, value):
+        if isinstance(value, ir.Attribute):
+            return value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{self.name} must be an int, got {value!r}")
+        return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+
+    def check_kind(self, attr):
+        if isinstance(attr, ir.IntegerAttr) and not isinstance(attr, ir.BoolAttr):
+            return None
+        return str(attr)
+
+    def check_value(self, value):
+        if self.min is not None and value < self.min:
+            yield f"{self.name} must be >= {self.min}, got {value}"
+        elif self.max is not None and value > self.max:
+            yield f"{self.name} must be <= {self.max}, got {value}"
+        elif self.power_of_two and (value <= 0 or value & (value - 1)):
+            yield f"{self.name} must be a power of two, got {value}"
+        elif self.multiple_of and value % self.multiple_of:
+            yield f"{self.name} must be a multiple of {self.multiple_of}, got {value}"
+
+    def describe(self):
+        bits = []
+        if self.min is not None:
+            bits.append(f">= {self.min}")
+        if self.max is not None:
+            bits.append(f"<= {self.max}")
+        if self.power_of_two:
+            bits.append("power of two")
+        if self.multiple_of:
+            bits.append(f"multiple of {self.multiple_of}")
+        return "integer" + (f" ({', '.join(bits)})" if bits else "")
+
+
+class StrAttr(Attr):
+    """A non-empty string attribute."""
+
+    kind = "string"
+    irdl_base = '"#builtin.string"'
+
+    def decode(self, attr):
+        return ir.StringAttr(attr).value
+
+    def encode(self, value):
+        if isinstance(value, ir.Attribute):
+            return value
+        if not isinstance(value, str):
+            raise TypeError(f"{self.name} must be a str, got {value!r}")
+        return ir.StringAttr.get(value)
+
+    def check_kind(self, attr):
+        return None if isinstance(attr, ir.StringAttr) else str(attr)
+
+    def check_value(self, value):
+        if not value:
+            yield f"{self.name} must be a non-empty string, got \"\""
+
+    def describe(self):
+        return "string"
+
+
+class EnumAttr(StrAttr):
+    """A string attribute restricted to a fixed set of members."""
+
+    def __init__(self, choices: Sequence[str], **kw):
+        super().__init__(**kw)
+        self.choices = tuple(choices)
+
+    def check_value(self, value):
+        if value not in self.choices:
+            members = ", ".join(f"'{c}'" for c in self.choices)
+            yield f"{self.name} must be one of {members}, got '{value}'"
+
+    def describe(self):
+        return " | ".join(f'"{c}"' for c in self.choices)
+
+
+class I32ArrayAttr(Attr):
+    """A ``array<i32: ...>`` attribute (DenseI32ArrayAttr)."""
+
+    kind = "array<i32>"
+    irdl_base = '"#builtin.dense_array"'
+
+    def __init__(self, *, min_len: int = 0, min_value: int | None = None, **kw):
+        super().__init__(**kw)
+        self.min_len, self.min_value = min_len, min_value
+
+    def decode(self, attr):
+        return list(ir.DenseI32ArrayAttr(attr))
+
+    def encode(self, value):
+        if isinstance(value, ir.Attribute):
+            return value
+        values = list(value)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            raise TypeError(f"{self.name} must be a sequence of ints, got {value!r}")
+        return ir.DenseI32ArrayAttr.get(values)
+
+    def check_kind(self, attr):
+        return None if isinstance(attr, ir.DenseI32ArrayAttr) else str(attr)
+
+    def check_value(self, value):
+        if len(value) < self.min_len:
+            yield f"{self.name} must have at least {self.min_len} element(s), got {len(value)}"
+        if self.min_value is not None:
+            bad = [v for v in value if v < self.min_value]
+            if bad:
+                yield f"{self.name} elements must be >= {self.min_value}, got {bad[0]}"
+
+    def describe(self):
+        return "array<i32>"
+
+
+# ===================================================================================================
+# Operations
+# ===================================================================================================
+
+
+class OpBase(ir.OpView):
+    """Base of every declared op; ``Dialect.Operation`` binds it to a dialect."""
+
+    _dialect: ClassVar[Dialect]
+    _operands: ClassVar[tuple[Operand, ...]] = ()
+    _results: ClassVar[tuple[Result, ...]] = ()
+    _regions: ClassVar[tuple[Region, ...]] = ()
+    _attrs: ClassVar[tuple[Attr, ...]] = ()
+    _ODS_OPERAND_SEGMENTS = None
+    _ODS_RESULT_SEGMENTS = None
+
+    def __init_subclass__(cls, name: str | None = None, **kw):
+        super().__init_subclass__(**kw)
+        if name is None:  # an intermediate base class, not an op
+            return
+        fields = [f for f in cls.__dict__.values() if isinstance(f, Field)]
+        cls._operands = tuple(f for f in fields if isinstance(f, Operand))
+        cls._results = tuple(f for f in fields if isinstance(f, Result))
+        cls._regions = tuple(f for f in fields if isinstance(f, Region))
+        cls._attrs = tuple(f for f in fields if isinstance(f, Attr))
+        if sum(o.variadic for o in cls._operands) > 1:
+            raise TypeError(f"{cls.__name__}: at most one variadic operand group (no segment sizes)")
+        for group in (cls._operands, cls._results, cls._regions):
+            for i, f in enumerate(group):
+                f.index = i
+        cls.OPERATION_NAME = f"{cls._dialect.namespace}.{name}"
+        cls._ODS_REGIONS = (len(cls._regions), True)
+        cls.__init__ = _make_builder_init(cls)
+        cls._dialect._add_op(cls)
+
+    # -- accessors -----------------------------------------------------------------------------------
+    def _operand_group(self, index: int):
+        operands = self.operation.operands
+        variadic = [o.index for o in self._operands if o.variadic]
+        if not variadic or index < variadic[0]:
+            return operands[index]
+        n_after = len(self._operands) - 1 - variadic[0]
+        if index == variadic[0]:
+            return list(operands)[index:len(operands) - n_after]
+        return operands[len(operands) - (len(self._operands) - index)]
+
+    def region_ip(self, index: int = 0) -> ir.InsertionPoint:
+        """Insertion point before the ``gpu.yield`` that ends region ``index``."""
+        return ir.InsertionPoint.at_block_terminator(self.operation.regions[index].blocks[0])
+
+    # -- verification --------------------------------------------------------------------------------
+    def verify(self) -> Iterator[str]:
+        """Invariants beyond the declared fields; yield one message per violation."""
+        return iter(())
+
+    @classmethod
+    def field_errors(cls, op: ir.Operation) -> Iterator[str]:
+        """Messages for attributes of the wrong kind, missing, or out of range."""
+        attrs = op.attributes
+        for f in cls._attrs:
+            if f.name not in attrs:
+                if f.required:
+                    yield f"{f.name} must be set ({f.describe()}), got none"
+                continue
+            wrong = f.check_kind(attrs[f.name])
+            if wrong is not None:
+                yield f"{f.name} must be {f.describe()}, got {wrong}"
+                continue
+            yield from f.check_value(f.decode(attrs[f.name]))
+        for r in cls._regions:
+            region = op.regions[r.index]
+            blocks = list(region.blocks)
+            if len(blocks) != 1:
+                yield f"region '{r.name}' must have exactly one block, got {len(blocks)}"
+            elif len(blocks[0].arguments):
+                yield f"region '{r.name}' must have no block arguments, got {len(blocks[0].arguments)}"
+
+    @classmethod
+    def summary(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "").split("\n", 1)[0]
+
+    @classmethod
+    def description(cls) -> str:
+        parts = inspect.cleandoc(cls.__doc__ or "").split("\n", 1)
+        return parts[1].strip() if len(parts) > 1 else ""
+
+    @classmethod
+    def snake_name(cls) -> str:
+        return cls.OPERATION_NAME.split(".", 1)[1].replace(".", "_")
+
+    @classmethod
+    def builder(cls) -> Callable[..., Any]:
+        """The snake_case builder: builds the op, returns its result, results, or the op if none."""
+
+        def build(*args, **kwargs):
+            op = cls(*args, **kwargs)
+            results = list(op.operation.results)
+            if not results:
+                return op
+            return results[0] if len(results) == 1 else tuple(results)
+
+        build.__name__ = cls.snake_name()
+        build.__qualname__ = build.__name__
+        build.__doc__ = f"Build ``{cls.OPERATION_NAME}`` and return its results. {cls.summary()}"
+        build.__signature__ = inspect.signature(cls.__init__).replace(
+            parameters=list(inspect.signature(cls.__init__).parameters.values())[1:])
+        return build
+
+
+def _make_builder_init(cls: type[OpBase]):
+    """Generate ``__init__(self, *operands, *, attrs..., loc=None, ip=None)`` for an op class."""
+    op_name = cls.OPERATION_NAME
+    P = inspect.Parameter
+    params = [P("self", P.POSITIONAL_OR_KEYWORD)]
+    params += [P(o.name, P.POSITIONAL_OR_KEYWORD) for o in cls._operands]
+    params += [P(a.name, P.KEYWORD_ONLY) for a in cls._attrs if a.required]
+    params += [P(a.name, P.KEYWORD_ONLY, default=None) for a in cls._attrs if not a.required]
+    params += [P("loc", P.KEYWORD_ONLY, default=None), P("ip", P.KEYWORD_ONLY, default=None)]
+    signature = inspect.Signature(params)
+
+    def __init__(self, *args, **kwargs):
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"'{op_name}' builder: {exc}") from None
+        values = bound.arguments
+        operands = []
+        for o in cls._operands:
+            v = values[o.name]
+            operands.extend(list(v) if o.variadic else [v])
+        attributes = {}
+        for a in cls._attrs:
+            v = values.get(a.name)
+            if v is None:
+                continue
+            attr = a.encode(v)
+            errors = list(a.check_value(a.decode(attr)))
+            if errors:
+                raise ValueError(f"'{op_name}' {errors[0]}")
+            attributes[a.name] = attr
+        results = [r.constraint.get() for r in cls._results]
+        super(cls, self).__init__(
+            op_name, cls._ODS_REGIONS, None, None, attributes=attributes, results=results,
+            operands=operands, successors=None, regions=None, loc=values.get("loc"), ip=values.get("ip"))
+        for region in self.operation.regions:  # a valid op from the start: one block ending in gpu.yield
+            block = region.blocks.append()
+            with ir.InsertionPoint(block), self.operation.location:
+                gpu.YieldOp([])
+
+    __init__.__signature__ = signature
+    __init__.__doc__ = f"Build ``{op_name}``. {cls.summary()}"
+    return __init__
+
+
+# ===================================================================================================
+# The dialect
+# ===================================================================================================
+
+
+class Dialect:
+    """A Python-defined dialect: its types, its ops, its IRDL module, and its OpView registration."""
+
+    def __init__(self, namespace: str, *, search_prefix: str, doc: str = ""):
+        """``search_prefix`` is the package holding a module named ``namespace``, so that MLIR's
+        op-class lookup (which imports ``<prefix>.<namespace>``) finds the OpView classes."""
+        self.namespace = namespace
+        self.doc = inspect.cleandoc(doc)
+        self.types: list[TypeDef] = []
+        self.ops: list[type[OpBase]] = []
+        self._irdl: str | None = None
+        _cext.globals.append_dialect_search_prefix(search_prefix)
+        self._mlir_dialect = _cext.register_dialect(
+            type(f"_{namespace.capitalize()}Dialect", (ir.Dialect,), {"DIALECT_NAMESPACE": namespace}))
+        self.Operation = type(f"{namespace.capitalize()}Op", (OpBase,), {"_dialect": self,
+                                                                          "__module__": __name__})
+
+    def type(self, mnemonic: str, doc: str) -> TypeDef:
+        t = TypeDef(self, mnemonic, doc)
+        self.types.append(t)
+        return t
+
+    def _add_op(self, cls: type[OpBase]) -> None:
+        _cext.register_operation(self._mlir_dialect, replace=True)(cls)
+        self.ops.append(cls)
+        self._irdl = None
+
+    def op_class(self, name: str) -> type[OpBase] | None:
+        for cls in self.ops:
+            if cls.OPERATION_NAME == name:
+                return cls
+        return None
+
+    # -- IRDL ----------------------------------------------------------------------------------------
+    def irdl_text(self) -> str:
+        """The dialect as an IRDL module (what MLIR verifies at parse time)."""
+        if self._irdl is None:
+            lines = [f"irdl.dialect @{self.namespace} {{"]
+            lines += [f"  irdl.type @{t.mnemonic}" for t in self.types]
+            for cls in self.ops:
+                lines += _irdl_operation(cls)
+            lines.append("}")
+            self._irdl = "\n".join(lines)
+        return self._irdl
+
+    def load(self, ctx: ir.Context) -> None:
+        """Register the dialect in ``ctx``, once (a second IRDL load aborts MLIR 22)."""
+        if self.ops and ctx.is_registered_operation(self.ops[0].OPERATION_NAME):
+            return
+        with ctx:
+            irdl.load_dialects(ir.Module.parse(self.irdl_text()))
+
+    def builders(self) -> dict[str, Callable[..., Any]]:
+        return {cls.snake_name(): cls.builder() for cls in self.ops}
+
+    # -- documentation -------------------------------------------------------------------------------
+    def markdown(self) -> str:
+        """Reference documentation of every type and op, generated from the declarations."""
+        out = [f"# The `{self.namespace}` dialect", "", "<!-- generated by `python -m fa4_mlir.tools.dialect_docs`;"
+               " do not edit -->", "", self.doc, "", "## Types", ""]
+        for t in self.types:
+            out += [f"### `{t.asm}`", "", t.doc, ""]
+        out += ["## Operations", ""]
+        for cls in self.ops:
+            out += [f"### `{cls.OPERATION_NAME}` ({cls.__name__}, builder `{cls.snake_name()}`)", "",
+                    cls.summary(), "", cls.description(), ""]
+            rows = [(f"operand `{o.name}`", f"{'variadic ' if o.variadic else ''}`{o.constraint}`", o.doc)
+                    for o in cls._operands]
+            rows += [(f"attribute `{a.name}`", _attr_kind(a), a.doc) for a in cls._attrs]
+            rows += [(f"region `{r.name}`", "one block, ends in `gpu.yield`", r.doc) for r in cls._regions]
+            rows += [(f"result `{r.name}`", f"`{r.constraint}`", r.doc) for r in cls._results]
+            if rows:
+                out += ["| field | kind | meaning |", "|---|---|---|"]
+                out += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+                out.append("")
+        return "\n".join(out).rstrip() + "\n"
+
+
+def _attr_kind(a: Attr) -> str:
+    kind = a.describe()
+    if a.default is not _MISSING:
+        return f"{kind}, default {a.default!r}"
+    return f"{kind}, optional" if a.optional else kind
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _irdl_operation(cls: type[OpBase]) -> list[str]:
+    mnemonic = cls.OPERATION_NAME.split(".", 1)[1]
+    body, names = [], {}
+
+    def var(constraint: str) -> str:  # one SSA value per use: shared values would force equality
+        name = f"%v{len(names)}"
+        names[name] = constraint
+        body.append(f"    {name} = {constraint}")
+        return name
+
+    operands = [f"{o.name}: {'variadic ' if o.variadic else ''}{var(o.constraint.irdl_constraint())}"
+                for o in cls._operands]
+    results = [f"{r.name}: {var(r.constraint.irdl_constraint())}" for r in cls._results]
+    attrs = [f'"{a.name}" = {var("irdl.base " + a.irdl_base)}' for a in cls._attrs if a.required]
+    regions = [f"{r.name}: {var('irdl.region with size 1')}" for r in cls._regions]
+    for f in (*cls._operands, *cls._results, *cls._regions):
+        assert _IDENT.match(f.name), f"IRDL field names must be identifiers, got {f.name!r}"
+    if operands:
+        body.append(f"    irdl.operands({', '.join(operands)})")
+    if results:
+        body.append(f"    irdl.results({', '.join(results)})")
+    if attrs:
+        body.append(f"    irdl.attributes {{{', '.join(attrs)}}}")
+    if regions:
+        body.append(f"    irdl.regions({', '.join(regions)})")
+    return [f"  irdl.operation @{mnemonic} {{", *body, "  }"]

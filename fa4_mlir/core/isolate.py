@@ -1,0 +1,64 @@
+"""Run MLIR work in a forked child so that an abort inside MLIR becomes an error message.
+
+Some inputs make MLIR 22 abort the process (assertions, ``LLVM ERROR``). Guards catch the known
+ones with a precise message; this is the net under the rest: the parent survives, reports what the
+child was doing, and exits 1.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+from fa4_mlir import knobs
+
+
+class Progress:
+    """What the child is doing, written to a pipe the parent reads if the child dies."""
+
+    def __init__(self, fd: int | None):
+        self.fd = fd
+
+    def __call__(self, what: str) -> None:
+        if self.fd is not None:
+            os.write(self.fd, (what.replace("\n", " ") + "\n").encode())
+
+
+def run_isolated(work: Callable[[Progress], int], *, tool: str, place: str) -> int:
+    """Exit code of ``work(progress)`` run in a child process (in-process if fork is unavailable or
+    FA4_ISOLATE=0). ``place`` names the input in the error line printed if the child aborts."""
+    if not knobs.isolate() or not hasattr(os, "fork"):
+        return work(Progress(None))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(read_fd)
+        code = 1
+        try:
+            code = work(Progress(write_fd))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(write_fd)
+    chunks = []
+    while data := os.read(read_fd, 65536):
+        chunks.append(data)
+    os.close(read_fd)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        lines = b"".join(chunks).decode(errors="replace").strip().splitlines()
+        doing = lines[-1] if lines else "starting"
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        print(f"{place}: error: MLIR aborted ({name}) while {doing}; the message above is MLIR's. "
+              f"This input hits a crash in MLIR 22 that {tool} does not guard yet: please report it "
+              f"with the input", file=sys.stderr)
+        return 1
+    return os.WEXITSTATUS(status)

@@ -1,0 +1,32 @@
+"""The Python half of fa4 verification: everything IRDL cannot check.
+
+IRDL verifies structure at parse time (operand and result types, required attributes, regions).
+This walks the IR and runs, for every fa4 op, the declared field checks (ranges, enum members,
+optional attributes) and the op's ``verify`` hook (cross-field and cross-op invariants).
+"""
+
+from __future__ import annotations
+
+from fa4_mlir._mlir import ir
+from fa4_mlir.core.diagnostics import Diagnostic
+
+
+def verify_fa4(root: ir.Operation) -> list[Diagnostic]:
+    """Every violated fa4 invariant under ``root``, in IR order, as located errors."""
+    from fa4_mlir.dialects.fa4 import DIALECT
+
+    errors: list[Diagnostic] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        name = op.name
+        if name.startswith("fa4."):
+            cls = DIALECT.op_class(name)
+            if cls is not None:
+                messages = list(cls.field_errors(op))
+                if not messages:  # the hooks may rely on well-formed fields
+                    messages = list(op.opview.verify())
+                errors.extend(Diagnostic.at(op.location, "error", f"'{name}' {m}") for m in messages)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return errors

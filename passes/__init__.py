@@ -1,0 +1,31 @@
+"""The fa4 pass registry (installed as ``fa4_mlir.passes``).
+
+Python passes cannot be registered with MLIR 22's pass registry, so ``fa4-opt`` owns this one:
+``PASSES`` maps each pass name to a factory that imports its class on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from fa4_mlir.passes.base import Fa4Pass
+
+
+def _lazy(module: str, cls: str) -> Callable[[], type[Fa4Pass]]:
+    def load() -> type[Fa4Pass]:
+        return getattr(importlib.import_module(f"fa4_mlir.passes.{module}"), cls)
+
+    return load
+
+
+PASSES: dict[str, Callable[[], type[Fa4Pass]]] = {
+    "fa4-verify": _lazy("verify", "VerifyPass"),
+}
+
+
+def get_pass(name: str) -> type[Fa4Pass]:
+    return PASSES[name]()
+
+
+__all__ = ["PASSES", "Fa4Pass", "get_pass"]

@@ -1,0 +1,46 @@
+// Every kind of bad input: a non-zero exit, one located `error:` line, and no Python traceback.
+
+// Malformed IR: the parser's location.
+// RUN: not fa4-opt %S/Inputs/malformed.mlir 2>&1 | FileCheck %s --check-prefix=MALFORMED --implicit-check-not=Traceback
+// MALFORMED: malformed.mlir:3:19: error: use of value '%a' expects different type than prior uses: 'i64' vs 'i32'
+
+// An op that breaks an fa4 invariant.
+// RUN: not fa4-opt %S/Inputs/invariant.mlir 2>&1 | FileCheck %s --check-prefix=INVARIANT --implicit-check-not=Traceback
+// INVARIANT: invariant.mlir:4:8: error: 'fa4.pipeline_create' num_stages must be >= 1, got 0
+
+// An unknown pass, an fa4 pass nested under an anchor, a bad option, a broken pipeline string.
+// RUN: not fa4-opt %S/Inputs/kernel.mlir -p 'builtin.module(fa4-verify,no-such-pass)' 2>&1 | FileCheck %s --check-prefix=UNKNOWN --implicit-check-not=Traceback
+// UNKNOWN: <pass-pipeline>:1:27: error: 'no-such-pass' does not refer to a registered pass or pass pipeline
+// UNKNOWN-SAME: (fa4-opt --list-passes lists the fa4 passes)
+// UNKNOWN-NEXT: builtin.module(fa4-verify,no-such-pass)
+// UNKNOWN-NEXT: {{^                          \^$}}
+// RUN: not fa4-opt %S/Inputs/kernel.mlir -p 'builtin.module(func.func(fa4-verify))' 2>&1 | FileCheck %s --check-prefix=NESTED --implicit-check-not=Traceback
+// NESTED: <pass-pipeline>:1:16: error: fa4 pass 'fa4-verify' cannot be nested under 'func.func'
+// RUN: not fa4-opt %S/Inputs/kernel.mlir -p 'fa4-verify{level=2}' 2>&1 | FileCheck %s --check-prefix=FA4OPT --implicit-check-not=Traceback
+// FA4OPT: <pass-pipeline>:1:1: error: pass 'fa4-verify' has no option 'level' (options: none)
+// RUN: not fa4-opt %S/Inputs/kernel.mlir -p 'canonicalize{top-down=maybe}' 2>&1 | FileCheck %s --check-prefix=UPOPT --implicit-check-not=Traceback
+// UPOPT: <pass-pipeline>:1:1: error: failed to add `canonicalize` with options `top-down=maybe`: for the --top-down option: 'maybe' is invalid value for boolean argument! Try 0 or 1
+// RUN: not fa4-opt %S/Inputs/kernel.mlir -p 'builtin.module(canonicalize' 2>&1 | FileCheck %s --check-prefix=UNBALANCED --implicit-check-not=Traceback
+// UNBALANCED: <pass-pipeline>:1:28: error: unbalanced brackets or quotes in pass pipeline
+// RUN: not fa4-opt %S/Inputs/kernel.mlir -p 'canonicalize,,cse' 2>&1 | FileCheck %s --check-prefix=EMPTY --implicit-check-not=Traceback
+// EMPTY: <pass-pipeline>:1:14: error: empty element in pass pipeline
+
+// Inputs that abort MLIR 22 are refused before MLIR sees them.
+// RUN: not fa4-opt %S/Inputs/kernel.mlir -p 'gpu-module-to-binary{format=offload}' 2>&1 | FileCheck %s --check-prefix=FORMAT --implicit-check-not=Traceback
+// FORMAT: <pass-pipeline>:1:1: error: option 'format' must be one of llvm, offloading, isa, assembly, bin, binary, fatbin, fatbinary, got 'offload'
+// RUN: not fa4-opt %S/Inputs/kernel.mlir -p 'gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90a cubin-format=cubin}' 2>&1 | FileCheck %s --check-prefix=CUBINFMT --implicit-check-not=Traceback
+// CUBINFMT: error: option 'cubin-format' must be one of {{.*}}, got 'cubin'
+// RUN: not fa4-opt %S/Inputs/ptx80-sm100a.mlir -p 'gpu-module-to-binary{format=isa}' 2>&1 | FileCheck %s --check-prefix=PTXVER --implicit-check-not=Traceback
+// PTXVER: ptx80-sm100a.mlir:2:3: error: #nvvm.target features must be +ptx86 or newer for chip 'sm_100a', got +ptx80
+// RUN: not fa4-opt %S/Inputs/cta-only-tma-sm90a.mlir -p 'gpu-module-to-binary{format=isa}' 2>&1 | FileCheck %s --check-prefix=CTAONLY --implicit-check-not=Traceback
+// CTAONLY: cta-only-tma-sm90a.mlir:5:7: error: 'nvvm.cp.async.bulk.tensor.shared.cluster.global' with isCTAOnly needs PTX 8.6 on sm_90a
+
+// A missing input file and an unwritable output file.
+// RUN: not fa4-opt %S/Inputs/does-not-exist.mlir 2>&1 | FileCheck %s --check-prefix=NOFILE --implicit-check-not=Traceback
+// NOFILE: does-not-exist.mlir: error: cannot read input file: No such file or directory
+// RUN: not fa4-opt %S/Inputs/kernel.mlir -o %S/Inputs/no-such-dir/out.mlir 2>&1 | FileCheck %s --check-prefix=NOOUT --implicit-check-not=Traceback
+// NOOUT: out.mlir: error: cannot write output file: No such file or directory
+
+// Bad command-line options are argparse errors (exit 2), also without a traceback.
+// RUN: not fa4-opt --no-such-flag 2>&1 | FileCheck %s --check-prefix=FLAG --implicit-check-not=Traceback
+// FLAG: fa4-opt: error: unrecognized arguments: --no-such-flag

@@ -1,0 +1,4 @@
+// RUN: fa4-opt --list-passes | FileCheck %s
+// CHECK: fa4 passes
+// CHECK: fa4-verify{{ +}}Every fa4 op satisfies
+// CHECK: Upstream MLIR 22 passes
