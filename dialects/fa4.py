@@ -202,6 +202,7 @@ class MbarrierAllocOp(Op, name="mbarrier_alloc"):
     ``cta_group = 2`` marks a barrier of a CTA pair: arrivals come from both CTAs (leader-CTA
     arrivals, multicast commits) and expect_tx counts the bytes of both CTAs.
     ``fa4-allocate-mbarriers`` packs arrays into one region and sets ``index`` (the first barrier).
+    Lowers to: 8 bytes of shared memory per barrier at ``index * 8`` in the barrier region.
     """
 
     sym_name = StrAttr(doc="name, e.g. `kv_producer`, `S0_consumer`")
@@ -394,9 +395,11 @@ class PipelineProducerAcquireOp(Op, name="pipeline_producer_acquire"):
 class PipelineProducerCommitOp(Op, name="pipeline_producer_commit"):
     """Producer: signal that buffer ``stage`` (sub-stage ``sub_stage``) is filled.
 
-    The arrival follows the full array's kind: ``threads`` -> ``mbarrier.arrive``; ``tx`` ->
-    ``mbarrier.arrive.expect_tx`` with ``tx_bytes`` by the elected thread (the TMA loads complete the
-    bytes; required for ``tx`` and rejected otherwise); ``commit`` -> ``tcgen05.commit``.
+    ``tx_bytes`` is required when the full array arrives by ``tx`` (the TMA loads of the stage
+    complete those bytes) and rejected otherwise.
+    Lowers to: an arrival on ``full[stage * producer_sub_stages + sub_stage]`` by the full array's
+    kind: ``threads`` -> ``mbarrier.arrive``; ``tx`` -> ``mbarrier.arrive.expect_tx tx_bytes`` by the
+    elected thread; ``commit`` -> ``tcgen05.commit``.
     """
 
     pipeline = Operand(PipelineType)
@@ -437,8 +440,9 @@ class PipelineConsumerWaitOp(Op, name="pipeline_consumer_wait"):
 class PipelineConsumerReleaseOp(Op, name="pipeline_consumer_release"):
     """Consumer: signal that buffer ``stage`` may be overwritten.
 
-    The arrival follows the empty array's kind (``threads`` -> ``mbarrier.arrive``; ``commit`` ->
-    ``tcgen05.commit``, so the buffer frees when the MMAs reading it finish).
+    Lowers to: an arrival on ``empty[stage * consumer_sub_stages + sub_stage]`` by the empty array's
+    kind: ``threads`` -> ``mbarrier.arrive``; ``commit`` -> ``tcgen05.commit``, so the buffer frees
+    when the MMAs reading it finish.
     """
 
     pipeline = Operand(PipelineType)
