@@ -44,7 +44,8 @@ def _pytest_counts(output: str) -> tuple[int, int]:
 
 def main() -> int:
     os.environ.setdefault("FA4_LIT_OUT", os.path.join(tempfile.gettempdir(), "fa4-lit-out"))
-    lit_rc, lit_out = _run([sys.executable, "-m", "lit", "-sv", HERE])
+    # lit 23 has no __main__ module, so `python -m lit` fails; call its entry point.
+    lit_rc, lit_out = _run([sys.executable, "-c", "import lit.main; lit.main.main()", "-sv", HERE])
     lit_passed, lit_failed = _lit_counts(lit_out)
     py_rc, py_out = _run([sys.executable, "-m", "pytest", os.path.join(HERE, "python"), *sys.argv[1:]])
     py_passed, py_failed = _pytest_counts(py_out)

@@ -7,6 +7,7 @@ child was doing, and exits 1.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
@@ -37,6 +38,9 @@ def run_isolated(work: Callable[[Progress], int], *, tool: str, place: str) -> i
     pid = os.fork()
     if pid == 0:  # child
         os.close(read_fd)
+        # The parent reports an abort; a faulthandler dump (pytest, PYTHONFAULTHANDLER) would add a
+        # Python stack to stderr that reads like a traceback.
+        faulthandler.disable()
         code = 1
         try:
             code = work(Progress(write_fd))
