@@ -45,7 +45,7 @@ MAX_TX_BYTES = (1 << 20) - 1  # mbarrier tx-count range
 TMEM_COLUMNS = 512  # 512 columns x 128 lanes x 32 bit per SM
 REGISTER_FILE = 65536  # 32-bit registers per SM (and the most one CTA can hold)
 SMEM_BASE_ALIGN = 1024  # alignment of the extern dynamic shared-memory symbol
-SWIZZLE_ALIGN = {"none": 16, "32B": 256, "64B": 512, "128B": 1024}  # one swizzle atom: 8 rows x width
+SWIZZLE_ALIGN = {"none": 1, "32B": 256, "64B": 512, "128B": 1024}  # one swizzle atom: 8 rows x width
 TMA_SMEM_ALIGN = 128  # cp.async.bulk.tensor shared-memory operand alignment
 
 
@@ -84,9 +84,22 @@ TensorMapType = DIALECT.type("tensormap", """
 
 
 def _def(value, op_class):
-    """The defining op of ``value`` if it is an ``op_class``, else None (e.g. a block argument)."""
+    """The defining op of ``value`` if it is a well-formed ``op_class``, else None (a block argument,
+    another op, or one whose own field errors are reported on it)."""
     op = defining_op(value)
-    return op if isinstance(op, op_class) else None
+    return op if isinstance(op, op_class) and op.is_well_formed() else None
+
+
+def _alignment(value) -> int | None:
+    """The guaranteed byte alignment of a shared-memory region or alias value, if known."""
+    op = defining_op(value)
+    if isinstance(op, SmemRegionOp) and op.is_well_formed():
+        return op.align
+    if isinstance(op, SmemAliasOp) and op.is_well_formed():
+        base = _alignment(op.base)
+        if base is None:
+            return None
+        return base if op.offset % base == 0 else op.offset & -op.offset
 
 
 def _check_index(barriers, index, what: str = "index"):
@@ -454,8 +467,8 @@ class PipelineConsumerReleaseOp(Op, name="pipeline_consumer_release"):
         create = _def(self.pipeline, PipelineCreateOp)
         empty = create.consumer if create is not None else None
         if empty is not None and empty.arrival == "tx":
-            yield (f"the empty barriers ('{empty.sym_name}') must arrive by 'threads' or 'commit', "
-                   f"got 'tx': nothing delivers transaction bytes to a release")
+            yield (f"empty barriers must arrive by 'threads' or 'commit' (nothing delivers "
+                   f"transaction bytes to a release), got '{empty.sym_name}' with arrival 'tx'")
 
 
 # ===================================================================================================
@@ -478,8 +491,9 @@ class WarpSpecializeOp(Op, name="warp_specialize"):
     body = Region(doc="the `fa4.warp_role` ops")
 
     def roles(self) -> list[WarpRoleOp]:
+        """The well-formed roles (a malformed one is reported on itself)."""
         ops = list(self.operation.regions[0].blocks[0].operations)
-        return [o for o in ops if isinstance(o, WarpRoleOp)]
+        return [o for o in ops if isinstance(o, WarpRoleOp) and o.is_well_formed()]
 
     def verify(self):
         block_ops = list(self.operation.regions[0].blocks[0].operations)
@@ -488,11 +502,11 @@ class WarpSpecializeOp(Op, name="warp_specialize"):
                 yield f"body must hold only 'fa4.warp_role' ops, got '{o.operation.name}'"
                 return
         roles = self.roles()
-        if not roles:
+        if not any(isinstance(o, WarpRoleOp) for o in block_ops):
             yield "body must hold at least one 'fa4.warp_role', got none"
         owner: dict[int, str] = {}
         for role in roles:
-            for w in role.warps:
+            for w in sorted(set(role.warps)):  # repeats within a role are reported on the role
                 if w >= self.num_warps:
                     yield f"warps of role '{role.sym_name}' must be < num_warps ({self.num_warps}), got {w}"
                 elif w in owner:
@@ -545,6 +559,14 @@ class WarpRoleOp(Op, name="warp_role"):
 # ===================================================================================================
 
 
+def _check_tma_alignment(what: str, value):
+    align = _alignment(value)
+    if align is not None and align < TMA_SMEM_ALIGN:
+        name = defining_op(value).sym_name
+        yield (f"{what} must be aligned to >= {TMA_SMEM_ALIGN} bytes for TMA, got '{name}' aligned "
+               f"to {align}")
+
+
 class TmaLoadOp(Op, name="tma_load"):
     """Copy a box of a global tensor into shared memory with TMA, completing bytes on a barrier.
 
@@ -568,6 +590,7 @@ class TmaLoadOp(Op, name="tma_load"):
             yield f"coords must have 1 to 5 elements, got {len(self.coords)}"
         yield from _check_index(self.barriers, self.index)
         yield from _check_arrival(self.barriers, "tx", "TMA completes transaction bytes")
+        yield from _check_tma_alignment("dst", self.dst)
         dst = _def(self.dst, (SmemRegionOp, SmemAliasOp))
         if dst is not None and self.dst_offset + self.bytes > dst.bytes:
             yield (f"dst_offset + bytes must be <= {dst.bytes} (the size of '{dst.sym_name}'), "
@@ -590,6 +613,7 @@ class TmaStoreOp(Op, name="tma_store"):
     def verify(self):
         if not 1 <= len(self.coords) <= 5:
             yield f"coords must have 1 to 5 elements, got {len(self.coords)}"
+        yield from _check_tma_alignment("src", self.src)
         src = _def(self.src, (SmemRegionOp, SmemAliasOp))
         if src is not None and self.src_offset + self.bytes > src.bytes:
             yield (f"src_offset + bytes must be <= {src.bytes} (the size of '{src.sym_name}'), "

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fa4_mlir import __version__, knobs
+from fa4_mlir import __version__
 
 _SPLIT_MARKER = "// -----"
 
@@ -55,10 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # an internal error: one line, not a traceback
-        if knobs.show_traceback():
-            raise
-        print(f"fa4-opt: error: internal error: {type(exc).__name__}: {exc} "
-              f"(rerun with FA4_TRACEBACK=1 for the traceback)", file=sys.stderr)
+        from fa4_mlir.core.isolate import report_internal_error
+
+        report_internal_error("fa4-opt", exc)
         return 1
 
 
@@ -117,6 +116,8 @@ def _run(args, name: str, source: str, progress) -> int:
     for chunk in _split(source, args.split_input_file):
         output, diagnostics = _process(chunk, name, steps, args, progress)
         diagnostics = list(dict.fromkeys(diagnostics))  # a handler and MLIRError may report the same one
+        if args.verify_diagnostics:  # as mlir-opt, which turns off printOpOnDiagnostic for this mode
+            diagnostics = [_without_op_dump(d) for d in diagnostics]
         if args.verify_diagnostics:
             problems = check_expectations(chunk, name, diagnostics)
             for line in problems:
@@ -132,6 +133,13 @@ def _run(args, name: str, source: str, progress) -> int:
     if not _write_output(args.output, text):
         return 1
     return 0 if ok else 1
+
+
+def _without_op_dump(d):
+    import dataclasses
+
+    notes = tuple(n for n in d.notes if not n.message.startswith("see current operation"))
+    return dataclasses.replace(d, notes=notes)
 
 
 def _named(d, name: str) -> str:

@@ -215,7 +215,9 @@ class IntAttr(Attr):
         return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
 
     def check_kind(self, attr):
-        if isinstance(attr, ir.IntegerAttr) and not isinstance(attr, ir.BoolAttr):
+        # Only i64 (what `{x = 4}` parses as): IntegerAttr.value reads narrower types as signed
+        # (255 : i8 -> -1) and asserts on types wider than 64 bits.
+        if isinstance(attr, ir.IntegerAttr) and str(attr.type) == "i64":
             return None
         return str(attr)
 
@@ -239,7 +241,7 @@ class IntAttr(Attr):
             bits.append("power of two")
         if self.multiple_of:
             bits.append(f"multiple of {self.multiple_of}")
-        return "integer" + (f" ({', '.join(bits)})" if bits else "")
+        return "an i64 integer" + (f" ({', '.join(bits)})" if bits else "")
 
 
 class StrAttr(Attr):
@@ -266,7 +268,7 @@ class StrAttr(Attr):
             yield f"{self.name} must be a non-empty string, got \"\""
 
     def describe(self):
-        return "string"
+        return "a string"
 
 
 class EnumAttr(StrAttr):
@@ -282,7 +284,7 @@ class EnumAttr(StrAttr):
             yield f"{self.name} must be one of {members}, got '{value}'"
 
     def describe(self):
-        return " | ".join(f'"{c}"' for c in self.choices)
+        return "one of " + ", ".join(f'"{c}"' for c in self.choices)
 
 
 class I32ArrayAttr(Attr):
@@ -318,7 +320,7 @@ class I32ArrayAttr(Attr):
                 yield f"{self.name} elements must be >= {self.min_value}, got {bad[0]}"
 
     def describe(self):
-        return "array<i32>"
+        return "an array<i32>"
 
 
 # ===================================================================================================
@@ -397,6 +399,15 @@ class OpBase(ir.OpView):
                 yield f"region '{r.name}' must have exactly one block, got {len(blocks)}"
             elif len(blocks[0].arguments):
                 yield f"region '{r.name}' must have no block arguments, got {len(blocks[0].arguments)}"
+            else:
+                ops = list(blocks[0].operations)
+                last = ops[-1].operation.name if ops else "nothing"
+                if last != "gpu.yield":
+                    yield f"region '{r.name}' must end in 'gpu.yield', got '{last}'"
+
+    def is_well_formed(self) -> bool:
+        """Whether the op's own fields pass their checks; hooks read only well-formed neighbours."""
+        return next(iter(self.field_errors(self.operation)), None) is None
 
     @classmethod
     def summary(cls) -> str:

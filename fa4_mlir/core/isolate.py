@@ -11,6 +11,7 @@ import faulthandler
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Callable
 
 from fa4_mlir import knobs
@@ -25,6 +26,14 @@ class Progress:
     def __call__(self, what: str) -> None:
         if self.fd is not None:
             os.write(self.fd, (what.replace("\n", " ") + "\n").encode())
+
+
+def report_internal_error(tool: str, exc: BaseException) -> None:
+    """One error line for a bug in fa4-mlir (the traceback with FA4_TRACEBACK=1)."""
+    if knobs.show_traceback():
+        traceback.print_exception(exc)
+    print(f"{tool}: error: internal error: {type(exc).__name__}: {exc} "
+          f"(rerun with FA4_TRACEBACK=1 for the traceback)", file=sys.stderr)
 
 
 def run_isolated(work: Callable[[Progress], int], *, tool: str, place: str) -> int:
@@ -46,6 +55,8 @@ def run_isolated(work: Callable[[Progress], int], *, tool: str, place: str) -> i
             code = work(Progress(write_fd))
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException as exc:  # noqa: BLE001 - the child must report, never die silently
+            report_internal_error(tool, exc)
         finally:
             sys.stdout.flush()
             sys.stderr.flush()

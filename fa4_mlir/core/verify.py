@@ -24,7 +24,11 @@ def verify_fa4(root: ir.Operation) -> list[Diagnostic]:
             if cls is not None:
                 messages = list(cls.field_errors(op))
                 if not messages:  # the hooks may rely on well-formed fields
-                    messages = list(op.opview.verify())
+                    try:
+                        messages = list(op.opview.verify())
+                    except Exception as exc:  # a bug in a hook must not hide the other diagnostics
+                        messages = [f"verifier failed with {type(exc).__name__}: {exc}; this is a bug "
+                                    f"in fa4-mlir, please report it with the input"]
                 errors.extend(Diagnostic.at(op.location, "error", f"'{name}' {m}") for m in messages)
         return ir.WalkResult.ADVANCE
 

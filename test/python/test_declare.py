@@ -106,3 +106,15 @@ def test_generated_docs_are_up_to_date():
 
     doc = pathlib.Path(__file__).resolve().parents[2] / "docs" / "dialect.md"
     assert doc.read_text() == DIALECT.markdown(), "regenerate: python -m fa4_mlir.tools.dialect_docs > docs/dialect.md"
+
+
+def test_round_trip_test_covers_every_op_and_type():
+    import pathlib
+
+    from fa4_mlir.dialects.fa4 import DIALECT
+
+    ops_test = (pathlib.Path(__file__).resolve().parents[1] / "Dialect" / "FA4" / "ops.mlir").read_text()
+    for cls in DIALECT.ops:
+        assert f'"{cls.OPERATION_NAME}"' in ops_test, f"{cls.OPERATION_NAME} missing from ops.mlir"
+    for t in DIALECT.types:
+        assert t.asm in ops_test, f"{t.asm} missing from ops.mlir"

@@ -26,3 +26,23 @@ def test_in_process_when_isolation_is_off(monkeypatch):
     monkeypatch.setenv("FA4_ISOLATE", "0")
     pid = os.getpid()
     assert run_isolated(lambda progress: 0 if os.getpid() == pid else 9, tool="t", place="x") == 0
+
+
+def test_an_exception_in_the_child_is_reported(capfd):
+    def work(progress):
+        raise ValueError("bad state")
+
+    assert run_isolated(work, tool="fa4-opt", place="in.mlir") == 1
+    err = capfd.readouterr().err
+    assert "fa4-opt: error: internal error: ValueError: bad state (rerun with FA4_TRACEBACK=1" in err
+    assert "Traceback" not in err
+
+
+def test_traceback_on_request(capfd, monkeypatch):
+    monkeypatch.setenv("FA4_TRACEBACK", "1")
+
+    def work(progress):
+        raise ValueError("bad state")
+
+    assert run_isolated(work, tool="fa4-opt", place="in.mlir") == 1
+    assert "Traceback" in capfd.readouterr().err

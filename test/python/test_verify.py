@@ -55,3 +55,16 @@ def test_valid_reference_roles_pass_and_mixed_warpgroup_budgets_fail(module):
     assert _messages(module.operation) == [
         "'fa4.warp_specialize' registers of roles sharing warpgroup 3 must be equal (setmaxnreg is "
         "warpgroup-wide), got 40 for 'load' and 24 for 'idle'"]
+
+
+def test_a_failing_hook_is_reported_not_raised(module, monkeypatch):
+    from fa4_mlir.dialects import fa4
+
+    fa4.elect_one()
+
+    def broken(self):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(fa4.ElectOneOp, "verify", broken)
+    (message,) = _messages(module.operation)
+    assert message.startswith("'fa4.elect_one' verifier failed with KeyError: 'boom'; this is a bug in fa4-mlir")

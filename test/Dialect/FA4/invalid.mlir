@@ -1,0 +1,763 @@
+// Every fa4 verifier message, one case each.
+// RUN: fa4-opt %s --split-input-file --verify-diagnostics
+//
+// Generic field checks of fa4_mlir/core/declare.py first (one per check kind), then every message of
+// the verify() hooks of dialects/fa4.py (a shared helper once per op that calls it), then errors IRDL
+// reports at parse time. Two generic messages have no case because IRDL rejects the IR first:
+// "<attr> must be set (...), got none" (only required attributes can be missing) and
+// "region '<name>' must have exactly one block" (see @irdl_region_with_two_blocks).
+
+// ===== Generic field checks (fa4_mlir/core/declare.py) =====
+
+func.func @int_below_min() {
+  // expected-error @+1 {{'fa4.smem_region' bytes must be >= 1, got 0}}
+  %q = "fa4.smem_region"() {sym_name = "q", bytes = 0} : () -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @int_above_max() {
+  // expected-error @+1 {{'fa4.tmem_region' columns must be <= 512, got 513}}
+  %s = "fa4.tmem_region"() {sym_name = "S0", columns = 513} : () -> !fa4.tmem
+  return
+}
+
+// -----
+
+func.func @int_not_power_of_two() {
+  // expected-error @+1 {{'fa4.smem_region' align must be a power of two, got 48}}
+  %q = "fa4.smem_region"() {sym_name = "q", bytes = 1024, align = 48} : () -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @int_not_multiple_of() {
+  "fa4.warp_specialize"() ({
+    // expected-error @+1 {{'fa4.warp_role' registers must be a multiple of 8, got 44}}
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "load", warps = array<i32: 0>, registers = 44} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+func.func @tma_dst_offset_not_multiple_of_128(%tmap: !fa4.tensormap, %x: i32) {
+  %k = "fa4.smem_region"() {sym_name = "k", bytes = 16384, align = 128} : () -> !fa4.smem
+  %b = "fa4.mbarrier_alloc"() {sym_name = "k_full", num_barriers = 1, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %c0 = arith.constant 0 : i32
+  // expected-error @+1 {{'fa4.tma_load' dst_offset must be a multiple of 128, got 64}}
+  "fa4.tma_load"(%tmap, %k, %b, %c0, %x) {bytes = 8192, dst_offset = 64} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @str_empty() {
+  // expected-error @+1 {{'fa4.mbarrier_alloc' sym_name must be a non-empty string, got ""}}
+  %b = "fa4.mbarrier_alloc"() {sym_name = "", num_barriers = 1, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  return
+}
+
+// -----
+
+func.func @enum_not_a_member() {
+  // expected-error @+1 {{'fa4.mbarrier_alloc' arrival must be one of 'threads', 'tx', 'commit', got 'cluster'}}
+  %b = "fa4.mbarrier_alloc"() {sym_name = "b", num_barriers = 1, arrive_count = 1, arrival = "cluster"} : () -> !fa4.mbarriers
+  return
+}
+
+// -----
+
+func.func @enum_defaulted_not_a_member() {
+  // expected-error @+1 {{'fa4.smem_region' swizzle must be one of 'none', '32B', '64B', '128B', got '16B'}}
+  %q = "fa4.smem_region"() {sym_name = "q", bytes = 1024, swizzle = "16B"} : () -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @enum_side_not_a_member(%full: !fa4.mbarriers, %empty: !fa4.mbarriers) {
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  // expected-error @+1 {{'fa4.pipeline_initial_state' side must be one of 'producer', 'consumer', got 'both'}}
+  %s:2 = "fa4.pipeline_initial_state"(%p) {side = "both"} : (!fa4.pipeline) -> (i32, i32)
+  return
+}
+
+// -----
+
+func.func @array_too_short() {
+  "fa4.warp_specialize"() ({
+    // expected-error @+1 {{'fa4.warp_role' warps must have at least 1 element(s), got 0}}
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "idle", warps = array<i32>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+func.func @array_element_below_min() {
+  "fa4.warp_specialize"() ({
+    // expected-error @+1 {{'fa4.warp_role' warps elements must be >= 0, got -1}}
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "load", warps = array<i32: -1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+func.func @optional_int_wrong_kind() {
+  // expected-error @+1 {{'fa4.smem_region' offset must be an i64 integer (>= 0), got "64"}}
+  %q = "fa4.smem_region"() {sym_name = "q", bytes = 1024, offset = "64"} : () -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @defaulted_enum_wrong_kind() {
+  // expected-error @+1 {{'fa4.smem_region' swizzle must be one of "none", "32B", "64B", "128B", got 128 : i64}}
+  %q = "fa4.smem_region"() {sym_name = "q", bytes = 1024, swizzle = 128} : () -> !fa4.smem
+  return
+}
+
+// -----
+
+// `true` is an i1 integer, so IRDL's builtin.integer base accepts it; the Python kind check does not.
+func.func @required_int_given_bool(%full: !fa4.mbarriers, %empty: !fa4.mbarriers) {
+  // expected-error @+1 {{'fa4.pipeline_create' num_stages must be an i64 integer (>= 1, <= 64), got true}}
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = true} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  return
+}
+
+// -----
+
+// IRDL accepts any dense array here; Python rejects i64. Outside fa4.warp_specialize on purpose:
+// that op's verify() decodes its roles' warps and raises an internal error on array<i64>.
+func.func @required_array_of_i64() {
+  // expected-error @+1 {{'fa4.warp_role' warps must be an array<i32>, got array<i64: 0>}}
+  "fa4.warp_role"() ({
+    gpu.yield
+  }) {sym_name = "load", warps = array<i64: 0>} : () -> ()
+  return
+}
+
+// -----
+
+func.func @region_block_arguments() {
+  "fa4.warp_specialize"() ({
+    // expected-error @+1 {{'fa4.warp_role' region 'body' must have no block arguments, got 1}}
+    "fa4.warp_role"() ({
+    ^bb0(%arg: i32):
+      gpu.yield
+    }) {sym_name = "load", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+// ===== Shared and tensor memory =====
+
+func.func @smem_align_below_swizzle_atom() {
+  // expected-error @+1 {{'fa4.smem_region' align must be >= 1024 for a 128B-swizzled region, got 512}}
+  %q = "fa4.smem_region"() {sym_name = "q", bytes = 65536, align = 512, swizzle = "128B"} : () -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @smem_offset_not_multiple_of_align() {
+  // expected-error @+1 {{'fa4.smem_region' offset must be a multiple of align (128), got 64}}
+  %q = "fa4.smem_region"() {sym_name = "q", bytes = 1024, align = 128, offset = 64} : () -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @smem_alias_past_base_end() {
+  %q = "fa4.smem_region"() {sym_name = "q", bytes = 1024} : () -> !fa4.smem
+  // expected-error @+1 {{'fa4.smem_alias' offset + bytes must be <= 1024 (the size of 'q'), got 1280}}
+  %o = "fa4.smem_alias"(%q) {sym_name = "o", bytes = 512, offset = 768} : (!fa4.smem) -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @tmem_past_last_column() {
+  // expected-error @+1 {{'fa4.tmem_region' column + columns must be <= 512, got 576}}
+  %s = "fa4.tmem_region"() {sym_name = "S1", columns = 128, column = 448} : () -> !fa4.tmem
+  return
+}
+
+// -----
+
+// ===== Mbarriers =====
+
+func.func @arrive_index_out_of_range() {
+  %b = "fa4.mbarrier_alloc"() {sym_name = "softmax_done", num_barriers = 2, arrive_count = 128, arrival = "threads"} : () -> !fa4.mbarriers
+  %c2 = arith.constant 2 : i32
+  // expected-error @+1 {{'fa4.mbarrier_arrive' index must be in [0, 2) for mbarrier array 'softmax_done', got 2}}
+  "fa4.mbarrier_arrive"(%b, %c2) : (!fa4.mbarriers, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @arrive_on_tx_array(%i: i32) {
+  %b = "fa4.mbarrier_alloc"() {sym_name = "q_full", num_barriers = 1, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  // expected-error @+1 {{'fa4.mbarrier_arrive' barriers must arrive by 'threads' (fa4.mbarrier_arrive is a thread arrival), got mbarrier array 'q_full' with arrival 'tx'}}
+  "fa4.mbarrier_arrive"(%b, %i) : (!fa4.mbarriers, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @expect_tx_index_negative() {
+  %b = "fa4.mbarrier_alloc"() {sym_name = "q_full", num_barriers = 1, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %cm1 = arith.constant -1 : i32
+  // expected-error @+1 {{'fa4.mbarrier_arrive_expect_tx' index must be in [0, 1) for mbarrier array 'q_full', got -1}}
+  "fa4.mbarrier_arrive_expect_tx"(%b, %cm1) {tx_bytes = 16384} : (!fa4.mbarriers, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @expect_tx_on_threads_array(%i: i32) {
+  %b = "fa4.mbarrier_alloc"() {sym_name = "softmax_done", num_barriers = 1, arrive_count = 128, arrival = "threads"} : () -> !fa4.mbarriers
+  // expected-error @+1 {{'fa4.mbarrier_arrive_expect_tx' barriers must arrive by 'tx' (expect_tx pairs with TMA completion), got mbarrier array 'softmax_done' with arrival 'threads'}}
+  "fa4.mbarrier_arrive_expect_tx"(%b, %i) {tx_bytes = 16384} : (!fa4.mbarriers, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @wait_index_out_of_range(%phase: i32) {
+  %b = "fa4.mbarrier_alloc"() {sym_name = "q_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %c3 = arith.constant 3 : i32
+  // expected-error @+1 {{'fa4.mbarrier_try_wait_parity' index must be in [0, 2) for mbarrier array 'q_full', got 3}}
+  "fa4.mbarrier_try_wait_parity"(%b, %c3, %phase) : (!fa4.mbarriers, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @wait_phase_not_parity(%i: i32) {
+  %b = "fa4.mbarrier_alloc"() {sym_name = "q_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %c2 = arith.constant 2 : i32
+  // expected-error @+1 {{'fa4.mbarrier_try_wait_parity' phase must be 0 or 1, got 2}}
+  "fa4.mbarrier_try_wait_parity"(%b, %i, %c2) : (!fa4.mbarriers, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @mma_commit_index_out_of_range() {
+  %b = "fa4.mbarrier_alloc"() {sym_name = "S_full", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  %c2 = arith.constant 2 : i32
+  // expected-error @+1 {{'fa4.mma_commit' index must be in [0, 2) for mbarrier array 'S_full', got 2}}
+  "fa4.mma_commit"(%b, %c2) : (!fa4.mbarriers, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @mma_commit_on_threads_array(%i: i32) {
+  %b = "fa4.mbarrier_alloc"() {sym_name = "P_full", num_barriers = 2, arrive_count = 128, arrival = "threads"} : () -> !fa4.mbarriers
+  // expected-error @+1 {{'fa4.mma_commit' barriers must arrive by 'commit' (fa4.mma_commit is an MMA-completion arrival), got mbarrier array 'P_full' with arrival 'threads'}}
+  "fa4.mma_commit"(%b, %i) : (!fa4.mbarriers, i32) -> ()
+  return
+}
+
+// -----
+
+// ===== Pipelines =====
+
+func.func @pipeline_same_array_twice() {
+  %b = "fa4.mbarrier_alloc"() {sym_name = "kv", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  // expected-error @+1 {{'fa4.pipeline_create' full and empty must be different mbarrier arrays, got the same array twice}}
+  %p = "fa4.pipeline_create"(%b, %b) {sym_name = "kv", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  return
+}
+
+// -----
+
+func.func @pipeline_full_count() {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "k_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "k_empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  // expected-error @+1 {{'fa4.pipeline_create' full must hold num_stages * producer_sub_stages = 4 barriers, got 'k_full' with 2}}
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "k", num_stages = 2, producer_sub_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  return
+}
+
+// -----
+
+func.func @pipeline_empty_count() {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "k_full", num_barriers = 3, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "k_empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  // expected-error @+1 {{'fa4.pipeline_create' empty must hold num_stages * consumer_sub_stages = 3 barriers, got 'k_empty' with 2}}
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "k", num_stages = 3} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  return
+}
+
+// -----
+
+func.func @advance_stage_out_of_range(%phase: i32) {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "kv_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "kv_empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  %c2 = arith.constant 2 : i32
+  // expected-error @+1 {{'fa4.pipeline_advance' stage must be in [0, 2) for pipeline 'kv', got 2}}
+  %n:2 = "fa4.pipeline_advance"(%p, %c2, %phase) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+  return
+}
+
+// -----
+
+func.func @advance_phase_not_parity(%stage: i32) {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "kv_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "kv_empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  %c3 = arith.constant 3 : i32
+  // expected-error @+1 {{'fa4.pipeline_advance' phase must be 0 or 1, got 3}}
+  %n:2 = "fa4.pipeline_advance"(%p, %stage, %c3) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+  return
+}
+
+// -----
+
+func.func @acquire_sub_stage_out_of_range(%stage: i32, %phase: i32) {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "kv_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "kv_empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  // expected-error @+1 {{'fa4.pipeline_producer_acquire' sub_stage must be < 1 (consumer_sub_stages of 'kv'), got 1}}
+  "fa4.pipeline_producer_acquire"(%p, %stage, %phase) {sub_stage = 1} : (!fa4.pipeline, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @acquire_stage_out_of_range(%phase: i32) {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "kv_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "kv_empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  %cm1 = arith.constant -1 : i32
+  // expected-error @+1 {{'fa4.pipeline_producer_acquire' stage must be in [0, 2) for pipeline 'kv', got -1}}
+  "fa4.pipeline_producer_acquire"(%p, %cm1, %phase) : (!fa4.pipeline, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @acquire_phase_not_parity(%stage: i32) {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "kv_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "kv_empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  %c2 = arith.constant 2 : i32
+  // expected-error @+1 {{'fa4.pipeline_producer_acquire' phase must be 0 or 1, got 2}}
+  "fa4.pipeline_producer_acquire"(%p, %stage, %c2) : (!fa4.pipeline, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @commit_sub_stage_out_of_range(%stage: i32) {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "kv_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "kv_empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  // expected-error @+1 {{'fa4.pipeline_producer_commit' sub_stage must be < 1 (producer_sub_stages of 'kv'), got 1}}
+  "fa4.pipeline_producer_commit"(%p, %stage) {sub_stage = 1, tx_bytes = 16384} : (!fa4.pipeline, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @commit_stage_out_of_range() {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "kv_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "kv_empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  %c2 = arith.constant 2 : i32
+  // expected-error @+1 {{'fa4.pipeline_producer_commit' stage must be in [0, 2) for pipeline 'kv', got 2}}
+  "fa4.pipeline_producer_commit"(%p, %c2) {tx_bytes = 16384} : (!fa4.pipeline, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @commit_tx_without_tx_bytes(%stage: i32) {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "kv_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "kv_empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  // expected-error @+1 {{'fa4.pipeline_producer_commit' tx_bytes must be set when the full barriers ('kv_full') arrive by 'tx', got none}}
+  "fa4.pipeline_producer_commit"(%p, %stage) : (!fa4.pipeline, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @commit_tx_bytes_on_commit_array(%stage: i32) {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "S_full", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "S_empty", num_barriers = 2, arrive_count = 128, arrival = "threads"} : () -> !fa4.mbarriers
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "S", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  // expected-error @+1 {{'fa4.pipeline_producer_commit' tx_bytes must be unset when the full barriers ('S_full') arrive by 'commit', got 16384}}
+  "fa4.pipeline_producer_commit"(%p, %stage) {tx_bytes = 16384} : (!fa4.pipeline, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @wait_sub_stage_out_of_range(%stage: i32, %phase: i32) {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "kv_full", num_barriers = 4, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "kv_empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2, producer_sub_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  // expected-error @+1 {{'fa4.pipeline_consumer_wait' sub_stage must be < 2 (producer_sub_stages of 'kv'), got 2}}
+  "fa4.pipeline_consumer_wait"(%p, %stage, %phase) {sub_stage = 2} : (!fa4.pipeline, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @wait_stage_out_of_range(%phase: i32) {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "kv_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "kv_empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  %c5 = arith.constant 5 : i32
+  // expected-error @+1 {{'fa4.pipeline_consumer_wait' stage must be in [0, 2) for pipeline 'kv', got 5}}
+  "fa4.pipeline_consumer_wait"(%p, %c5, %phase) : (!fa4.pipeline, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @wait_phase_not_parity_pipeline(%stage: i32) {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "kv_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "kv_empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  %cm1 = arith.constant -1 : i32
+  // expected-error @+1 {{'fa4.pipeline_consumer_wait' phase must be 0 or 1, got -1}}
+  "fa4.pipeline_consumer_wait"(%p, %stage, %cm1) : (!fa4.pipeline, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @release_sub_stage_out_of_range(%stage: i32) {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "kv_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "kv_empty", num_barriers = 4, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2, consumer_sub_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  // expected-error @+1 {{'fa4.pipeline_consumer_release' sub_stage must be < 2 (consumer_sub_stages of 'kv'), got 3}}
+  "fa4.pipeline_consumer_release"(%p, %stage) {sub_stage = 3} : (!fa4.pipeline, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @release_stage_out_of_range() {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "kv_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "kv_empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  %c2 = arith.constant 2 : i32
+  // expected-error @+1 {{'fa4.pipeline_consumer_release' stage must be in [0, 2) for pipeline 'kv', got 2}}
+  "fa4.pipeline_consumer_release"(%p, %c2) : (!fa4.pipeline, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @release_on_tx_empty_array(%stage: i32) {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "kv_full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "kv_empty", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  // expected-error @+1 {{'fa4.pipeline_consumer_release' empty barriers must arrive by 'threads' or 'commit' (nothing delivers transaction bytes to a release), got 'kv_empty' with arrival 'tx'}}
+  "fa4.pipeline_consumer_release"(%p, %stage) : (!fa4.pipeline, i32) -> ()
+  return
+}
+
+// -----
+
+// ===== Warp roles =====
+
+func.func @warp_specialize_non_role_op() {
+  // expected-error @+1 {{'fa4.warp_specialize' body must hold only 'fa4.warp_role' ops, got 'fa4.elect_one'}}
+  "fa4.warp_specialize"() ({
+    %e = "fa4.elect_one"() : () -> i1
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+func.func @warp_specialize_no_roles() {
+  // expected-error @+1 {{'fa4.warp_specialize' body must hold at least one 'fa4.warp_role', got none}}
+  "fa4.warp_specialize"() ({
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+func.func @warp_specialize_warp_out_of_range() {
+  // expected-error @+1 {{'fa4.warp_specialize' warps of role 'load' must be < num_warps (4), got 4}}
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "load", warps = array<i32: 4>} : () -> ()
+    gpu.yield
+  }) {num_warps = 4} : () -> ()
+  return
+}
+
+// -----
+
+func.func @warp_specialize_warp_in_two_roles() {
+  // expected-error @+1 {{'fa4.warp_specialize' warp 0 must belong to one role, got 'mma' and 'load'}}
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "mma", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "load", warps = array<i32: 1, 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+func.func @warp_specialize_warpgroup_register_mismatch() {
+  // expected-error @+1 {{'fa4.warp_specialize' registers of roles sharing warpgroup 0 must be equal (setmaxnreg is warpgroup-wide), got 40 for 'mma' and 48 for 'load'}}
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "mma", warps = array<i32: 0>, registers = 40} : () -> ()
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "load", warps = array<i32: 1>, registers = 48} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+func.func @warp_specialize_register_file_overflow() {
+  // expected-error @+1 {{'fa4.warp_specialize' register budgets must total <= 65536 per CTA, got 98304 (sum of registers x 128 threads per warpgroup)}}
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "softmax0", warps = array<i32: 0, 1, 2, 3>, registers = 256} : () -> ()
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "softmax1", warps = array<i32: 4, 5, 6, 7>, registers = 256} : () -> ()
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "correction", warps = array<i32: 8, 9, 10, 11>, registers = 256} : () -> ()
+    gpu.yield
+  }) {num_warps = 12} : () -> ()
+  return
+}
+
+// -----
+
+// A repeated warp is reported once, on the role.
+func.func @warp_role_repeated_warp() {
+  "fa4.warp_specialize"() ({
+    // expected-error @+1 {{'fa4.warp_role' warps must be distinct, got [0, 0]}}
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "load", warps = array<i32: 0, 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+func.func @warp_role_outside_warp_specialize() {
+  // expected-error @+1 {{'fa4.warp_role' parent must be 'fa4.warp_specialize', got 'func.func'}}
+  "fa4.warp_role"() ({
+    gpu.yield
+  }) {sym_name = "load", warps = array<i32: 0>} : () -> ()
+  return
+}
+
+// -----
+
+// ===== TMA =====
+
+func.func @tma_load_no_coords(%tmap: !fa4.tensormap) {
+  %k = "fa4.smem_region"() {sym_name = "k", bytes = 16384, align = 128} : () -> !fa4.smem
+  %b = "fa4.mbarrier_alloc"() {sym_name = "k_full", num_barriers = 1, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %c0 = arith.constant 0 : i32
+  // expected-error @+1 {{'fa4.tma_load' coords must have 1 to 5 elements, got 0}}
+  "fa4.tma_load"(%tmap, %k, %b, %c0) {bytes = 16384} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @tma_load_index_out_of_range(%tmap: !fa4.tensormap, %x: i32) {
+  %k = "fa4.smem_region"() {sym_name = "k", bytes = 16384, align = 128} : () -> !fa4.smem
+  %b = "fa4.mbarrier_alloc"() {sym_name = "k_full", num_barriers = 1, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %c1 = arith.constant 1 : i32
+  // expected-error @+1 {{'fa4.tma_load' index must be in [0, 1) for mbarrier array 'k_full', got 1}}
+  "fa4.tma_load"(%tmap, %k, %b, %c1, %x) {bytes = 16384} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @tma_load_on_commit_array(%tmap: !fa4.tensormap, %i: i32, %x: i32) {
+  %k = "fa4.smem_region"() {sym_name = "k", bytes = 16384, align = 128} : () -> !fa4.smem
+  %b = "fa4.mbarrier_alloc"() {sym_name = "S_full", num_barriers = 1, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  // expected-error @+1 {{'fa4.tma_load' barriers must arrive by 'tx' (TMA completes transaction bytes), got mbarrier array 'S_full' with arrival 'commit'}}
+  "fa4.tma_load"(%tmap, %k, %b, %i, %x) {bytes = 16384} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @tma_load_past_dst_end(%tmap: !fa4.tensormap, %i: i32, %x: i32) {
+  %k = "fa4.smem_region"() {sym_name = "k", bytes = 16384, align = 128} : () -> !fa4.smem
+  %b = "fa4.mbarrier_alloc"() {sym_name = "k_full", num_barriers = 1, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  // expected-error @+1 {{'fa4.tma_load' dst_offset + bytes must be <= 16384 (the size of 'k'), got 16512}}
+  "fa4.tma_load"(%tmap, %k, %b, %i, %x) {bytes = 16384, dst_offset = 128} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @tma_store_six_coords(%tmap: !fa4.tensormap, %x: i32) {
+  %o = "fa4.smem_region"() {sym_name = "o", bytes = 16384, align = 128} : () -> !fa4.smem
+  // expected-error @+1 {{'fa4.tma_store' coords must have 1 to 5 elements, got 6}}
+  "fa4.tma_store"(%tmap, %o, %x, %x, %x, %x, %x, %x) {bytes = 16384} : (!fa4.tensormap, !fa4.smem, i32, i32, i32, i32, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @tma_store_past_src_end(%tmap: !fa4.tensormap, %x: i32) {
+  %q = "fa4.smem_region"() {sym_name = "q", bytes = 32768, align = 128} : () -> !fa4.smem
+  %o = "fa4.smem_alias"(%q) {sym_name = "o", bytes = 16384, offset = 16384} : (!fa4.smem) -> !fa4.smem
+  // expected-error @+1 {{'fa4.tma_store' src_offset + bytes must be <= 16384 (the size of 'o'), got 16640}}
+  "fa4.tma_store"(%tmap, %o, %x) {bytes = 16384, src_offset = 256} : (!fa4.tensormap, !fa4.smem, i32) -> ()
+  return
+}
+
+// -----
+
+// ===== Errors IRDL reports at parse time =====
+
+func.func @irdl_missing_required_attribute(%full: !fa4.mbarriers, %empty: !fa4.mbarriers) {
+  // expected-error @+1 {{'fa4.pipeline_create' op attribute "num_stages" is expected but not provided}}
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv"} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  return
+}
+
+// -----
+
+func.func @irdl_wrong_operand_type(%b: !fa4.mbarriers, %i: i64) {
+  // expected-error @+1 {{expected 'i32' but got 'i64'}}
+  "fa4.mbarrier_arrive"(%b, %i) : (!fa4.mbarriers, i64) -> ()
+  return
+}
+
+// -----
+
+func.func @irdl_wrong_attribute_base(%b: !fa4.mbarriers) {
+  // expected-error @+1 {{expected base attribute 'builtin.string' but got 'builtin.integer'}}
+  %q = "fa4.smem_region"() {sym_name = 7, bytes = 1024} : () -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @irdl_region_with_two_blocks() {
+  // expected-error @+1 {{expected region 0 to have 1 block(s) but got 2}}
+  "fa4.warp_specialize"() ({
+    gpu.yield
+  ^bb1:
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+// ===== Added with the verifier fixes =====
+
+// Only i64 is accepted: narrower types read back signed (255 : i8 is -1), wider ones assert in MLIR.
+func.func @int_attr_not_i64() {
+  // expected-error @+1 {{'fa4.smem_region' bytes must be an i64 integer (>= 1), got 4096 : i32}}
+  %q = "fa4.smem_region"() {sym_name = "q", bytes = 4096 : i32} : () -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @region_without_gpu_yield() {
+  // expected-error @+1 {{'fa4.warp_specialize' region 'body' must end in 'gpu.yield', got 'llvm.unreachable'}}
+  "fa4.warp_specialize"() ({
+    llvm.unreachable
+  }) {num_warps = 4} : () -> ()
+  return
+}
+
+// -----
+
+func.func @tma_load_dst_under_aligned(%map: !fa4.tensormap, %i: i32) {
+  %dst = "fa4.smem_region"() {sym_name = "k", bytes = 4096, align = 16} : () -> !fa4.smem
+  %bars = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 1, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  // expected-error @+1 {{'fa4.tma_load' dst must be aligned to >= 128 bytes for TMA, got 'k' aligned to 16}}
+  "fa4.tma_load"(%map, %dst, %bars, %i, %i) {bytes = 4096} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @tma_store_src_alias_under_aligned(%map: !fa4.tensormap, %i: i32) {
+  %q = "fa4.smem_region"() {sym_name = "q", bytes = 8192, align = 1024} : () -> !fa4.smem
+  %o = "fa4.smem_alias"(%q) {sym_name = "o", bytes = 4096, offset = 64} : (!fa4.smem) -> !fa4.smem
+  // expected-error @+1 {{'fa4.tma_store' src must be aligned to >= 128 bytes for TMA, got 'o' aligned to 64}}
+  "fa4.tma_store"(%map, %o, %i) {bytes = 4096} : (!fa4.tensormap, !fa4.smem, i32) -> ()
+  return
+}
+
+// -----
+
+// A malformed role is reported on itself; the parent's checks skip it instead of failing.
+func.func @malformed_role_in_parent() {
+  "fa4.warp_specialize"() ({
+    // expected-error @+1 {{'fa4.warp_role' registers must be an i64 integer (>= 24, <= 256, multiple of 8), got "x"}}
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "load", warps = array<i32: 0>, registers = "x"} : () -> ()
+    gpu.yield
+  }) {num_warps = 4} : () -> ()
+  return
+}
+
+// -----
+
+// A malformed pipeline is reported on itself; the step ops that use it are not checked against it.
+func.func @malformed_pipeline_neighbour(%s: i32, %ph: i32) {
+  %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  // expected-error @+1 {{'fa4.pipeline_create' producer_sub_stages must be an i64 integer (>= 1), got "x"}}
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2, producer_sub_stages = "x"} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  "fa4.pipeline_consumer_wait"(%p, %s, %ph) {sub_stage = 1} : (!fa4.pipeline, i32, i32) -> ()
+  return
+}
