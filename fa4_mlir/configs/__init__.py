@@ -1,0 +1,5 @@
+"""Kernel configurations: frozen, keyword-only, checked at construction; no MLIR import."""
+
+from fa4_mlir.configs.fa4 import FA4Config, SmemBudget, Support
+
+__all__ = ["FA4Config", "SmemBudget", "Support"]
