@@ -1,5 +1,6 @@
 """Kernel configurations: frozen, keyword-only, checked at construction; no MLIR import."""
 
+from fa4_mlir.configs.depth512 import Depth512Config
 from fa4_mlir.configs.fa4 import FA4Config, SmemBudget, Support
 
-__all__ = ["FA4Config", "SmemBudget", "Support"]
+__all__ = ["Depth512Config", "FA4Config", "SmemBudget", "Support"]
