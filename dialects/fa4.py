@@ -203,7 +203,11 @@ ARRIVALS = ("threads", "tx", "commit")
 
 
 class MbarrierAllocOp(Op, name="mbarrier_alloc"):
-    """Declare an array of ``num_barriers`` mbarriers that complete a phase after ``arrive_count`` arrivals.
+    """Declare an array of ``num_barriers`` mbarriers, each completing a phase after its arrive count.
+
+    The count is ``arrive_count`` for every barrier, or ``arrive_counts[i]`` for barrier ``i`` when
+    they differ (FA4's S0_consumer: 256 for "P stage 0 written + O rescaled", 128 for later stages);
+    exactly one of the two is set.
 
     ``arrival`` says how the arrivals come, and the ops that arrive must agree with it:
       * ``threads``: each arriving thread executes ``fa4.mbarrier_arrive``
@@ -220,15 +224,36 @@ class MbarrierAllocOp(Op, name="mbarrier_alloc"):
 
     sym_name = StrAttr(doc="name, e.g. `kv_producer`, `S0_consumer`")
     num_barriers = IntAttr(min=1, doc="barriers in the array")
-    arrive_count = IntAttr(min=1, max=MAX_MBARRIER_COUNT, doc="arrivals that complete one phase")
+    arrive_count = IntAttr(min=1, max=MAX_MBARRIER_COUNT, optional=True,
+                           doc="arrivals that complete one phase, the same for every barrier")
+    arrive_counts = I32ArrayAttr(min_len=1, min_value=1, optional=True,
+                                 doc="per-barrier counts when they differ (S0_consumer: 256, 128)")
     arrival = EnumAttr(ARRIVALS, doc="how arrivals come: thread arrives, expect_tx + TMA, MMA commit")
     cta_group = IntAttr(min=1, max=2, default=1, doc="2: arrivals from both CTAs of a pair")
     index = IntAttr(min=0, optional=True, doc="index of the first barrier in the kernel's barrier region")
     result = Result(MbarriersType)
 
+    @property
+    def counts(self) -> list[int]:
+        """The arrive count of each barrier."""
+        if self.arrive_counts is not None:
+            return list(self.arrive_counts)
+        return [self.arrive_count] * self.num_barriers
+
+    def verify(self):
+        if (self.arrive_count is None) == (self.arrive_counts is None):
+            got = "both" if self.arrive_count is not None else "neither"
+            yield f"exactly one of arrive_count and arrive_counts must be set, got {got}"
+        elif self.arrive_counts is not None:
+            if len(self.arrive_counts) != self.num_barriers:
+                yield (f"arrive_counts must have num_barriers = {self.num_barriers} elements, "
+                       f"got {len(self.arrive_counts)}")
+            elif max(self.arrive_counts) > MAX_MBARRIER_COUNT:
+                yield f"arrive_counts elements must be <= {MAX_MBARRIER_COUNT}, got {max(self.arrive_counts)}"
+
 
 class MbarrierInitOp(Op, name="mbarrier_init"):
-    """Initialise every barrier of an array with its ``arrive_count`` (phase 0, nothing pending).
+    """Initialise every barrier of an array with its arrive count (phase 0, nothing pending).
 
     Executed by one warp, lane i initialising barrier i; the lowering follows the last init with
     ``fence.mbarrier_init.release.cluster`` and a CTA (or cluster) barrier before any use.
@@ -314,7 +339,7 @@ class PipelineCreateOp(Op, name="pipeline_create"):
     Stage ``s``, sub-stage ``q`` uses ``full[s * producer_sub_stages + q]`` and
     ``empty[s * consumer_sub_stages + q]``; sub-stages share the stage index (the K tile of a
     depth-staged Q@K' is one stage of ``num_qk_stages`` sub-stages). The producer kind and arrive
-    count are the full array's ``arrival`` and ``arrive_count``; the consumer's are the empty array's.
+    counts are the full array's ``arrival`` and arrive counts; the consumer's are the empty array's.
     Lowers to: nothing by itself; the pipeline ops become mbarrier ops.
     """
 

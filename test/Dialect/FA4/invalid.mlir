@@ -761,3 +761,43 @@ func.func @malformed_pipeline_neighbour(%s: i32, %ph: i32) {
   "fa4.pipeline_consumer_wait"(%p, %s, %ph) {sub_stage = 1} : (!fa4.pipeline, i32, i32) -> ()
   return
 }
+
+// -----
+
+func.func @mbarrier_both_counts() {
+  // expected-error @+1 {{'fa4.mbarrier_alloc' exactly one of arrive_count and arrive_counts must be set, got both}}
+  %b = "fa4.mbarrier_alloc"() {sym_name = "b", num_barriers = 2, arrive_count = 1, arrive_counts = array<i32: 1, 1>, arrival = "threads"} : () -> !fa4.mbarriers
+  return
+}
+
+// -----
+
+func.func @mbarrier_no_count() {
+  // expected-error @+1 {{'fa4.mbarrier_alloc' exactly one of arrive_count and arrive_counts must be set, got neither}}
+  %b = "fa4.mbarrier_alloc"() {sym_name = "b", num_barriers = 2, arrival = "threads"} : () -> !fa4.mbarriers
+  return
+}
+
+// -----
+
+func.func @mbarrier_counts_length() {
+  // expected-error @+1 {{'fa4.mbarrier_alloc' arrive_counts must have num_barriers = 2 elements, got 3}}
+  %b = "fa4.mbarrier_alloc"() {sym_name = "b", num_barriers = 2, arrive_counts = array<i32: 256, 128, 128>, arrival = "threads"} : () -> !fa4.mbarriers
+  return
+}
+
+// -----
+
+func.func @mbarrier_counts_too_large() {
+  // expected-error @+1 {{'fa4.mbarrier_alloc' arrive_counts elements must be <= 1048575, got 1048576}}
+  %b = "fa4.mbarrier_alloc"() {sym_name = "b", num_barriers = 1, arrive_counts = array<i32: 1048576>, arrival = "threads"} : () -> !fa4.mbarriers
+  return
+}
+
+// -----
+
+func.func @mbarrier_counts_zero() {
+  // expected-error @+1 {{'fa4.mbarrier_alloc' arrive_counts elements must be >= 1, got 0}}
+  %b = "fa4.mbarrier_alloc"() {sym_name = "b", num_barriers = 2, arrive_counts = array<i32: 256, 0>, arrival = "threads"} : () -> !fa4.mbarriers
+  return
+}

@@ -23,6 +23,8 @@ func.func @layout() {
 func.func @barriers(%i: i32, %phase: i32) {
   // CHECK: %[[T:.*]] = "fa4.mbarrier_alloc"() {arrival = "threads", arrive_count = 256 : i64, cta_group = 2 : i64, index = 0 : i64, num_barriers = 2 : i64, sym_name = "S0_consumer"} : () -> !fa4.mbarriers
   %t = "fa4.mbarrier_alloc"() {sym_name = "S0_consumer", num_barriers = 2, arrive_count = 256, arrival = "threads", cta_group = 2, index = 0} : () -> !fa4.mbarriers
+  // CHECK: "fa4.mbarrier_alloc"() {arrival = "threads", arrive_counts = array<i32: 256, 128>, num_barriers = 2 : i64, sym_name = "S1_consumer"} : () -> !fa4.mbarriers
+  %t1 = "fa4.mbarrier_alloc"() {sym_name = "S1_consumer", num_barriers = 2, arrive_counts = array<i32: 256, 128>, arrival = "threads"} : () -> !fa4.mbarriers
   // CHECK: %[[X:.*]] = "fa4.mbarrier_alloc"() {arrival = "tx", arrive_count = 1 : i64, num_barriers = 1 : i64, sym_name = "q1_sync"} : () -> !fa4.mbarriers
   %x = "fa4.mbarrier_alloc"() {sym_name = "q1_sync", num_barriers = 1, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
   // CHECK: %[[C:.*]] = "fa4.mbarrier_alloc"() {arrival = "commit", arrive_count = 1 : i64, num_barriers = 2 : i64, sym_name = "S_producer"} : () -> !fa4.mbarriers
