@@ -1,0 +1,189 @@
+"""What a kernel's shared memory, mbarriers and tensor memory hold, in the reference system's order.
+
+A ``Layout`` lists regions, barrier arrays and TMEM regions with sizes, alignment and counts, but no
+offsets or indices: placing them is the job of the allocation passes (fa4-allocate-smem,
+fa4-allocate-mbarriers, fa4-allocate-tmem), so there is one implementation of placement. Builders
+for the reference structs (spec sections 2.1-2.3, 3.3, 3.4, 5.1) live here; no MLIR import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fa4_mlir.configs import Depth512Config, FA4Config
+from fa4_mlir.configs.fa4 import MBAR_BYTES, TMEM_ADDR_BYTES
+
+TILE_ALIGN = 1024  # a 128B-swizzled TMA/UMMA tile starts on a swizzle-atom boundary
+
+
+@dataclasses.dataclass(frozen=True)
+class SmemRegion:
+    name: str
+    bytes: int
+    align: int
+    swizzle: str = "none"
+    alias_of: str | None = None  # shares the storage of that region (adds nothing to the total)
+
+
+@dataclasses.dataclass(frozen=True)
+class BarrierArray:
+    name: str
+    counts: tuple[int, ...]
+    arrival: str  # threads | tx | commit
+    arrivers: str
+    waiters: str
+    cta_group: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TmemRegion:
+    name: str
+    columns: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    kernel: str
+    config: dict
+    regions: tuple[SmemRegion, ...]
+    barriers: tuple[BarrierArray, ...]
+    tmem: tuple[TmemRegion, ...] = ()
+
+    @property
+    def num_mbarriers(self) -> int:
+        return sum(len(b.counts) for b in self.barriers)
+
+
+def _swizzle(nbytes: int) -> str:
+    return f"{nbytes}B"
+
+
+def _tail(barriers: list[BarrierArray]) -> list[SmemRegion]:
+    n = sum(len(b.counts) for b in barriers)
+    return [SmemRegion("mbarriers", n * MBAR_BYTES, MBAR_BYTES), SmemRegion("tmem_addr", TMEM_ADDR_BYTES, 4)]
+
+
+# ===================================================================================================
+# FA4 (SM100AttentionSMem + FA4MiscMBars + the TMEM map)
+# ===================================================================================================
+
+
+def fa4_barriers(c: FA4Config) -> list[BarrierArray]:
+    """FA4MiscMBars (spec 3.3), high-count barriers first. ``m`` = CTAs whose threads arrive."""
+    m = c.cta_group
+    npv, nqk, nkv = c.num_pv_stages, c.qk_stages, c.num_kv_stages
+    s_consumer = tuple([256 * m] + [128 * m] * (npv - 1))
+    out = []
+    for i in (0, 1):
+        out.append(BarrierArray(f"S{i}_consumer", s_consumer, "threads",
+                                f"softmax WG{i} after P stage j (+ correction WG after rescaling O{i}, j = 0)",
+                                f"MMA before P{i}@V stage j", m))
+    for i in (0, 1):
+        out.append(BarrierArray(f"C{i}_producer", (128,), "threads", f"softmax WG{i} after writing correction",
+                                "correction WG"))
+        out.append(BarrierArray(f"C{i}_consumer", (128,), "threads", "correction WG after reading it",
+                                f"softmax WG{i} (acquire)"))
+    if c.use_order_barriers:
+        out.append(BarrierArray("order", (128, 128), "threads", "softmax WG 1-i late in its exp phase",
+                                "softmax WG i before loading S"))
+    for i in (0, 1):
+        out.append(BarrierArray(f"S{i}_producer", (1,), "commit", f"MMA commit after Q{i}@K'",
+                                f"softmax WG{i}", m))
+    if c.num_q == 2:
+        out.append(BarrierArray("Q1_sync", (1,) * nqk, "tx", "load warp expect_tx + Q1 TMA", "MMA before Q1@K'", m))
+    ring = "kv" if c.fused_kv else "k"
+    out.append(BarrierArray(f"{ring}_producer", (1,) * (nqk * nkv), "tx", "load warp expect_tx + TMA",
+                            "MMA", m))
+    out.append(BarrierArray(f"{ring}_consumer", (1,) * (nqk * nkv), "commit", "MMA commit", "load warp", m))
+    if not c.fused_kv:
+        out.append(BarrierArray("v_producer", (1,) * nkv, "tx", "load warp expect_tx + TMA", "MMA", m))
+        out.append(BarrierArray("v_consumer", (1,) * nkv, "commit", "MMA commit", "load warp", m))
+    for i in (0, 1):
+        out.append(BarrierArray(f"O{i}_producer", (1,), "commit", f"MMA commit after P{i}@V",
+                                "correction WG (each tile), softmax WG (final)"))
+    return out
+
+
+def fa4_regions(c: FA4Config) -> list[SmemRegion]:
+    """SM100AttentionSMem (spec 2.1): regions low to high, no padding beyond alignment."""
+    dsz, sw = c.qkv.bytes, _swizzle(c.swizzle_bytes)
+    q_rope = c.bm * c.rope_depth * c.rope_bytes if c.rope_dtype else 0
+    regions = [SmemRegion("q", c.q_bytes - q_rope, TILE_ALIGN, sw)]
+    if q_rope:
+        regions.append(SmemRegion("q_rope", q_rope, TILE_ALIGN, sw))
+    # O is written over Q once the last Q@K' has read it.
+    regions.append(SmemRegion("o", c.q_bytes - q_rope, TILE_ALIGN, sw, alias_of="q"))
+    nkv, bn, v_cols, k_rows = c.num_kv_stages, c.bn, c.v_cols_per_cta, c.k_rows_per_cta
+    if c.fused_kv:
+        regions.append(SmemRegion("kv", nkv * v_cols * bn * dsz, TILE_ALIGN, sw))
+        rope_buffers = -(-nkv // 2) if c.rope_depth else 0
+        if rope_buffers and c.rope_bytes:
+            regions.append(SmemRegion("rope", rope_buffers * bn * c.rope_depth * c.rope_bytes, TILE_ALIGN, sw))
+    else:
+        k_stage = v_cols * bn * dsz + c.rope_depth * k_rows * c.rope_bytes
+        regions.append(SmemRegion("k", nkv * k_stage, TILE_ALIGN, sw))
+        regions.append(SmemRegion("v", nkv * v_cols * bn * dsz, TILE_ALIGN, sw))
+    regions.append(SmemRegion("correction", c.correction_bytes, 4))
+    if c.scale_bytes:
+        k_scale_bufs = -(-nkv // 2) if c.fused_kv else nkv
+        regions.append(SmemRegion("q_scale", c.q_scale_bytes, c.scale_bytes))
+        regions.append(SmemRegion("k_scale", k_scale_bufs * bn * c.scale_bytes, c.scale_bytes))
+    return regions
+
+
+def fa4_layout(c: FA4Config) -> Layout:
+    c.validate()
+    barriers = fa4_barriers(c)
+    config = {"BM": c.bm, "BN": c.bn, "MMA_M": c.mma_m, "BK0": c.bk0, "BK1": c.bk1,
+              "num_qk_stages": c.qk_stages, "num_pv_stages": c.num_pv_stages, "num_kv_stages": c.num_kv_stages,
+              "fused_kv": c.fused_kv, "cta_group": c.cta_group, "padded_qk_depth": c.padded_qk_depth,
+              "padded_ov_depth": c.padded_ov_depth, "swizzle_bytes": c.swizzle_bytes, "smem_budget": c.smem_used,
+              "tmem_used": c.tmem_used}
+    tmem = tuple(TmemRegion(name, cols) for name, (_, cols) in c.tmem_columns.items())
+    return Layout("fa4", config, tuple(fa4_regions(c) + _tail(barriers)), tuple(barriers), tmem)
+
+
+# ===================================================================================================
+# Depth 256/512 (Depth512AttentionSMem + Depth512MBars)
+# ===================================================================================================
+
+
+def depth512_barriers(c: Depth512Config) -> list[BarrierArray]:
+    """Depth512MBars (spec 3.4); all pair barriers collect arrivals of both CTAs at the leader."""
+    out = [BarrierArray("PO_lo", (512,), "threads", "softmax (P written) + correction (O_lo rescaled), both CTAs",
+                        "MMA before P@V_lo", 2)]
+    if c.split_o:
+        out.append(BarrierArray("PO_hi", (256,), "threads", "correction (O_hi rescaled), both CTAs",
+                                "MMA before P@V_hi", 2))
+    for s in ("even", "odd"):
+        out.append(BarrierArray(f"S_{s}_consumer", (256,), "threads", f"softmax after loading S_{s}, both CTAs",
+                                f"MMA before Q@K' into S_{s}", 2))
+    out.append(BarrierArray("C_producer", (128,), "threads", "softmax after writing correction", "correction"))
+    out.append(BarrierArray("C_consumer", (128,), "threads", "correction after reading it", "softmax"))
+    for s in ("even", "odd"):
+        out.append(BarrierArray(f"S_{s}_producer", (1,), "commit", "MMA multicast commit after Q@K'",
+                                "softmax, both CTAs", 2))
+    out.append(BarrierArray("O_mma_lo", (1,), "commit", "MMA multicast commit after P@V_lo", "correction", 2))
+    if c.split_o:
+        out.append(BarrierArray("O_mma_hi", (1,), "commit", "MMA multicast commit after P@V_hi", "correction", 2))
+    nkv = c.num_kv_stages
+    out.append(BarrierArray("kv_producer", (1,) * nkv, "tx", "leader expect_tx (both CTAs' bytes) + TMA",
+                            "MMA", 2))
+    out.append(BarrierArray("kv_consumer", (1,) * nkv, "commit", "MMA multicast commit", "load warps", 2))
+    return out
+
+
+def depth512_layout(c: Depth512Config) -> Layout:
+    c.validate()
+    sw = _swizzle(128 if c.qkv.is_half else 64)
+    barriers = depth512_barriers(c)
+    regions = [SmemRegion("q", c.q_bytes, TILE_ALIGN, sw), SmemRegion("o", c.q_bytes, TILE_ALIGN, sw, alias_of="q"),
+               SmemRegion("p", c.p_bytes, TILE_ALIGN, sw),
+               SmemRegion("kv", c.num_kv_stages * c.kv_slot_bytes, TILE_ALIGN, sw),
+               SmemRegion("correction", c.correction_bytes, 4)]
+    config = {"BM": c.bm, "BN": c.bn, "MMA_M": c.mma_m, "BK0": c.bk0, "BK1": c.bk1, "split_o": c.split_o,
+              "num_qk_stages": c.num_qk_stages, "num_pv_stages": c.num_pv_stages,
+              "num_kv_stages": c.num_kv_stages, "fused_kv": True, "cta_group": c.cta_group,
+              "v_cols_per_cta": c.v_cols_per_cta, "smem_budget": c.smem_used, "tmem_used": c.tmem_used}
+    tmem = tuple(TmemRegion(name, cols) for name, (_, cols) in c.tmem_columns.items())
+    return Layout("depth512", config, tuple(regions + _tail(barriers)), tuple(barriers), tmem)
