@@ -10,18 +10,18 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 
 @dataclasses.dataclass(frozen=True)
 class Placed:
-    offsets: dict[str, int]
+    offsets: dict[Hashable, int]
     total: int
 
 
-def place_smem(regions: Sequence[tuple[str, int, int, str | None, int]]) -> Placed:
-    """``regions``: (name, bytes, align, alias_of or None, offset inside the alias base)."""
-    offsets: dict[str, int] = {}
+def place_smem(regions: Sequence[tuple[Hashable, int, int, Hashable | None, int]]) -> Placed:
+    """``regions``: (key, bytes, align, key of the alias base or None, offset inside the base)."""
+    offsets: dict[Hashable, int] = {}
     cursor = 0
     for name, size, align, alias_of, alias_offset in regions:
         if alias_of is not None:
@@ -32,9 +32,9 @@ def place_smem(regions: Sequence[tuple[str, int, int, str | None, int]]) -> Plac
     return Placed(offsets, cursor)
 
 
-def place_contiguous(items: Sequence[tuple[str, int]]) -> Placed:
+def place_contiguous(items: Sequence[tuple[Hashable, int]]) -> Placed:
     """Barrier indices or TMEM columns: each item starts where the previous one ended."""
-    offsets: dict[str, int] = {}
+    offsets: dict[Hashable, int] = {}
     cursor = 0
     for name, size in items:
         offsets[name] = cursor

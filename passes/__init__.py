@@ -20,6 +20,9 @@ def _lazy(module: str, cls: str) -> Callable[[], type[Fa4Pass]]:
 
 
 PASSES: dict[str, Callable[[], type[Fa4Pass]]] = {
+    "fa4-allocate-mbarriers": _lazy("allocate_mbarriers", "AllocateMbarriersPass"),
+    "fa4-allocate-smem": _lazy("allocate_smem", "AllocateSmemPass"),
+    "fa4-allocate-tmem": _lazy("allocate_tmem", "AllocateTmemPass"),
     "fa4-verify": _lazy("verify", "VerifyPass"),
 }
 
