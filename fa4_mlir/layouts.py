@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fa4_mlir.configs import Depth512Config, FA4Config
+from fa4_mlir.configs import Depth512Config, FA4Config, GemmConfig
 from fa4_mlir.configs.fa4 import MBAR_BYTES, TMEM_ADDR_BYTES
 
 TILE_ALIGN = 1024  # a 128B-swizzled TMA/UMMA tile starts on a swizzle-atom boundary
@@ -187,3 +187,45 @@ def depth512_layout(c: Depth512Config) -> Layout:
               "v_cols_per_cta": c.v_cols_per_cta, "smem_budget": c.smem_used, "tmem_used": c.tmem_used}
     tmem = tuple(TmemRegion(name, cols) for name, (_, cols) in c.tmem_columns.items())
     return Layout("depth512", config, tuple(regions + _tail(barriers)), tuple(barriers), tmem)
+
+
+# ===================================================================================================
+# GEMM with residual epilogue (EpiLoadPipeline, spec 5.1-5.2)
+# ===================================================================================================
+
+
+def gemm_barriers(c: GemmConfig) -> list[BarrierArray]:
+    g = c.cta_group
+    out = [BarrierArray("ab_producer", (1,) * c.stages, "tx", "load warp expect_tx (A+B bytes) + TMA", "MMA", g),
+           BarrierArray("ab_consumer", (1,) * c.stages, "commit", "MMA commit", "load warp", g)]
+    if c.has_tmem:
+        out += [BarrierArray("accum_producer", (1,) * c.accum_stages, "commit", "MMA commit after the K loop",
+                             "epilogue warps", g),
+                BarrierArray("accum_consumer", (128 * g,) * c.accum_stages, "threads",
+                             "epilogue threads after reading the accumulator", "MMA", g)]
+    out += [BarrierArray("epi_load_full", (1,) * c.epi_load_stages, "tx",
+                         "epilogue-load warp expect_tx (C sub-tile bytes) + TMA", "epilogue warps"),
+            BarrierArray("epi_load_empty", (128,) * c.epi_load_stages, "threads",
+                         "every epilogue thread after reading C", "epilogue-load warp"),
+            BarrierArray("load_order", (1,), "threads", "main load warp after its prologue loads",
+                         "epilogue-load warp before loading C")]
+    if c.has_tmem:
+        out.append(BarrierArray("tmem_dealloc", (128 * g,), "threads", "epilogue threads when done",
+                                "the warp that deallocates TMEM"))
+    return out
+
+
+def gemm_layout(c: GemmConfig) -> Layout:
+    c.validate()
+    barriers = gemm_barriers(c)
+    e = c.elem.bytes
+    g = c.cta_group
+    regions = [SmemRegion("a", c.stages * c.tile_m // g * c.tile_k * e, TILE_ALIGN, "128B"),
+               SmemRegion("b", c.stages * c.tile_n // g * c.tile_k * e, TILE_ALIGN, "128B"),
+               SmemRegion("c", c.epi_load_stages * c.epi_tile_bytes, TILE_ALIGN, "128B"),
+               SmemRegion("d", 2 * c.epi_tile_bytes, TILE_ALIGN, "128B")]
+    config = {"BM": c.tile_m, "BN": c.tile_n, "BK": c.tile_k, "num_stages": c.stages,
+              "epi_load_stages": c.epi_load_stages, "epi_tile_n": c.epi_tile_n, "accum_stages": c.accum_stages,
+              "cta_group": c.cta_group, "target": c.target, "smem_budget": c.smem_used, "tmem_used": c.tmem_used}
+    tmem = tuple(TmemRegion(f"accum{i}", c.tile_n) for i in range(c.accum_stages)) if c.has_tmem else ()
+    return Layout("gemm", config, tuple(regions + _tail(barriers)), tuple(barriers), tmem)

@@ -2,5 +2,6 @@
 
 from fa4_mlir.configs.depth512 import Depth512Config
 from fa4_mlir.configs.fa4 import FA4Config, SmemBudget, Support
+from fa4_mlir.configs.gemm import GemmConfig
 
-__all__ = ["Depth512Config", "FA4Config", "SmemBudget", "Support"]
+__all__ = ["Depth512Config", "FA4Config", "GemmConfig", "SmemBudget", "Support"]

@@ -1,0 +1,127 @@
+"""GemmConfig: the warp-specialised GEMM with a residual epilogue, D = alpha * A @ B + beta * C.
+
+Layout after the reference SM100 matmul (spec 5.1-5.2): A/B stages fed by TMA, a TMEM accumulator
+with ``accum_stages`` stages (sm_100a), an epilogue-load warp streaming C through an EpiLoadPipeline
+of ``epi_load_stages`` sub-tiles of ``tile_m x epi_tile_n``, and a double-buffered D store tile.
+``num_stages = 0`` picks the most A/B stages that fit (at most 8). No MLIR import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cached_property
+
+from fa4_mlir.configs.dtypes import DType
+from fa4_mlir.configs.dtypes import dtype as lookup_dtype
+from fa4_mlir.configs.fa4 import MBAR_BYTES, TMEM_ADDR_BYTES, Support
+from fa4_mlir.errors import ConfigError
+from fa4_mlir.target import SMEM_CARVEOUT, TMEM_COLUMNS, Target
+
+MAX_STAGES = 8
+TILE_ALIGN = 1024
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GemmConfig:
+    dtype: str = "bf16"
+    target: str = "sm_100a"
+    tile_m: int = 128
+    tile_n: int = 256
+    tile_k: int = 64
+    num_stages: int = 0  # 0: as many as fit, at most 8
+    epi_tile_n: int = 64
+    epi_load_stages: int = 2
+    accum_stages: int = 2  # TMEM accumulator stages (sm_100a)
+    cta_group: int = 1
+
+    def __post_init__(self):
+        lookup_dtype(self.dtype, field="GemmConfig.dtype", allowed=("bf16", "fp16"))
+        Target.parse(self.target)
+        rules = (
+            ("tile_m", self.tile_m in (64, 128, 256), "64, 128 or 256"),
+            ("tile_n", 16 <= self.tile_n <= 256 and self.tile_n % 16 == 0, "a multiple of 16 in [16, 256]"),
+            ("tile_k", self.tile_k == 128 // self.elem.bytes, f"{128 // self.elem.bytes} (one 128B swizzle row of "
+                                                               f"{self.dtype})"),
+            ("num_stages", 0 <= self.num_stages <= MAX_STAGES, f"in [0, {MAX_STAGES}] (0: as many as fit)"),
+            ("epi_tile_n", self.epi_tile_n in (16, 32, 64, 128) and self.epi_tile_n <= self.tile_n,
+             f"16, 32, 64 or 128 and <= tile_n ({self.tile_n})"),
+            ("epi_load_stages", 1 <= self.epi_load_stages <= 4, "in [1, 4]"),
+            ("accum_stages", 1 <= self.accum_stages <= 2, "1 or 2"),
+            ("cta_group", self.cta_group in (1, 2), "1 or 2"),
+        )
+        for name, ok, expected in rules:
+            if not ok:
+                raise ConfigError(f"GemmConfig.{name} must be {expected}, got {getattr(self, name)!r}")
+        if self.tile_n % self.epi_tile_n:
+            raise ConfigError(f"GemmConfig.epi_tile_n must divide tile_n ({self.tile_n}), got {self.epi_tile_n}")
+        if self.cta_group == 2 and self.target != "sm_100a":
+            raise ConfigError(f"GemmConfig.cta_group must be 1 on {self.target} (CTA-pair MMA is sm_100a), got 2")
+
+    @property
+    def elem(self) -> DType:
+        return lookup_dtype(self.dtype, field="dtype", allowed=("bf16", "fp16"))
+
+    @property
+    def has_tmem(self) -> bool:
+        return Target.parse(self.target).tmem_columns > 0
+
+    @property
+    def rows_per_cta(self) -> int:
+        """Output rows each CTA owns: a CTA pair splits the tile's M (and B's N) between its CTAs."""
+        return self.tile_m // self.cta_group
+
+    @property
+    def stage_bytes(self) -> int:
+        """One A + B stage in one CTA."""
+        return (self.tile_m + self.tile_n) // self.cta_group * self.tile_k * self.elem.bytes
+
+    @property
+    def epi_tile_bytes(self) -> int:
+        return self.rows_per_cta * self.epi_tile_n * self.elem.bytes
+
+    @property
+    def num_epi_subtiles(self) -> int:
+        """C/D sub-tiles per output tile (the reference's num_epi_load_stages = MMA_N / OutputN)."""
+        return self.tile_n // self.epi_tile_n
+
+    def mbarrier_count(self, stages: int) -> int:
+        # A/B full+empty, accumulator full+empty, C full+empty, load order, TMEM dealloc.
+        accum = 2 * self.accum_stages if self.has_tmem else 0
+        return 2 * stages + accum + 2 * self.epi_load_stages + 1 + (1 if self.has_tmem else 0)
+
+    def smem_for(self, stages: int) -> int:
+        fixed = (self.epi_load_stages + 2) * self.epi_tile_bytes + TMEM_ADDR_BYTES
+        return stages * self.stage_bytes + fixed + self.mbarrier_count(stages) * MBAR_BYTES
+
+    @cached_property
+    def stages(self) -> int:
+        if self.num_stages:
+            return self.num_stages
+        fitting = [s for s in range(1, MAX_STAGES + 1) if self.smem_for(s) <= SMEM_CARVEOUT]
+        return fitting[-1] if fitting else 1
+
+    @property
+    def smem_used(self) -> int:
+        return self.smem_for(self.stages)
+
+    @property
+    def tmem_used(self) -> int:
+        return self.accum_stages * self.tile_n if self.has_tmem else 0
+
+    def supported(self) -> Support:
+        if self.smem_used > SMEM_CARVEOUT:
+            fix = "lower num_stages" if self.num_stages else "use a smaller tile"
+            return Support(False, f"smem needs {self.smem_used} B, {self.target} has {SMEM_CARVEOUT} B: {fix}")
+        if self.stages < 2:
+            return Support(False, f"num_stages = {self.stages} must be >= 2 to overlap loads with MMA")
+        if self.tmem_used > TMEM_COLUMNS:
+            return Support(False, f"TMEM needs accum_stages x tile_n = {self.tmem_used} columns, sm_100a has "
+                                  f"{TMEM_COLUMNS}: lower accum_stages or tile_n")
+        return Support(True)
+
+    def validate(self) -> GemmConfig:
+        support = self.supported()
+        if not support:
+            raise ConfigError(f"GemmConfig {self.tile_m}x{self.tile_n}x{self.tile_k} {self.dtype} {self.target}: "
+                              f"{support.reason}")
+        return self

@@ -1,0 +1,70 @@
+"""GemmConfig and the GEMM layout with the EpiLoadPipeline barriers (spec 5.1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fa4_mlir.configs import GemmConfig
+from fa4_mlir.errors import ConfigError
+from fa4_mlir.layouts import gemm_layout
+from fa4_mlir.placement import place_contiguous, place_smem
+
+
+def test_default_sm100_layout_places_within_budget():
+    c = GemmConfig()
+    layout = gemm_layout(c)
+    smem = place_smem([(r.name, r.bytes, r.align, r.alias_of, 0) for r in layout.regions])
+    # 3 stages of (128 + 256) x 64 bf16, 2 C sub-tiles + 2 D buffers of 128 x 64, 16 barriers
+    # (A/B 2x3, accumulator 2x2, C 2x2, load order, TMEM dealloc), the TMEM address.
+    assert c.stages == 3 and smem.total == c.smem_used == 3 * 49152 + 4 * 16384 + 16 * 8 + 4
+    bars = {b.name: b for b in layout.barriers}
+    assert bars["epi_load_full"].counts == (1, 1) and bars["epi_load_full"].arrival == "tx"
+    assert bars["epi_load_empty"].counts == (128, 128) and bars["epi_load_empty"].arrival == "threads"
+    assert bars["load_order"].counts == (1,)
+    assert place_contiguous([(t.name, t.columns) for t in layout.tmem]).offsets == {"accum0": 0, "accum1": 256}
+
+
+def test_stage_count_is_the_most_that_fits():
+    c = GemmConfig(tile_n=128)
+    assert c.stages == 5 and c.smem_for(6) > 232448 >= c.smem_for(5)
+
+
+def test_sm90_has_no_tmem_barriers():
+    layout = gemm_layout(GemmConfig(target="sm_90a"))
+    names = [b.name for b in layout.barriers]
+    assert "accum_producer" not in names and "tmem_dealloc" not in names and layout.tmem == ()
+
+
+def test_cta_pair_splits_the_tile_and_counts_both_ctas():
+    c = GemmConfig(tile_m=256, cta_group=2)
+    assert c.rows_per_cta == 128 and c.stage_bytes == (256 + 256) // 2 * 64 * 2
+    bars = {b.name: b for b in gemm_layout(c).barriers}
+    assert bars["accum_consumer"].counts == (256, 256)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(dtype="fp8_e4m3"), r"GemmConfig.dtype must be one of bf16, fp16, got 'fp8_e4m3'"),
+    (dict(target="sm_80"), r"target must be sm_90a or sm_100a, got 'sm_80'"),
+    (dict(tile_m=96), r"GemmConfig.tile_m must be 64, 128 or 256, got 96"),
+    (dict(tile_n=100), r"GemmConfig.tile_n must be a multiple of 16 in \[16, 256\], got 100"),
+    (dict(tile_k=32), r"GemmConfig.tile_k must be 64 \(one 128B swizzle row of bf16\), got 32"),
+    (dict(num_stages=9), r"GemmConfig.num_stages must be in \[0, 8\] \(0: as many as fit\), got 9"),
+    (dict(epi_tile_n=48), r"GemmConfig.epi_tile_n must be 16, 32, 64 or 128 and <= tile_n \(256\), got 48"),
+    (dict(tile_n=96, epi_tile_n=64), r"GemmConfig.epi_tile_n must divide tile_n \(96\), got 64"),
+    (dict(epi_load_stages=0), r"GemmConfig.epi_load_stages must be in \[1, 4\], got 0"),
+    (dict(accum_stages=3), r"GemmConfig.accum_stages must be 1 or 2, got 3"),
+    (dict(cta_group=4), r"GemmConfig.cta_group must be 1 or 2, got 4"),
+    (dict(cta_group=2, target="sm_90a"), r"GemmConfig.cta_group must be 1 on sm_90a \(CTA-pair MMA is sm_100a\), got 2"),
+])
+def test_field_errors(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        GemmConfig(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, reason", [
+    (dict(num_stages=5), r"smem needs 311460 B, sm_100a has 232448 B: lower num_stages"),
+    (dict(num_stages=1), r"num_stages = 1 must be >= 2 to overlap loads with MMA"),
+])
+def test_unsupported(kwargs, reason):
+    with pytest.raises(ConfigError, match=reason):
+        GemmConfig(**kwargs).validate()
