@@ -9,7 +9,7 @@ import lit.formats
 
 config.name = "fa4-mlir"
 config.test_format = lit.formats.ShTest(execute_external=False)  # lit's internal shell: `not`, pipes, %if
-config.suffixes = [".mlir", ".py"]
+config.suffixes = [".mlir", ".py", ".test"]
 config.excludes = ["Inputs", "lit.cfg.py", "python", "run_tests.py", "conftest.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.environ.get("FA4_LIT_OUT") or os.path.join(tempfile.gettempdir(), "fa4-lit-out")
@@ -36,6 +36,7 @@ config.substitutions.append(("%PYTHON", python))
 config.substitutions.append(("%python", python))
 # Tools are substituted as whole words (as upstream's ToolSubst does).
 config.substitutions.append((r"(?<![\w/.-])fa4-opt(?![\w.-])", f"{python} -m fa4_mlir.tools.fa4_opt"))
+config.substitutions.append((r"(?<![\w/.-])fa4-layout(?![\w.-])", f"{python} -m fa4_mlir.tools.fa4_layout"))
 config.substitutions.append((r"(?<![\w/.-])FileCheck(?![\w.-])", filecheck))
 
 # Same default as upstream MLIR: captured variables do not leak across CHECK-LABEL blocks.
