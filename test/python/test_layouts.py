@@ -87,3 +87,22 @@ def test_depth512_d512_named_barrier_indices():
                             "C_consumer": 5, "S_even_producer": 6, "S_odd_producer": 7, "O_mma_lo": 8,
                             "O_mma_hi": 9, "kv_producer": 10, "kv_consumer": 14}
     assert tmem.offsets == {"O_lo": 0, "O_hi": 128, "S_even": 256, "S_odd": 384}
+
+
+@pytest.mark.parametrize("kwargs, regions", [
+    # DeepSeek-style MLA: 128 nope + 64 rope (bf16), fused ring with ceil(nkv/2) rope buffers.
+    (dict(qk_depth=192, ov_depth=128, is_mla=True, rope_dtype="bf16"),
+     [("q", 0, 65536), ("q_rope", 65536, 32768), ("o", 0, 65536), ("kv", 98304, 98304), ("rope", 196608, 32768),
+      ("correction", 229376, 1024), ("mbarriers", 230400, 152), ("tmem_addr", 230552, 4)]),
+    # fp8 nope + bf16 rope with fp32 per-token scales: split rings, q_scale and k_scale tiles.
+    (dict(qk_depth=192, ov_depth=128, is_mla=True, rope_dtype="bf16", dtype="fp8_e4m3", scale_dtype="fp32"),
+     [("q", 0, 32768), ("q_rope", 32768, 32768), ("o", 0, 32768), ("k", 65536, 98304), ("v", 163840, 49152),
+      ("correction", 212992, 1024), ("q_scale", 214016, 1024), ("k_scale", 215040, 1536),
+      ("mbarriers", 216576, 200), ("tmem_addr", 216776, 4)]),
+])
+def test_mla_layouts_place_to_the_config_budget(kwargs, regions):
+    c = FA4Config(**kwargs)
+    layout = fa4_layout(c)
+    smem, _, _ = placed(layout)
+    assert [(r.name, smem.offsets[r.name], r.bytes) for r in layout.regions] == regions
+    assert smem.total == c.smem_used
