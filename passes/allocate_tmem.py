@@ -6,11 +6,9 @@ import dataclasses
 
 from fa4_mlir._mlir import ir
 from fa4_mlir.core.diagnostics import Diagnostic
-from fa4_mlir.errors import ConfigError
 from fa4_mlir.passes.base import Fa4Pass
-from fa4_mlir.passes.scope import kernel_scopes, ops_named, set_int, target_name
+from fa4_mlir.passes.scope import kernel_scopes, ops_named, module_target, set_int
 from fa4_mlir.placement import place_contiguous, tmem_allocation
-from fa4_mlir.target import Target
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,10 +25,9 @@ class AllocateTmemPass(Fa4Pass):
     target: str = "sm_100a"
 
     def run(self, module: ir.Operation) -> list[Diagnostic]:
-        try:
-            target = Target.parse(target_name(module, self.target))
-        except ConfigError as exc:
-            return [Diagnostic.at(module.location, "error", str(exc))]
+        target = module_target(module, self.target)
+        if isinstance(target, Diagnostic):
+            return [target]
         errors: list[Diagnostic] = []
         for scope in kernel_scopes(module):
             regions = ops_named(scope, "fa4.tmem_region")

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fa4_mlir._mlir import ir
+from fa4_mlir.core.diagnostics import Diagnostic
+from fa4_mlir.errors import ConfigError
+from fa4_mlir.target import Target
 
 KERNEL_OPS = ("func.func", "gpu.func", "llvm.func")
 
@@ -36,10 +39,14 @@ def ops_named(scope: ir.Operation, name: str) -> list[ir.OpView]:
     return found
 
 
-def target_name(module: ir.Operation, default: str) -> str:
-    """The ``fa4.target`` module attribute (e.g. "sm_100a"), or ``default``."""
+def module_target(module: ir.Operation, default: str) -> Target | Diagnostic:
+    """The module's ``fa4.target`` attribute (else ``default``) as a Target, or the error to report."""
     attrs = module.attributes
-    return ir.StringAttr(attrs["fa4.target"]).value if "fa4.target" in attrs else default
+    name = ir.StringAttr(attrs["fa4.target"]).value if "fa4.target" in attrs else default
+    try:
+        return Target.parse(name)
+    except ConfigError as exc:
+        return Diagnostic.at(module.location, "error", str(exc))
 
 
 def set_int(op: ir.Operation, name: str, value: int) -> None:

@@ -12,7 +12,8 @@ from functools import cached_property
 
 from fa4_mlir.configs.dtypes import DType
 from fa4_mlir.configs.dtypes import dtype as lookup_dtype
-from fa4_mlir.configs.fa4 import MBAR_BYTES, TMEM_ADDR_BYTES, Support, _align_down, _prev_power_of_two
+from fa4_mlir.configs.fa4 import MBAR_BYTES, TMEM_ADDR_BYTES, _align_down, _prev_power_of_two
+from fa4_mlir.configs.support import Checked, Support
 from fa4_mlir.errors import ConfigError
 from fa4_mlir.target import SMEM_CARVEOUT, TMEM_COLUMNS
 
@@ -21,7 +22,7 @@ MAX_BARRIERS = 32  # one init warp: lane i initialises barrier i
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Depth512Config:
+class Depth512Config(Checked):
     """One depth-256/512 configuration. Worked values (spec 1.5):
 
     | case      | split_o | MMA_M | BM/CTA | BN  | BK0 | BK1 | v_cols | TMEM O,O_hi,S_even,S_odd | nkv | smem   |
@@ -178,8 +179,5 @@ class Depth512Config:
                                   f"{self.num_qk_stages})")
         return Support(True)
 
-    def validate(self) -> Depth512Config:
-        support = self.supported()
-        if not support:
-            raise ConfigError(f"Depth512Config {self.dtype} d{self.qk_depth}: {support.reason}")
-        return self
+    def describe(self) -> str:
+        return f"Depth512Config {self.dtype} d{self.qk_depth}"

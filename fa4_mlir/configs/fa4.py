@@ -14,6 +14,7 @@ from functools import cached_property
 
 from fa4_mlir.configs.dtypes import DType
 from fa4_mlir.configs.dtypes import dtype as lookup_dtype
+from fa4_mlir.configs.support import Checked, Support
 from fa4_mlir.errors import ConfigError
 from fa4_mlir.target import SMEM_CARVEOUT, TMEM_COLUMNS
 
@@ -36,17 +37,6 @@ def _prev_power_of_two(x: int) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class Support:
-    """Whether a config can be built, and why not."""
-
-    ok: bool
-    reason: str = ""
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-
-@dataclasses.dataclass(frozen=True)
 class SmemBudget:
     """The outcome of the K/V slot search (spec 1.2 step 10)."""
 
@@ -57,7 +47,7 @@ class SmemBudget:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FA4Config:
+class FA4Config(Checked):
     """One FA4 / MLA forward configuration. Field checks run at construction; resource checks
     (TMEM, shared memory, depth limits of each mode) in ``supported()`` / ``validate()``.
 
@@ -312,14 +302,7 @@ class FA4Config:
                                   f"regions leave room for too few K/V stages")
         return Support(True)
 
-    def validate(self) -> FA4Config:
-        """Raise ConfigError with the reason if ``supported()`` is false; return self."""
-        support = self.supported()
-        if not support:
-            raise ConfigError(f"FA4Config {self.describe()}: {support.reason}")
-        return self
-
     def describe(self) -> str:
         ov = "" if self.ov_depth in (None, self.qk_depth) else f"/{self.ov_depth}"
-        return (f"{self.dtype} d{self.qk_depth}{ov} {self.num_q}Q" + (" pair-CTA" if self.pair_cta else "")
+        return (f"FA4Config {self.dtype} d{self.qk_depth}{ov} {self.num_q}Q" + (" pair-CTA" if self.pair_cta else "")
                 + (f" group {self.group}" if self.group > 1 else ""))

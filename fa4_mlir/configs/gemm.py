@@ -13,7 +13,8 @@ from functools import cached_property
 
 from fa4_mlir.configs.dtypes import DType
 from fa4_mlir.configs.dtypes import dtype as lookup_dtype
-from fa4_mlir.configs.fa4 import MBAR_BYTES, TMEM_ADDR_BYTES, Support
+from fa4_mlir.configs.fa4 import MBAR_BYTES, TMEM_ADDR_BYTES
+from fa4_mlir.configs.support import Checked, Support
 from fa4_mlir.errors import ConfigError
 from fa4_mlir.target import SMEM_CARVEOUT, TMEM_COLUMNS, Target
 
@@ -22,7 +23,7 @@ TILE_ALIGN = 1024
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class GemmConfig:
+class GemmConfig(Checked):
     dtype: str = "bf16"
     target: str = "sm_100a"
     tile_m: int = 128
@@ -119,9 +120,5 @@ class GemmConfig:
                                   f"{TMEM_COLUMNS}: lower accum_stages or tile_n")
         return Support(True)
 
-    def validate(self) -> GemmConfig:
-        support = self.supported()
-        if not support:
-            raise ConfigError(f"GemmConfig {self.tile_m}x{self.tile_n}x{self.tile_k} {self.dtype} {self.target}: "
-                              f"{support.reason}")
-        return self
+    def describe(self) -> str:
+        return f"GemmConfig {self.tile_m}x{self.tile_n}x{self.tile_k} {self.dtype} {self.target}"
