@@ -30,6 +30,7 @@ from fa4_mlir.core.declare import (
     StrAttr,
 )
 from fa4_mlir.core.ir_utils import constant_int, defining_op
+from fa4_mlir.target import TMEM_COLUMNS
 
 DIALECT = Dialect("fa4", search_prefix="fa4_mlir.dialects", doc="""
     Shared-memory regions and their layout, tensor memory (TMEM), mbarriers with arrive counts and
@@ -42,7 +43,6 @@ Op = DIALECT.Operation
 # Hardware limits the verifier enforces (PTX ISA 8.6+, sm_90a/sm_100a).
 MAX_MBARRIER_COUNT = (1 << 20) - 1  # mbarrier pending-count field is 20 bits
 MAX_TX_BYTES = (1 << 20) - 1  # mbarrier tx-count range
-TMEM_COLUMNS = 512  # 512 columns x 128 lanes x 32 bit per SM
 REGISTER_FILE = 65536  # 32-bit registers per SM (and the most one CTA can hold)
 SMEM_BASE_ALIGN = 1024  # alignment of the extern dynamic shared-memory symbol
 SWIZZLE_ALIGN = {"none": 1, "32B": 256, "64B": 512, "128B": 1024}  # one swizzle atom: 8 rows x width

@@ -5,12 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 from fa4_mlir._mlir import ir
+from fa4_mlir.configs.fa4 import MBAR_BYTES
 from fa4_mlir.core.diagnostics import Diagnostic
 from fa4_mlir.passes.base import Fa4Pass
 from fa4_mlir.passes.scope import kernel_scopes, ops_named, set_int
 from fa4_mlir.placement import place_contiguous
-
-MBAR_BYTES = 8
 
 
 @dataclasses.dataclass(frozen=True)

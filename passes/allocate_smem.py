@@ -7,7 +7,7 @@ import dataclasses
 from fa4_mlir._mlir import ir
 from fa4_mlir.core.diagnostics import Diagnostic
 from fa4_mlir.passes.base import Fa4Pass
-from fa4_mlir.passes.scope import kernel_scopes, module_target, set_int
+from fa4_mlir.passes.scope import kernel_scopes, module_target, ops_named, set_int
 from fa4_mlir.placement import place_smem
 from fa4_mlir.target import Target
 
@@ -36,7 +36,7 @@ class AllocateSmemPass(Fa4Pass):
         return errors
 
     def _allocate(self, scope: ir.Operation, target: Target) -> list[Diagnostic]:
-        ops = _declarations(scope)
+        ops = ops_named(scope, "fa4.smem_region", "fa4.smem_alias")
         if not ops:
             return []
         keys = {op.result: i for i, op in enumerate(ops)}
@@ -68,18 +68,6 @@ class AllocateSmemPass(Fa4Pass):
             f"smem needs {placed.total} B, {target} has {capacity} B: region '{first.sym_name}' "
             f"[{start}, {start + first.bytes}) ends past the limit; shrink it or a region before it "
             f"(e.g. fewer pipeline stages)"))]
-
-
-def _declarations(scope: ir.Operation) -> list[ir.OpView]:
-    found: list[ir.OpView] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name in ("fa4.smem_region", "fa4.smem_alias"):
-            found.append(op.opview)
-        return ir.WalkResult.ADVANCE
-
-    scope.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found
 
 
 def _describe(value: ir.Value) -> str:

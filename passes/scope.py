@@ -26,12 +26,12 @@ def kernel_scopes(module: ir.Operation) -> Iterator[ir.Operation]:
     yield from found
 
 
-def ops_named(scope: ir.Operation, name: str) -> list[ir.OpView]:
-    """The ``name`` ops inside ``scope``, in program order."""
+def ops_named(scope: ir.Operation, *names: str) -> list[ir.OpView]:
+    """The ops called one of ``names`` inside ``scope``, in program order."""
     found: list[ir.OpView] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == name:
+        if op.name in names:
             found.append(op.opview)
         return ir.WalkResult.ADVANCE
 

@@ -12,6 +12,7 @@ never a Python traceback (FA4_TRACEBACK=1 shows one for internal errors) and nev
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from fa4_mlir import __version__
@@ -116,9 +117,9 @@ def _run(args, name: str, source: str, progress) -> int:
     for chunk in _split(source, args.split_input_file):
         output, diagnostics = _process(chunk, name, steps, args, progress)
         diagnostics = list(dict.fromkeys(diagnostics))  # a handler and MLIRError may report the same one
-        if args.verify_diagnostics:  # as mlir-opt, which turns off printOpOnDiagnostic for this mode
-            diagnostics = [_without_op_dump(d) for d in diagnostics]
         if args.verify_diagnostics:
+            # As mlir-opt, which turns off printOpOnDiagnostic in this mode.
+            diagnostics = [_without_op_dump(d) for d in diagnostics]
             problems = check_expectations(chunk, name, diagnostics)
             for line in problems:
                 print(line, file=sys.stderr)
@@ -196,25 +197,44 @@ def _process(text: str, name: str, steps, args, progress):
 
 
 def _parse(text: str, name: str):
-    """The module in ``text`` (wrapped in one if it holds several top-level ops), or (None, errors)."""
+    """The module in ``text`` (wrapped in one if it holds other top-level ops), or (None, errors)."""
     from fa4_mlir._mlir import ir
+
+    try:
+        op = ir.Operation.parse(text, source_name=name).operation
+    except ir.MLIRError as exc:
+        if not any("single top-level operation" in d.message for d in exc.error_diagnostics):
+            return None, _parse_errors(exc, text, name)
+        try:  # several top-level ops: wrap them as mlir-opt does (line 1 shifts by 8 columns)
+            return ir.Operation.parse("module {" + text + "\n}", source_name=name).operation, []
+        except ir.MLIRError as exc2:
+            return None, _parse_errors(exc2, text, name)
+    if op.name == "builtin.module":
+        return op, []
+    module = ir.Module.create(ir.Location.unknown())
+    module.body.append(op)
+    return module.operation, []
+
+
+_CUSTOM_FORM = re.compile(r'(?<!")\b(fa4\.[a-z0-9_]+)\b')
+
+
+def _parse_errors(exc, text: str, name: str):
+    """Located parse errors. MLIR reports none when an op it cannot print custom-parses (IRDL ops
+    have no custom syntax), so then point at the first fa4 op written without quotes."""
     from fa4_mlir.core.diagnostics import Diagnostic
 
-    for attempt in (text, "module {" + text + "\n}"):  # same line numbers; line 1 shifts by 8 columns
-        try:
-            op = ir.Operation.parse(attempt, source_name=name)
-        except ir.MLIRError as exc:
-            diags = [Diagnostic.from_mlir(d) for d in exc.error_diagnostics]
-            if attempt is text and any("single top-level operation" in d.message for d in diags):
-                continue
-            if not diags:
-                diags = [Diagnostic(severity="error", message=f"cannot parse the input: {exc}", file=name)]
-            return None, diags
-        if op.operation.name == "builtin.module":
-            return op.operation, []
-        if attempt is not text:
-            break
-    return None, [Diagnostic(severity="error", message="cannot wrap the input in a module", file=name)]
+    diags = [Diagnostic.from_mlir(d) for d in exc.error_diagnostics]
+    if diags:
+        return diags
+    for line_no, line in enumerate(text.split("\n"), start=1):
+        code = line.split("//", 1)[0]
+        m = _CUSTOM_FORM.search(code)
+        if m:
+            return [Diagnostic("error", f"'{m.group(1)}' must be written in generic form, e.g. "
+                               f"\"{m.group(1)}\"(operands) {{attributes}} : (types) -> (types): fa4 ops have "
+                               f"no custom syntax in MLIR 22", name, line_no, m.start(1) + 1)]
+    return [Diagnostic("error", f"cannot parse the input: {exc}", name)]
 
 
 def _write_output(path: str, text: str) -> bool:

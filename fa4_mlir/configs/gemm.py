@@ -19,7 +19,6 @@ from fa4_mlir.errors import ConfigError
 from fa4_mlir.target import SMEM_CARVEOUT, TMEM_COLUMNS, Target
 
 MAX_STAGES = 8
-TILE_ALIGN = 1024
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

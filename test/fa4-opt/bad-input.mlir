@@ -4,6 +4,10 @@
 // RUN: not fa4-opt %S/Inputs/malformed.mlir 2>&1 | FileCheck %s --check-prefix=MALFORMED --implicit-check-not=Traceback
 // MALFORMED: malformed.mlir:3:19: error: use of value '%a' expects different type than prior uses: 'i64' vs 'i32'
 
+// An fa4 op in custom form: MLIR gives no location, fa4-opt finds the op.
+// RUN: not fa4-opt %S/Inputs/custom-form.mlir 2>&1 | FileCheck %s --check-prefix=CUSTOM --implicit-check-not=Traceback
+// CUSTOM: custom-form.mlir:2:8: error: 'fa4.elect_one' must be written in generic form, e.g. "fa4.elect_one"(operands) {attributes} : (types) -> (types): fa4 ops have no custom syntax in MLIR 22
+
 // An op that breaks an fa4 invariant.
 // RUN: not fa4-opt %S/Inputs/invariant.mlir 2>&1 | FileCheck %s --check-prefix=INVARIANT --implicit-check-not=Traceback
 // INVARIANT: invariant.mlir:4:8: error: 'fa4.pipeline_create' num_stages must be >= 1, got 0
@@ -38,6 +42,8 @@
 // A missing input file and an unwritable output file.
 // RUN: not fa4-opt %S/Inputs/does-not-exist.mlir 2>&1 | FileCheck %s --check-prefix=NOFILE --implicit-check-not=Traceback
 // NOFILE: does-not-exist.mlir: error: cannot read input file: No such file or directory
+// RUN: not fa4-opt %S/Inputs/not-utf8.mlir 2>&1 | FileCheck %s --check-prefix=NOTUTF8 --implicit-check-not=Traceback
+// NOTUTF8: not-utf8.mlir: error: cannot read input file: 'utf-8' codec can't decode byte 0xff in position 0
 // RUN: not fa4-opt %S/Inputs/kernel.mlir -o %S/Inputs/no-such-dir/out.mlir 2>&1 | FileCheck %s --check-prefix=NOOUT --implicit-check-not=Traceback
 // NOOUT: out.mlir: error: cannot write output file: No such file or directory
 

@@ -106,3 +106,13 @@ def test_mla_layouts_place_to_the_config_budget(kwargs, regions):
     smem, _, _ = placed(layout)
     assert [(r.name, smem.offsets[r.name], r.bytes) for r in layout.regions] == regions
     assert smem.total == c.smem_used
+
+
+def test_placing_a_layout_reports_the_passes_errors(ctx):
+    # An FA4 layout has TMEM regions; sm_90a has no tensor memory, so fa4-allocate-tmem fails.
+    from fa4_mlir.core.layout_ir import place_layout
+    from fa4_mlir.errors import LoweringError
+
+    with pytest.raises(LoweringError, match=r"'fa4.tmem_region' needs tensor memory, which sm_100a has and "
+                                            r"sm_90a has not"):
+        place_layout(fa4_layout(FA4Config()), "sm_90a")

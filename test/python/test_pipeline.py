@@ -33,6 +33,7 @@ def test_upstream_runs_merge_and_fa4_passes_split_them():
     ("cse)", "unbalanced ')' in pass pipeline", 4),
     ("builtin.module{x=1}(cse)", "expected 'builtin.module(...)' around the pass list", 1),
     ("cse x", "unexpected 'x' after pass 'cse'", 1),
+    ("cse,{x=1}", "expected a pass name, got '{x=1}'", 5),
     ("gpu-module-to-binary{format=ptx}", "option 'format' must be one of llvm,", 1),
 ])
 def test_bad_pipelines_name_the_column(text, message, column):
