@@ -20,6 +20,8 @@ from __future__ import annotations
 from fa4_mlir.core.declare import (
     I1,
     I32,
+    AnyOf,
+    Builtin,
     Dialect,
     EnumAttr,
     I32ArrayAttr,
@@ -91,15 +93,24 @@ def _def(value, op_class):
 
 
 def _alignment(value) -> int | None:
-    """The guaranteed byte alignment of a shared-memory region or alias value, if known."""
+    """The guaranteed byte alignment of a shared-memory region, alias or stage value, if known."""
     op = defining_op(value)
     if isinstance(op, SmemRegionOp) and op.is_well_formed():
         return op.align
-    if isinstance(op, SmemAliasOp) and op.is_well_formed():
+    if isinstance(op, (SmemAliasOp, SmemStageOp)) and op.is_well_formed():
         base = _alignment(op.base)
+        step = op.offset if isinstance(op, SmemAliasOp) else op.bytes
         if base is None:
             return None
-        return base if op.offset % base == 0 else op.offset & -op.offset
+        return base if step % base == 0 else step & -step
+
+
+def _smem_name(value) -> str:
+    """How diagnostics name a shared-memory value: 'q', or 'stage of kv'."""
+    op = defining_op(value)
+    if isinstance(op, SmemStageOp):
+        return f"a stage of {_smem_name(op.base)}"
+    return f"'{op.sym_name}'" if isinstance(op, (SmemRegionOp, SmemAliasOp)) else "a block argument"
 
 
 def _check_index(barriers, index, what: str = "index"):
@@ -177,6 +188,42 @@ class SmemAliasOp(Op, name="smem_alias"):
                    f"got {self.offset + self.bytes}")
 
 
+class SmemStageOp(Op, name="smem_stage"):
+    """Buffer ``stage`` of a ring: the ``bytes`` bytes at ``base + stage * bytes``.
+
+    A pipeline's ring region holds ``num_stages`` equal buffers; this names the one a (dynamic) stage
+    index selects, e.g. the destination of a TMA load in a producer loop. ``bytes`` must divide the
+    size of ``base``. Lowers to: ``base address + stage * bytes`` (``llvm.getelementptr``).
+    """
+
+    base = Operand(SmemType, doc="the ring region")
+    stage = Operand(I32, doc="stage index in [0, size of base / bytes)")
+    bytes = IntAttr(min=1, doc="size of one stage buffer")
+    result = Result(SmemType)
+
+    def verify(self):
+        base = _def(self.base, (SmemRegionOp, SmemAliasOp))
+        if base is None:
+            return
+        if base.bytes % self.bytes:
+            yield f"bytes must divide the size of '{base.sym_name}' ({base.bytes}), got {self.bytes}"
+            return
+        s = constant_int(self.stage)
+        stages = base.bytes // self.bytes
+        if s is not None and not 0 <= s < stages:
+            yield f"stage must be in [0, {stages}) for '{base.sym_name}', got {s}"
+
+
+class SmemAddressOp(Op, name="smem_address"):
+    """The shared-memory address of a region, alias or stage, for ordinary loads and stores.
+
+    Lowers to: ``fa4_smem + offset`` as an ``!llvm.ptr<3>``.
+    """
+
+    region = Operand(SmemType)
+    result = Result(Builtin("!llvm.ptr<3>"))
+
+
 class TmemRegionOp(Op, name="tmem_region"):
     """Declare a tensor-memory region of ``columns`` columns (all 128 lanes), sm_100a only.
 
@@ -193,6 +240,78 @@ class TmemRegionOp(Op, name="tmem_region"):
     def verify(self):
         if self.column is not None and self.column + self.columns > TMEM_COLUMNS:
             yield (f"column + columns must be <= {TMEM_COLUMNS}, got {self.column + self.columns}")
+
+
+TMEM_ALLOC_MIN = 32  # tcgen05.alloc: a power of two in [32, 512] columns
+
+
+def _vector_i32(t) -> bool:
+    text = str(t)
+    return text.startswith("vector<") and text.endswith("xi32>") and \
+        text[len("vector<"):-len("xi32>")] in {str(1 << k) for k in range(8)}
+
+
+class _TmemAllocation(Op):
+    """Shared fields of tmem_alloc / tmem_dealloc."""
+
+    def verify(self):
+        slot = _def(self.slot, (SmemRegionOp, SmemAliasOp))
+        if slot is not None and slot.bytes < 4:
+            yield f"slot must have >= 4 bytes (tcgen05.alloc writes a 32-bit address), got {slot.bytes}"
+        if self.columns is not None and (self.columns < TMEM_ALLOC_MIN or self.columns & (self.columns - 1)):
+            yield f"columns must be a power of two in [32, 512], got {self.columns}"
+
+
+class TmemAllocOp(_TmemAllocation, name="tmem_alloc"):
+    """Allocate the kernel's tensor memory; executed by every lane of one warp, sm_100a only.
+
+    Writes the TMEM base address to ``slot`` (4 bytes of shared memory) and gives up the allocation
+    permit so that a co-resident CTA can allocate. ``columns`` defaults to the function's
+    ``fa4.tmem_columns`` (set by ``fa4-allocate-tmem``). After the CTA barrier that follows, the
+    ``fa4.tmem_region`` values address ``base + column``. Lowers to:
+    ``tcgen05.alloc.cta_group::N.sync.aligned.shared::cta.b32 [slot], columns`` and
+    ``tcgen05.relinquish_alloc_permit``.
+    """
+
+    slot = Operand(SmemType, doc="4 bytes that receive the TMEM base address")
+    columns = IntAttr(min=1, max=TMEM_COLUMNS, optional=True, doc="columns to allocate (power of two >= 32)")
+    cta_group = IntAttr(min=1, max=2, default=1, doc="2: allocate in both CTAs of a pair")
+
+
+class TmemDeallocOp(_TmemAllocation, name="tmem_dealloc"):
+    """Free the tensor memory ``fa4.tmem_alloc`` allocated; executed by every lane of one warp.
+
+    Lowers to: ``tcgen05.dealloc.cta_group::N.sync.aligned.b32 base, columns`` with the base read
+    back from ``slot``.
+    """
+
+    slot = Operand(SmemType, doc="the slot `fa4.tmem_alloc` wrote")
+    columns = IntAttr(min=1, max=TMEM_COLUMNS, optional=True, doc="columns allocated (default: the function's)")
+    cta_group = IntAttr(min=1, max=2, default=1, doc="must match the allocation")
+
+
+class TmemLoadOp(Op, name="tmem_load"):
+    """Each thread of a warp reads N consecutive 32-bit columns of its own TMEM lane.
+
+    Shape ``32x32b``: warp ``w`` of a warpgroup reaches lanes ``[32 * (w % 4), +32)``; lane ``l`` of
+    the warp reads row ``32 * (w % 4) + l``, columns ``column + column_offset + [0, N)`` of the
+    region. Lowers to: ``tcgen05.ld.sync.aligned.32x32b.xN.b32`` then ``tcgen05.wait::ld``.
+    """
+
+    tmem = Operand(TmemType)
+    column_offset = IntAttr(min=0, max=TMEM_COLUMNS - 1, default=0, doc="first column inside the region")
+    result = Result(AnyOf("vector<N x i32> with N a power of two <= 128", _vector_i32))
+
+
+class TmemStoreOp(Op, name="tmem_store"):
+    """Each thread of a warp writes N consecutive 32-bit columns of its own TMEM lane (see tmem_load).
+
+    Lowers to: ``tcgen05.st.sync.aligned.32x32b.xN.b32`` then ``tcgen05.wait::st``.
+    """
+
+    tmem = Operand(TmemType)
+    value = Operand(AnyOf("vector<N x i32> with N a power of two <= 128", _vector_i32))
+    column_offset = IntAttr(min=0, max=TMEM_COLUMNS - 1, default=0, doc="first column inside the region")
 
 
 # ===================================================================================================
@@ -579,6 +698,23 @@ class WarpRoleOp(Op, name="warp_role"):
             yield f"parent must be 'fa4.warp_specialize', got '{got}'"
 
 
+NAMED_BARRIERS = 16  # bar.sync ids 0..15; 0 is __syncthreads, so roles get 1..15
+
+
+class NamedBarrierOp(Op, name="named_barrier"):
+    """Synchronise (or arrive at) the named barrier ``sym_name`` with ``threads`` threads.
+
+    Warps of one or more roles meet at a named barrier without stopping the rest of the CTA.
+    ``fa4-lower-warp-roles`` gives each name of a kernel its own hardware id in [1, 15] (0 is the
+    CTA-wide barrier). ``kind = "arrive"`` signals without waiting (a producer of the barrier).
+    Lowers to: ``bar.sync id, threads`` or ``bar.arrive id, threads``.
+    """
+
+    sym_name = StrAttr(doc="barrier name, e.g. `softmax_sync`; one hardware id per name")
+    threads = IntAttr(min=32, max=1024, multiple_of=32, doc="threads that take part (whole warps)")
+    kind = EnumAttr(("sync", "arrive"), default="sync", doc="wait for the others, or only signal")
+
+
 # ===================================================================================================
 # TMA
 # ===================================================================================================
@@ -587,9 +723,15 @@ class WarpRoleOp(Op, name="warp_role"):
 def _check_tma_alignment(what: str, value):
     align = _alignment(value)
     if align is not None and align < TMA_SMEM_ALIGN:
-        name = defining_op(value).sym_name
-        yield (f"{what} must be aligned to >= {TMA_SMEM_ALIGN} bytes for TMA, got '{name}' aligned "
-               f"to {align}")
+        yield (f"{what} must be aligned to >= {TMA_SMEM_ALIGN} bytes for TMA, got {_smem_name(value)} "
+               f"aligned to {align}")
+
+
+def _check_fits(what: str, offset: int, size: int, value):
+    buf = _def(value, (SmemRegionOp, SmemAliasOp, SmemStageOp))
+    if buf is not None and offset + size > buf.bytes:
+        yield (f"{what}_offset + bytes must be <= {buf.bytes} (the size of {_smem_name(value)}), "
+               f"got {offset + size}")
 
 
 class TmaLoadOp(Op, name="tma_load"):
@@ -616,10 +758,7 @@ class TmaLoadOp(Op, name="tma_load"):
         yield from _check_index(self.barriers, self.index)
         yield from _check_arrival(self.barriers, "tx", "TMA completes transaction bytes")
         yield from _check_tma_alignment("dst", self.dst)
-        dst = _def(self.dst, (SmemRegionOp, SmemAliasOp))
-        if dst is not None and self.dst_offset + self.bytes > dst.bytes:
-            yield (f"dst_offset + bytes must be <= {dst.bytes} (the size of '{dst.sym_name}'), "
-                   f"got {self.dst_offset + self.bytes}")
+        yield from _check_fits("dst", self.dst_offset, self.bytes, self.dst)
 
 
 class TmaStoreOp(Op, name="tma_store"):
@@ -639,10 +778,7 @@ class TmaStoreOp(Op, name="tma_store"):
         if not 1 <= len(self.coords) <= 5:
             yield f"coords must have 1 to 5 elements, got {len(self.coords)}"
         yield from _check_tma_alignment("src", self.src)
-        src = _def(self.src, (SmemRegionOp, SmemAliasOp))
-        if src is not None and self.src_offset + self.bytes > src.bytes:
-            yield (f"src_offset + bytes must be <= {src.bytes} (the size of '{src.sym_name}'), "
-                   f"got {self.src_offset + self.bytes}")
+        yield from _check_fits("src", self.src_offset, self.bytes, self.src)
 
 
 class TmaStoreWaitOp(Op, name="tma_store_wait"):
@@ -652,6 +788,115 @@ class TmaStoreWaitOp(Op, name="tma_store_wait"):
     """
 
     pending = IntAttr(min=0, max=63, default=0, doc="store groups allowed to stay in flight")
+
+
+# ===================================================================================================
+# MMA
+# ===================================================================================================
+
+MMA_SWIZZLES = ("32B", "64B", "128B")  # MMA operand tiles are always swizzled (K-major canonical layouts)
+MMA_INPUTS = ("f16", "bf16", "tf32")
+
+
+def _check_mma_operand(what: str, value, expected=(SmemRegionOp, SmemAliasOp, SmemStageOp)):
+    buf = defining_op(value)
+    region = buf
+    while isinstance(region, (SmemAliasOp, SmemStageOp)):
+        region = defining_op(region.base)
+    if isinstance(region, SmemRegionOp) and region.is_well_formed() and region.swizzle == "none":
+        yield (f"{what} must be a swizzled region (MMA reads K-major swizzled tiles), got "
+               f"{_smem_name(value)} with swizzle 'none'")
+
+
+def _smem_or_tmem(t) -> bool:
+    return str(t) in (SmemType.asm, TmemType.asm)
+
+
+class Tcgen05MmaOp(Op, name="tcgen05_mma"):
+    """One tcgen05 MMA, D (TMEM, f32) [+]= A x B, issued by one thread; sm_100a only.
+
+    ``a`` is a shared-memory tile (SS form) or a TMEM region (TS form, e.g. P in FA4's P@V); ``b`` is
+    a shared-memory tile. Shared-memory operands are K-major with the swizzle of their region; one
+    instruction consumes K = 32 bytes of each row (16 elements of f16/bf16, 8 of tf32), at byte
+    ``a_offset`` / ``b_offset`` in the tile. ``accumulate`` false overwrites D. With
+    ``cta_group = 2`` the pair computes an M = 2 x 128 tile, each CTA holding half of A and D.
+    Lowers to: shared-memory descriptors, an instruction descriptor (constant) and
+    ``tcgen05.mma.cta_group::N.kind::{f16,tf32} [d], a, b, idesc, accumulate``.
+    """
+
+    d = Operand(TmemType, doc="accumulator region (f32)")
+    a = Operand(AnyOf("!fa4.smem (SS) or !fa4.tmem (TS)", _smem_or_tmem))
+    b = Operand(SmemType)
+    accumulate = Operand(I1, doc="false: D = A x B; true: D += A x B")
+    m = IntAttr(min=64, max=256, doc="rows of D per instruction: 64 or 128 (cta_group 1), 128 or 256 (2)")
+    n = IntAttr(min=8, max=256, multiple_of=8, doc="columns of D")
+    ab_type = EnumAttr(MMA_INPUTS, doc="element type of A and B")
+    cta_group = IntAttr(min=1, max=2, default=1, doc="2: the MMA of a CTA pair")
+    a_offset = IntAttr(min=0, multiple_of=16, default=0, doc="byte offset of this K step in A's tile")
+    b_offset = IntAttr(min=0, multiple_of=16, default=0, doc="byte offset of this K step in B's tile")
+
+    def verify(self):
+        valid_m = (64, 128) if self.cta_group == 1 else (128, 256)
+        if self.m not in valid_m:
+            yield f"m must be one of {valid_m} for cta_group {self.cta_group}, got {self.m}"
+        elif self.m >= 128 and self.n % 16:
+            yield f"n must be a multiple of 16 for m = {self.m}, got {self.n}"
+        if str(self.a.type) == SmemType.asm:
+            yield from _check_mma_operand("a", self.a)
+        yield from _check_mma_operand("b", self.b)
+
+
+def _f32_struct(t) -> bool:
+    text = str(t).replace(" ", "")
+    if not (text.startswith("!llvm.struct<(") and text.endswith(")>")):
+        return False
+    fields = text[len("!llvm.struct<("):-2].split(",")
+    return all(f == "f32" for f in fields)
+
+
+class WgmmaOp(Op, name="wgmma"):
+    """One warpgroup MMA on sm_90a: acc (registers, f32) [+]= A (smem) x B (smem), M = 64, K = 16.
+
+    All 128 threads of a warpgroup execute it; each holds ``n / 2`` f32 accumulators in an
+    ``!llvm.struct<(f32, ...)>``. Operands are K-major tiles with their region's swizzle, at byte
+    ``a_offset`` / ``b_offset``. The op is asynchronous: ``fa4.wgmma_commit`` closes a group and
+    ``fa4.wgmma_wait`` waits for it before the accumulators are read.
+    Lowers to: ``wgmma.fence.sync.aligned`` (unless the previous op is a wgmma too), descriptors and
+    ``wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16}``.
+    """
+
+    a = Operand(SmemType)
+    b = Operand(SmemType)
+    acc = Operand(AnyOf("!llvm.struct<(f32, ...)> with n / 2 fields", _f32_struct))
+    n = IntAttr(min=8, max=256, multiple_of=8, doc="columns of the accumulator tile")
+    ab_type = EnumAttr(("f16", "bf16"), doc="element type of A and B")
+    accumulate = IntAttr(min=0, max=1, default=1, doc="0: acc = A x B; 1: acc += A x B")
+    a_offset = IntAttr(min=0, multiple_of=16, default=0, doc="byte offset of this K step in A's tile")
+    b_offset = IntAttr(min=0, multiple_of=16, default=0, doc="byte offset of this K step in B's tile")
+    result = Result(AnyOf("the type of acc", _f32_struct), type_of="acc")
+
+    def verify(self):
+        fields = str(self.acc.type).count("f32")
+        if fields != self.n // 2:
+            yield f"acc must have n / 2 = {self.n // 2} f32 fields, got {fields}"
+        yield from _check_mma_operand("a", self.a)
+        yield from _check_mma_operand("b", self.b)
+
+
+class WgmmaCommitOp(Op, name="wgmma_commit"):
+    """Close the group of wgmma ops issued since the last commit (all threads of the warpgroup).
+
+    Lowers to: ``wgmma.commit_group.sync.aligned``.
+    """
+
+
+class WgmmaWaitOp(Op, name="wgmma_wait"):
+    """Wait until at most ``pending`` wgmma groups are in flight (their accumulators are then readable).
+
+    Lowers to: ``wgmma.wait_group.sync.aligned pending``.
+    """
+
+    pending = IntAttr(min=0, max=7, default=0, doc="groups allowed to stay in flight")
 
 
 # ===================================================================================================

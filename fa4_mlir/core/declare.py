@@ -95,6 +95,29 @@ class Builtin:
         return self.asm
 
 
+class AnyOf:
+    """Any type IRDL accepts, narrowed in Python by ``check(type) -> bool`` (``describe`` says to what).
+
+    Used where IRDL cannot express the constraint without aborting MLIR 22 (``any_of`` over ``base``
+    constraints) or where the type is open (a vector of results, an LLVM struct of accumulators).
+    """
+
+    def __init__(self, describe: str, check: Callable[[ir.Type], bool]):
+        self.describe, self.check = describe, check
+
+    def get(self) -> ir.Type:
+        raise TypeError(f"a result constrained to {self.describe} needs its type given to the builder")
+
+    def isinstance(self, t: ir.Type) -> bool:
+        return self.check(t)
+
+    def irdl_constraint(self) -> str:
+        return "irdl.any"
+
+    def __str__(self) -> str:
+        return self.describe
+
+
 I1 = Builtin("i1")
 I32 = Builtin("i32")
 
@@ -115,7 +138,7 @@ class Field:
 
 
 class Operand(Field):
-    def __init__(self, constraint: TypeDef | Builtin, *, variadic: bool = False, doc: str = ""):
+    def __init__(self, constraint: TypeDef | Builtin | AnyOf, *, variadic: bool = False, doc: str = ""):
         self.constraint, self.variadic, self.doc = constraint, variadic, doc
         self.index = -1  # position among the op's operand groups, set by the op class
 
@@ -126,9 +149,17 @@ class Operand(Field):
 
 
 class Result(Field):
-    def __init__(self, constraint: TypeDef | Builtin, *, doc: str = ""):
-        self.constraint, self.doc = constraint, doc
+    """A result. With an ``AnyOf`` constraint its type is an operand's (``type_of``) or a builder
+    keyword ``<name>_type``."""
+
+    def __init__(self, constraint: TypeDef | Builtin | AnyOf, *, type_of: str | None = None, doc: str = ""):
+        self.constraint, self.type_of, self.doc = constraint, type_of, doc
         self.index = -1
+
+    @property
+    def type_keyword(self) -> str | None:
+        """The builder keyword that gives this result's type, if it has one."""
+        return f"{self.name}_type" if isinstance(self.constraint, AnyOf) and not self.type_of else None
 
     def __get__(self, op, owner=None):
         if op is None:
@@ -350,6 +381,8 @@ class OpBase(ir.OpView):
         cls._attrs = tuple(f for f in fields if isinstance(f, Attr))
         if sum(o.variadic for o in cls._operands) > 1:
             raise TypeError(f"{cls.__name__}: at most one variadic operand group (no segment sizes)")
+        if any(o.variadic and isinstance(o.constraint, AnyOf) for o in cls._operands):
+            raise TypeError(f"{cls.__name__}: a variadic operand group cannot be AnyOf-constrained")
         for group in (cls._operands, cls._results, cls._regions):
             for i, f in enumerate(group):
                 f.index = i
@@ -392,6 +425,12 @@ class OpBase(ir.OpView):
                 yield f"{f.name} must be {f.describe()}, got {wrong}"
                 continue
             yield from f.check_value(f.decode(attrs[f.name]))
+        view = op.opview
+        for f in (*cls._operands, *cls._results):
+            if isinstance(f.constraint, AnyOf):
+                t = getattr(view, f.name).type
+                if not f.constraint.check(t):
+                    yield f"{f.name} must be {f.constraint.describe}, got {t}"
         for r in cls._regions:
             region = op.regions[r.index]
             blocks = list(region.blocks)
@@ -447,6 +486,7 @@ def _make_builder_init(cls: type[OpBase]):
     P = inspect.Parameter
     params = [P("self", P.POSITIONAL_OR_KEYWORD)]
     params += [P(o.name, P.POSITIONAL_OR_KEYWORD) for o in cls._operands]
+    params += [P(r.type_keyword, P.KEYWORD_ONLY) for r in cls._results if r.type_keyword]
     params += [P(a.name, P.KEYWORD_ONLY) for a in cls._attrs if a.required]
     params += [P(a.name, P.KEYWORD_ONLY, default=None) for a in cls._attrs if not a.required]
     params += [P("loc", P.KEYWORD_ONLY, default=None), P("ip", P.KEYWORD_ONLY, default=None)]
@@ -472,7 +512,8 @@ def _make_builder_init(cls: type[OpBase]):
             if errors:
                 raise ValueError(f"'{op_name}' {errors[0]}")
             attributes[a.name] = attr
-        results = [r.constraint.get() for r in cls._results]
+        results = [values[r.type_keyword] if r.type_keyword else
+                   values[r.type_of].type if r.type_of else r.constraint.get() for r in cls._results]
         super(cls, self).__init__(
             op_name, cls._ODS_REGIONS, None, None, attributes=attributes, results=results,
             operands=operands, successors=None, regions=None, loc=values.get("loc"), ip=values.get("ip"))

@@ -801,3 +801,129 @@ func.func @mbarrier_counts_zero() {
   %b = "fa4.mbarrier_alloc"() {sym_name = "b", num_barriers = 2, arrive_counts = array<i32: 256, 0>, arrival = "threads"} : () -> !fa4.mbarriers
   return
 }
+
+// -----
+
+// ===== Memory views, named barriers, TMEM and MMA =====
+
+func.func @any_of_operand_type(%v: vector<3xi32>) {
+  %s = "fa4.tmem_region"() {sym_name = "S", columns = 32} : () -> !fa4.tmem
+  // expected-error @+1 {{'fa4.tmem_store' value must be vector<N x i32> with N a power of two <= 128, got vector<3xi32>}}
+  "fa4.tmem_store"(%s, %v) : (!fa4.tmem, vector<3xi32>) -> ()
+  return
+}
+
+// -----
+
+func.func @any_of_result_type() {
+  %s = "fa4.tmem_region"() {sym_name = "S", columns = 32} : () -> !fa4.tmem
+  // expected-error @+1 {{'fa4.tmem_load' result must be vector<N x i32> with N a power of two <= 128, got vector<4xf32>}}
+  %x = "fa4.tmem_load"(%s) : (!fa4.tmem) -> vector<4xf32>
+  return
+}
+
+// -----
+
+func.func @smem_stage_not_dividing(%i: i32) {
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 10000} : () -> !fa4.smem
+  // expected-error @+1 {{'fa4.smem_stage' bytes must divide the size of 'ring' (10000), got 4096}}
+  %b = "fa4.smem_stage"(%ring, %i) {bytes = 4096} : (!fa4.smem, i32) -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @smem_stage_out_of_range() {
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 8192} : () -> !fa4.smem
+  %c2 = arith.constant 2 : i32
+  // expected-error @+1 {{'fa4.smem_stage' stage must be in [0, 2) for 'ring', got 2}}
+  %b = "fa4.smem_stage"(%ring, %c2) {bytes = 4096} : (!fa4.smem, i32) -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @tma_into_misaligned_stage(%map: !fa4.tensormap, %i: i32) {
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 4160, align = 1024} : () -> !fa4.smem
+  %bars = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 1, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %b = "fa4.smem_stage"(%ring, %i) {bytes = 2080} : (!fa4.smem, i32) -> !fa4.smem
+  // expected-error @+1 {{'fa4.tma_load' dst must be aligned to >= 128 bytes for TMA, got a stage of 'ring' aligned to 32}}
+  "fa4.tma_load"(%map, %b, %bars, %i, %i) {bytes = 2048} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @named_barrier_partial_warp() {
+  // expected-error @+1 {{'fa4.named_barrier' threads must be a multiple of 32, got 48}}
+  "fa4.named_barrier"() {sym_name = "b", threads = 48} : () -> ()
+  return
+}
+
+// -----
+
+func.func @tmem_slot_too_small() {
+  %slot = "fa4.smem_region"() {sym_name = "slot", bytes = 2} : () -> !fa4.smem
+  // expected-error @+1 {{'fa4.tmem_alloc' slot must have >= 4 bytes (tcgen05.alloc writes a 32-bit address), got 2}}
+  "fa4.tmem_alloc"(%slot) : (!fa4.smem) -> ()
+  return
+}
+
+// -----
+
+func.func @tmem_alloc_columns() {
+  %slot = "fa4.smem_region"() {sym_name = "slot", bytes = 4} : () -> !fa4.smem
+  // expected-error @+1 {{'fa4.tmem_dealloc' columns must be a power of two in [32, 512], got 96}}
+  "fa4.tmem_dealloc"(%slot) {columns = 96} : (!fa4.smem) -> ()
+  return
+}
+
+// -----
+
+func.func @mma_m_for_pair(%acc: i1) {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 16384, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  %d = "fa4.tmem_region"() {sym_name = "S", columns = 128} : () -> !fa4.tmem
+  // expected-error @+1 {{'fa4.tcgen05_mma' m must be one of (128, 256) for cta_group 2, got 64}}
+  "fa4.tcgen05_mma"(%d, %a, %a, %acc) {m = 64, n = 128, ab_type = "bf16", cta_group = 2} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
+  return
+}
+
+// -----
+
+func.func @mma_n_multiple(%acc: i1) {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 16384, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  %d = "fa4.tmem_region"() {sym_name = "S", columns = 128} : () -> !fa4.tmem
+  // expected-error @+1 {{'fa4.tcgen05_mma' n must be a multiple of 16 for m = 128, got 24}}
+  "fa4.tcgen05_mma"(%d, %a, %a, %acc) {m = 128, n = 24, ab_type = "bf16"} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
+  return
+}
+
+// -----
+
+func.func @mma_unswizzled_operand(%acc: i1) {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 16384, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  %b = "fa4.smem_region"() {sym_name = "b", bytes = 16384, align = 1024} : () -> !fa4.smem
+  %d = "fa4.tmem_region"() {sym_name = "S", columns = 128} : () -> !fa4.tmem
+  // expected-error @+1 {{'fa4.tcgen05_mma' b must be a swizzled region (MMA reads K-major swizzled tiles), got 'b' with swizzle 'none'}}
+  "fa4.tcgen05_mma"(%d, %a, %b, %acc) {m = 128, n = 128, ab_type = "bf16"} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
+  return
+}
+
+// -----
+
+func.func @mma_a_type(%acc: i1, %x: !fa4.mbarriers) {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 16384, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  %d = "fa4.tmem_region"() {sym_name = "S", columns = 128} : () -> !fa4.tmem
+  // expected-error @+1 {{'fa4.tcgen05_mma' a must be !fa4.smem (SS) or !fa4.tmem (TS), got !fa4.mbarriers}}
+  "fa4.tcgen05_mma"(%d, %x, %a, %acc) {m = 128, n = 128, ab_type = "bf16"} : (!fa4.tmem, !fa4.mbarriers, !fa4.smem, i1) -> ()
+  return
+}
+
+// -----
+
+func.func @wgmma_acc_fields(%acc: !llvm.struct<(f32, f32)>) {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 8192, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  // expected-error @+1 {{'fa4.wgmma' acc must have n / 2 = 4 f32 fields, got 2}}
+  %r = "fa4.wgmma"(%a, %a, %acc) {n = 8, ab_type = "bf16"} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32)>) -> !llvm.struct<(f32, f32)>
+  return
+}

@@ -86,3 +86,47 @@ func.func @pipeline(%tmap: !fa4.tensormap, %x: i32, %y: i32) {
   }) {num_warps = 5} : () -> ()
   return
 }
+
+// CHECK-LABEL: func.func @memory_views
+func.func @memory_views(%stage: i32) {
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 65536, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  // CHECK: %[[B:.*]] = "fa4.smem_stage"(%{{.*}}, %{{.*}}) {bytes = 16384 : i64} : (!fa4.smem, i32) -> !fa4.smem
+  %buf = "fa4.smem_stage"(%ring, %stage) {bytes = 16384} : (!fa4.smem, i32) -> !fa4.smem
+  // CHECK: "fa4.smem_address"(%[[B]]) : (!fa4.smem) -> !llvm.ptr<3>
+  %p = "fa4.smem_address"(%buf) : (!fa4.smem) -> !llvm.ptr<3>
+  // CHECK: "fa4.named_barrier"() {kind = "arrive", sym_name = "softmax", threads = 256 : i64} : () -> ()
+  "fa4.named_barrier"() {sym_name = "softmax", threads = 256, kind = "arrive"} : () -> ()
+  return
+}
+
+// CHECK-LABEL: func.func @tensor_memory
+func.func @tensor_memory(%v: vector<8xi32>, %acc: i1) {
+  %slot = "fa4.smem_region"() {sym_name = "tmem_slot", bytes = 4, align = 4} : () -> !fa4.smem
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 16384, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  %s = "fa4.tmem_region"() {sym_name = "S", columns = 128} : () -> !fa4.tmem
+  // CHECK: "fa4.tmem_alloc"(%{{.*}}) {columns = 256 : i64, cta_group = 2 : i64} : (!fa4.smem) -> ()
+  "fa4.tmem_alloc"(%slot) {columns = 256, cta_group = 2} : (!fa4.smem) -> ()
+  // CHECK: "fa4.tmem_load"(%{{.*}}) {column_offset = 8 : i64} : (!fa4.tmem) -> vector<8xi32>
+  %x = "fa4.tmem_load"(%s) {column_offset = 8} : (!fa4.tmem) -> vector<8xi32>
+  // CHECK: "fa4.tmem_store"(%{{.*}}, %{{.*}}) : (!fa4.tmem, vector<8xi32>) -> ()
+  "fa4.tmem_store"(%s, %v) : (!fa4.tmem, vector<8xi32>) -> ()
+  // CHECK: "fa4.tcgen05_mma"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {ab_type = "bf16", b_offset = 32 : i64, m = 128 : i64, n = 128 : i64} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
+  "fa4.tcgen05_mma"(%s, %a, %a, %acc) {m = 128, n = 128, ab_type = "bf16", b_offset = 32} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
+  // CHECK: "fa4.tcgen05_mma"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {ab_type = "f16", m = 64 : i64, n = 8 : i64} : (!fa4.tmem, !fa4.tmem, !fa4.smem, i1) -> ()
+  "fa4.tcgen05_mma"(%s, %s, %a, %acc) {m = 64, n = 8, ab_type = "f16"} : (!fa4.tmem, !fa4.tmem, !fa4.smem, i1) -> ()
+  // CHECK: "fa4.tmem_dealloc"(%{{.*}}) : (!fa4.smem) -> ()
+  "fa4.tmem_dealloc"(%slot) : (!fa4.smem) -> ()
+  return
+}
+
+// CHECK-LABEL: func.func @warpgroup_mma
+func.func @warpgroup_mma(%acc: !llvm.struct<(f32, f32, f32, f32)>) {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 8192, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  // CHECK: "fa4.wgmma"(%{{.*}}, %{{.*}}, %{{.*}}) {ab_type = "bf16", accumulate = 0 : i64, n = 8 : i64} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
+  %r = "fa4.wgmma"(%a, %a, %acc) {n = 8, ab_type = "bf16", accumulate = 0} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
+  // CHECK: "fa4.wgmma_commit"() : () -> ()
+  "fa4.wgmma_commit"() : () -> ()
+  // CHECK: "fa4.wgmma_wait"() {pending = 1 : i64} : () -> ()
+  "fa4.wgmma_wait"() {pending = 1} : () -> ()
+  return
+}
