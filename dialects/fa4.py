@@ -248,7 +248,7 @@ TMEM_ALLOC_MIN = 32  # tcgen05.alloc: a power of two in [32, 512] columns
 def _vector_i32(t) -> bool:
     text = str(t)
     return text.startswith("vector<") and text.endswith("xi32>") and \
-        text[len("vector<"):-len("xi32>")] in {str(1 << k) for k in range(8)}
+        text[len("vector<"):-len("xi32>")] in {str(1 << k) for k in range(1, 8)}
 
 
 class _TmemAllocation(Op):
@@ -300,7 +300,7 @@ class TmemLoadOp(Op, name="tmem_load"):
 
     tmem = Operand(TmemType)
     column_offset = IntAttr(min=0, max=TMEM_COLUMNS - 1, default=0, doc="first column inside the region")
-    result = Result(AnyOf("vector<N x i32> with N a power of two <= 128", _vector_i32))
+    result = Result(AnyOf("vector<N x i32> with N a power of two in [2, 128]", _vector_i32))
 
 
 class TmemStoreOp(Op, name="tmem_store"):
@@ -310,7 +310,7 @@ class TmemStoreOp(Op, name="tmem_store"):
     """
 
     tmem = Operand(TmemType)
-    value = Operand(AnyOf("vector<N x i32> with N a power of two <= 128", _vector_i32))
+    value = Operand(AnyOf("vector<N x i32> with N a power of two in [2, 128]", _vector_i32))
     column_offset = IntAttr(min=0, max=TMEM_COLUMNS - 1, default=0, doc="first column inside the region")
 
 

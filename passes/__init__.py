@@ -23,6 +23,14 @@ PASSES: dict[str, Callable[[], type[Fa4Pass]]] = {
     "fa4-allocate-mbarriers": _lazy("allocate_mbarriers", "AllocateMbarriersPass"),
     "fa4-allocate-smem": _lazy("allocate_smem", "AllocateSmemPass"),
     "fa4-allocate-tmem": _lazy("allocate_tmem", "AllocateTmemPass"),
+    "fa4-lower-pipelines": _lazy("lower_pipelines", "LowerPipelinesPass"),
+    "fa4-lower-warp-roles": _lazy("lower_warp_roles", "LowerWarpRolesPass"),
+    "fa4-lower-tma": _lazy("lower_tma", "LowerTmaPass"),
+    "fa4-lower-tmem": _lazy("lower_tmem", "LowerTmemPass"),
+    "fa4-lower-wgmma": _lazy("lower_wgmma", "LowerWgmmaPass"),
+    "fa4-lower-barriers": _lazy("lower_barriers", "LowerBarriersPass"),
+    "fa4-lower-kernel": _lazy("lower_kernel", "LowerKernelPass"),
+    "fa4-attach-kernel-abi": _lazy("attach_kernel_abi", "AttachKernelAbiPass"),
     "fa4-verify": _lazy("verify", "VerifyPass"),
 }
 

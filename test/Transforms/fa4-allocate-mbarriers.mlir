@@ -1,7 +1,7 @@
 // RUN: fa4-opt %s --split-input-file -p fa4-allocate-mbarriers --verify-diagnostics | FileCheck %s
 
 // Arrays are packed in program order; init counts stay on the arrays.
-// CHECK-LABEL: func.func @packed() attributes {fa4.num_mbarriers = 12 : i64}
+// CHECK-LABEL: func.func @packed() attributes {fa4.mbarrier_region = "mbarriers", fa4.num_mbarriers = 12 : i64}
 // CHECK: "fa4.mbarrier_alloc"() {arrival = "threads", arrive_counts = array<i32: 256, 128>, index = 0 : i64, num_barriers = 2 : i64, sym_name = "S0_consumer"}
 // CHECK: "fa4.mbarrier_alloc"() {arrival = "tx", arrive_count = 1 : i64, index = 2 : i64, num_barriers = 5 : i64, sym_name = "kv_producer"}
 // CHECK: "fa4.mbarrier_alloc"() {arrival = "commit", arrive_count = 1 : i64, index = 7 : i64, num_barriers = 5 : i64, sym_name = "kv_consumer"}
@@ -27,5 +27,17 @@ func.func @region_size_mismatch() {
 // expected-error @+1 {{mbarriers must number <= 64, got 65}}
 func.func @too_many() {
   %a = "fa4.mbarrier_alloc"() {sym_name = "a", num_barriers = 65, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  return
+}
+
+// -----
+
+// Without a barrier region one is declared before the first array, for fa4-allocate-smem to place;
+// its name is the region option (default "mbarriers").
+// CHECK-LABEL: func.func @region_added() attributes {fa4.mbarrier_region = "mbarriers", fa4.num_mbarriers = 3 : i64}
+// CHECK-NEXT: "fa4.smem_region"() {align = 8 : i64, bytes = 24 : i64, sym_name = "mbarriers"}
+// CHECK-NEXT: "fa4.mbarrier_alloc"() {arrival = "tx", arrive_count = 1 : i64, index = 0 : i64, num_barriers = 3 : i64, sym_name = "a"}
+func.func @region_added() {
+  %a = "fa4.mbarrier_alloc"() {sym_name = "a", num_barriers = 3, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
   return
 }

@@ -808,7 +808,7 @@ func.func @mbarrier_counts_zero() {
 
 func.func @any_of_operand_type(%v: vector<3xi32>) {
   %s = "fa4.tmem_region"() {sym_name = "S", columns = 32} : () -> !fa4.tmem
-  // expected-error @+1 {{'fa4.tmem_store' value must be vector<N x i32> with N a power of two <= 128, got vector<3xi32>}}
+  // expected-error @+1 {{'fa4.tmem_store' value must be vector<N x i32> with N a power of two in [2, 128], got vector<3xi32>}}
   "fa4.tmem_store"(%s, %v) : (!fa4.tmem, vector<3xi32>) -> ()
   return
 }
@@ -817,7 +817,7 @@ func.func @any_of_operand_type(%v: vector<3xi32>) {
 
 func.func @any_of_result_type() {
   %s = "fa4.tmem_region"() {sym_name = "S", columns = 32} : () -> !fa4.tmem
-  // expected-error @+1 {{'fa4.tmem_load' result must be vector<N x i32> with N a power of two <= 128, got vector<4xf32>}}
+  // expected-error @+1 {{'fa4.tmem_load' result must be vector<N x i32> with N a power of two in [2, 128], got vector<4xf32>}}
   %x = "fa4.tmem_load"(%s) : (!fa4.tmem) -> vector<4xf32>
   return
 }

@@ -1,0 +1,152 @@
+"""copy-pipeline: the smallest kernel that uses every fa4 mechanism the lowering supports on both targets.
+
+``out[M, N] = scale * in[M, N]`` (bf16 or fp16, math in f32). CTA ``b`` owns rows
+``[b * tile_rows, (b + 1) * tile_rows)`` and streams them in ``num_tiles = ceil(N / tile_cols)``
+column tiles:
+
+* the producer warp (first warp of the last warpgroup, 40 registers) acquires a ring stage,
+  expects the tile's bytes on its full barrier and issues the TMA load; one elected lane does this;
+* consumer warpgroup ``c`` (232 registers) waits for the stage, scales its slice of rows into its
+  staging buffer (16-byte vectors, one per thread per step), releases the stage (every consumer
+  thread arrives on the empty barrier), fences the generic-proxy writes, meets its warpgroup at a
+  named barrier, and thread 0 of the warpgroup TMA-stores the slice. Before the staging buffer is
+  rewritten, thread 0 waits for the previous store to finish reading it.
+
+Out-of-bounds rows and columns are zero-filled by the load and clipped by the store, so any M and N
+(with N * element size a multiple of 16 bytes, a TMA rule) work.
+"""
+
+from __future__ import annotations
+
+from fa4_mlir.configs.copy_pipeline import VECTOR_BYTES, WARPGROUP_THREADS, CopyPipelineConfig
+from fa4_mlir.kernels.source import KernelSource, Param, TensorMapSpec
+
+NAME = "copy_pipeline"
+
+
+def build(config: CopyPipelineConfig) -> KernelSource:
+    c = config
+    elem = c.elem.mlir
+    vec = VECTOR_BYTES // c.elem.bytes
+    steps = c.slice_bytes // (WARPGROUP_THREADS * VECTOR_BYTES)
+    lines = [
+        f'module attributes {{gpu.container_module, fa4.target = "{c.target}"}} {{',
+        f'  gpu.module @{NAME} [#nvvm.target<chip = "{c.target}", features = "+ptx86", O = 3>] {{',
+        f"    gpu.func @{NAME}(%src: !fa4.tensormap, %dst: !fa4.tensormap, %num_tiles: i32, %scale: f32) kernel {{",
+        "      %c0 = arith.constant 0 : i32",
+        "      %c1 = arith.constant 1 : i32",
+        f'      %ring = "fa4.smem_region"() {{sym_name = "ring", bytes = {c.stages * c.tile_bytes}, align = 1024}} : () -> !fa4.smem',
+    ]
+    lines += [f'      %out{i} = "fa4.smem_region"() {{sym_name = "out{i}", bytes = {c.slice_bytes}, align = 1024}} : () -> !fa4.smem'
+              for i in range(c.consumers)]
+    lines += [
+        f'      %full = "fa4.mbarrier_alloc"() {{sym_name = "full", num_barriers = {c.stages}, arrive_count = 1, arrival = "tx"}} : () -> !fa4.mbarriers',
+        f'      %empty = "fa4.mbarrier_alloc"() {{sym_name = "empty", num_barriers = {c.stages}, arrive_count = {WARPGROUP_THREADS * c.consumers}, arrival = "threads"}} : () -> !fa4.mbarriers',
+        f'      %pipe = "fa4.pipeline_create"(%full, %empty) {{sym_name = "ring", num_stages = {c.stages}}} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline',
+        '      "fa4.mbarrier_init"(%full) : (!fa4.mbarriers) -> ()',
+        '      "fa4.mbarrier_init"(%empty) : (!fa4.mbarriers) -> ()',
+        "      %block = nvvm.read.ptx.sreg.ctaid.x : i32",
+        f"      %rows = arith.constant {c.tile_rows} : i32",
+        "      %row0 = arith.muli %block, %rows : i32",
+        f"      %cols = arith.constant {c.tile_cols} : i32",
+        '      "fa4.warp_specialize"() ({',
+        *_producer(c),
+        *[line for i in range(c.consumers) for line in _consumer(c, i, elem, vec, steps)],
+        "        gpu.yield",
+        f"      }}) {{num_warps = {c.num_warps}}} : () -> ()",
+        "      gpu.return",
+        "    }",
+        "  }",
+        "}",
+    ]
+    box_in = (c.tile_cols, c.tile_rows)
+    box_out = (c.tile_cols, c.slice_rows)
+    return KernelSource(
+        name=NAME, target=c.target, mlir="\n".join(lines) + "\n",
+        params=(
+            Param("src", "tensormap", "in[M, N], row-major", TensorMapSpec(c.dtype, box_in)),
+            Param("dst", "tensormap", "out[M, N], row-major", TensorMapSpec(c.dtype, box_out)),
+            Param("num_tiles", "i32", f"ceil(N / {c.tile_cols})"),
+            Param("scale", "f32", "the factor applied to every element"),
+        ),
+        grid=f"(ceil(M / {c.tile_rows}), 1, 1)",
+        config={k: getattr(c, k) for k in ("dtype", "tile_rows", "tile_cols", "stages", "consumers")},
+    )
+
+
+def _producer(c: CopyPipelineConfig) -> list[str]:
+    return [
+        '        "fa4.warp_role"() ({',
+        '          %elected = "fa4.elect_one"() : () -> i1',
+        "          scf.if %elected {",
+        '            %ps:2 = "fa4.pipeline_initial_state"(%pipe) {side = "producer"} : (!fa4.pipeline) -> (i32, i32)',
+        "            %pend:2 = scf.for %t = %c0 to %num_tiles step %c1 iter_args(%s = %ps#0, %p = %ps#1) -> (i32, i32) : i32 {",
+        '              "fa4.pipeline_producer_acquire"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()',
+        f'              "fa4.pipeline_producer_commit"(%pipe, %s) {{tx_bytes = {c.tile_bytes}}} : (!fa4.pipeline, i32) -> ()',
+        f'              %buf = "fa4.smem_stage"(%ring, %s) {{bytes = {c.tile_bytes}}} : (!fa4.smem, i32) -> !fa4.smem',
+        "              %col = arith.muli %t, %cols : i32",
+        f'              "fa4.tma_load"(%src, %buf, %full, %s, %col, %row0) {{bytes = {c.tile_bytes}}} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()',
+        '              %next:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)',
+        "              scf.yield %next#0, %next#1 : i32, i32",
+        "            }",
+        "          }",
+        "          gpu.yield",
+        f'        }}) {{sym_name = "producer", warps = array<i32: {4 * c.consumers}>, registers = {c.producer_registers}}} : () -> ()',
+    ]
+
+
+def _consumer(c: CopyPipelineConfig, i: int, elem: str, vec: int, steps: int) -> list[str]:
+    v, x = f"vector<{vec}x{elem}>", f"%x{i}"
+    warps = ", ".join(str(w) for w in range(4 * i, 4 * i + 4))
+    return [
+        '        "fa4.warp_role"() ({',
+        f"          %tid{i} = nvvm.read.ptx.sreg.tid.x : i32",
+        f"          %wg{i} = arith.constant {WARPGROUP_THREADS} : i32",
+        f"          %me{i} = arith.remui %tid{i}, %wg{i} : i32",
+        f"          %first{i} = arith.cmpi eq, %me{i}, %c0 : i32",
+        f"          %sixteen{i} = arith.constant {VECTOR_BYTES} : i32",
+        f"          %mine{i} = arith.muli %me{i}, %sixteen{i} : i32",
+        f"          %slice{i} = arith.constant {i * c.slice_bytes} : i32",
+        f"          %step{i} = arith.constant {WARPGROUP_THREADS * VECTOR_BYTES} : i32",
+        f"          %steps{i} = arith.constant {steps} : i32",
+        f"          %srow{i} = arith.constant {i * c.slice_rows} : i32",
+        f"          %orow{i} = arith.addi %row0, %srow{i} : i32",
+        f"          %factor{i} = vector.broadcast %scale : f32 to vector<{vec}xf32>",
+        f'          %out_addr{i} = "fa4.smem_address"(%out{i}) : (!fa4.smem) -> !llvm.ptr<3>',
+        f'          %cs{i}:2 = "fa4.pipeline_initial_state"(%pipe) {{side = "consumer"}} : (!fa4.pipeline) -> (i32, i32)',
+        f"          %cend{i}:2 = scf.for %t = %c0 to %num_tiles step %c1 iter_args(%s = %cs{i}#0, %p = %cs{i}#1) -> (i32, i32) : i32 {{",
+        '            "fa4.pipeline_consumer_wait"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()',
+        f"            scf.if %first{i} {{",
+        '              "fa4.tma_store_wait"() {pending = 0} : () -> ()',
+        "            }",
+        f'            "fa4.named_barrier"() {{sym_name = "consumer{i}", threads = {WARPGROUP_THREADS}}} : () -> ()',
+        f'            %buf = "fa4.smem_stage"(%ring, %s) {{bytes = {c.tile_bytes}}} : (!fa4.smem, i32) -> !fa4.smem',
+        '            %in = "fa4.smem_address"(%buf) : (!fa4.smem) -> !llvm.ptr<3>',
+        f"            scf.for %k = %c0 to %steps{i} step %c1 : i32 {{",
+        f"              %kb = arith.muli %k, %step{i} : i32",
+        f"              %off = arith.addi %kb, %mine{i} : i32",
+        f"              %src_off = arith.addi %off, %slice{i} : i32",
+        "              %pin = llvm.getelementptr %in[%src_off] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i8",
+        f"              {x} = llvm.load %pin {{alignment = 16 : i64}} : !llvm.ptr<3> -> {v}",
+        f"              %wide = arith.extf {x} : {v} to vector<{vec}xf32>",
+        f"              %scaled = arith.mulf %wide, %factor{i} : vector<{vec}xf32>",
+        f"              %y = arith.truncf %scaled : vector<{vec}xf32> to {v}",
+        f"              %pout = llvm.getelementptr %out_addr{i}[%off] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i8",
+        f"              llvm.store %y, %pout {{alignment = 16 : i64}} : {v}, !llvm.ptr<3>",
+        "            }",
+        '            "fa4.pipeline_consumer_release"(%pipe, %s) : (!fa4.pipeline, i32) -> ()',
+        "            nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}",
+        f'            "fa4.named_barrier"() {{sym_name = "consumer{i}", threads = {WARPGROUP_THREADS}}} : () -> ()',
+        f"            scf.if %first{i} {{",
+        "              %col = arith.muli %t, %cols : i32",
+        f'              "fa4.tma_store"(%dst, %out{i}, %col, %orow{i}) {{bytes = {c.slice_bytes}}} : (!fa4.tensormap, !fa4.smem, i32, i32) -> ()',
+        "            }",
+        '            %next:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)',
+        "            scf.yield %next#0, %next#1 : i32, i32",
+        "          }",
+        f"          scf.if %first{i} {{",
+        '            "fa4.tma_store_wait"() {pending = 0} : () -> ()',
+        "          }",
+        "          gpu.yield",
+        f'        }}) {{sym_name = "consumer{i}", warps = array<i32: {warps}>, registers = {c.consumer_registers}}} : () -> ()',
+    ]

@@ -1,0 +1,155 @@
+"""fa4-lower-tmem: tensor-memory ops and tcgen05 MMAs become tcgen05 instructions (sm_100a)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fa4_mlir._mlir import arith, ir, llvm, nvvm
+from fa4_mlir.core.diagnostics import Diagnostic
+from fa4_mlir.core.ir_utils import defining_op
+from fa4_mlir.passes.base import Fa4Pass
+from fa4_mlir.passes.lowering import KernelLowering, LoweringFailure, lower_kernels, replace_op
+
+# Shared-memory matrix descriptor of tcgen05 (PTX ISA "Shared memory descriptor"): start address,
+# leading and stride byte offsets in 16-byte units at bits 0, 16 and 32, the fixed version bit 46,
+# the swizzle mode at bits 61-63.
+_SWIZZLE_BYTES = {"32B": 32, "64B": 64, "128B": 128}
+_LAYOUT = {"128B": 2, "64B": 4, "32B": 6}
+# Instruction descriptor of kind::f16 / kind::tf32: D format (f32 = 1) at bit 4, A and B formats
+# at bits 7 and 10, K-major A and B (bits 15, 16 clear), N >> 3 at bit 17, M >> 4 at bit 24.
+_FORMAT = {"f16": 0, "bf16": 1, "tf32": 2}
+_KIND = {"f16": "f16", "bf16": "f16", "tf32": "tf32"}
+LANES_PER_WARP_SHIFT = 21  # (32 lanes) << 16: the lane field of a TMEM address
+
+
+def smem_descriptor_bits(swizzle: str) -> int:
+    """The constant part of a tcgen05 K-major shared-memory descriptor."""
+    sbo = 8 * _SWIZZLE_BYTES[swizzle]  # 8 rows of one swizzle width
+    lbo = 16  # ignored for swizzled K-major layouts; 1 by convention
+    return ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (1 << 46) | (_LAYOUT[swizzle] << 61)
+
+
+def instruction_descriptor(ab_type: str, m: int, n: int) -> int:
+    fmt = _FORMAT[ab_type]
+    return (1 << 4) | (fmt << 7) | (fmt << 10) | ((n >> 3) << 17) | ((m >> 4) << 24)
+
+
+@dataclasses.dataclass(frozen=True)
+class LowerTmemPass(Fa4Pass):
+    """No fa4 tensor-memory op or fa4.tcgen05_mma is left; on sm_90a each one is an error.
+
+    ``tmem_alloc`` becomes ``tcgen05.alloc`` into its slot plus ``relinquish_alloc_permit``;
+    ``tmem_dealloc`` reads the base back and ``tcgen05.dealloc``s it. A TMEM region's address is the
+    base from the kernel's one allocation slot plus its column (plus ``32 * (warp % 4)`` in the lane
+    field for ``tmem_load`` / ``tmem_store``, shape ``32x32b``). Loads are fenced
+    (``tcgen05.fence::after_thread_sync``) and waited (``tcgen05.wait::ld``); stores are waited
+    (``tcgen05.wait::st``) and fenced (``before_thread_sync``). ``tcgen05_mma`` becomes
+    ``tcgen05.mma`` with K-major swizzled shared-memory descriptors (or a TMEM A operand) and a
+    constant instruction descriptor.
+    """
+
+    name = "fa4-lower-tmem"
+
+    def run(self, module: ir.Operation) -> list[Diagnostic]:
+        return lower_kernels(module, "sm_100a", _lower)
+
+
+def _lower(k: KernelLowering):
+    ops = k.ops("fa4.tmem_alloc", "fa4.tmem_dealloc", "fa4.tmem_load", "fa4.tmem_store", "fa4.tcgen05_mma")
+    if not ops:
+        return []
+    for op in ops:
+        k.require_sm100(op, "tensor memory (tcgen05)")
+    allocs = [op for op in ops if op.OPERATION_NAME == "fa4.tmem_alloc"]
+    for op in ops:
+        with k.at(op):
+            if op.OPERATION_NAME in ("fa4.tmem_alloc", "fa4.tmem_dealloc"):
+                _allocation(k, op)
+            elif op.OPERATION_NAME == "fa4.tmem_load":
+                nvvm.Tcgen05FenceOp(ir.Attribute.parse("#nvvm.tcgen05_fence<after>"))
+                value = nvvm.Tcgen05LdOp(op.result.type, _SHAPE(), _tmem(k, op.tmem, op, allocs, op.column_offset,
+                                                                        per_warp=True)).result
+                nvvm.Tcgen05WaitOp(ir.Attribute.parse("#nvvm.tcgen05_wait<load>"))
+                replace_op(op, [value])
+                continue
+            elif op.OPERATION_NAME == "fa4.tmem_store":
+                nvvm.Tcgen05StOp(_SHAPE(), _tmem(k, op.tmem, op, allocs, op.column_offset, per_warp=True), op.value)
+                nvvm.Tcgen05WaitOp(ir.Attribute.parse("#nvvm.tcgen05_wait<store>"))
+                nvvm.Tcgen05FenceOp(ir.Attribute.parse("#nvvm.tcgen05_fence<before>"))
+            else:
+                _mma(k, op, allocs)
+        op.operation.erase()
+    return []
+
+
+def _SHAPE() -> ir.Attribute:
+    return ir.Attribute.parse("#nvvm.tcgen05_ldst_shape<shape_32x32b>")
+
+
+def _group(cta_group: int) -> ir.Attribute:
+    return ir.Attribute.parse(f"#nvvm.cta_group<cta_{cta_group}>")
+
+
+def _columns(k: KernelLowering, op) -> int:
+    if op.columns is not None:
+        return op.columns
+    attrs = k.scope.attributes
+    if "fa4.tmem_columns" not in attrs:
+        raise LoweringFailure(op, (
+            f"'{op.OPERATION_NAME}' columns must be set, or fa4-allocate-tmem run first to set the "
+            f"kernel's fa4.tmem_columns; got neither"))
+    return ir.IntegerAttr(attrs["fa4.tmem_columns"]).value
+
+
+def _allocation(k: KernelLowering, op) -> None:
+    slot = k.smem_address(op.slot)
+    columns = k.const(_columns(k, op))
+    if op.OPERATION_NAME == "fa4.tmem_alloc":
+        nvvm.Tcgen05AllocOp(slot, columns, group=_group(op.cta_group))
+        nvvm.Tcgen05RelinquishAllocPermitOp(group=_group(op.cta_group))
+    else:
+        base = llvm.inttoptr(ir.Type.parse("!llvm.ptr<6>"), llvm.load(ir.IntegerType.get_signless(32), slot))
+        nvvm.Tcgen05DeallocOp(base, columns, group=_group(op.cta_group))
+
+
+def _tmem(k: KernelLowering, value: ir.Value, user, allocs, extra_columns: int = 0,
+          per_warp: bool = False) -> ir.Value:
+    """The TMEM address of a region: allocated base + column (+ the warp's lane quarter)."""
+    region = defining_op(value)
+    if region is None or region.operation.name != "fa4.tmem_region":
+        raise LoweringFailure(user, f"'{user.OPERATION_NAME}' tensor memory must come from fa4.tmem_region")
+    if region.column is None:
+        raise LoweringFailure(region, (
+            f"'fa4.tmem_region' '{region.sym_name}' has no column: run fa4-allocate-tmem before lowering"))
+    if len(allocs) != 1:
+        raise LoweringFailure(user, (
+            f"the kernel must allocate tensor memory with exactly one fa4.tmem_alloc, got {len(allocs)}"))
+    base = llvm.load(ir.IntegerType.get_signless(32), k.smem_address(allocs[0].slot))
+    address = arith.addi(base, k.const(region.column + extra_columns))
+    if per_warp:
+        quarter = arith.andi(k.warp_index(), k.const(3))
+        address = arith.addi(address, arith.shli(quarter, k.const(LANES_PER_WARP_SHIFT)))
+    return llvm.inttoptr(ir.Type.parse("!llvm.ptr<6>"), address)
+
+
+def _smem_descriptor(k: KernelLowering, value: ir.Value, offset: int) -> ir.Value:
+    i64 = ir.IntegerType.get_signless(64)
+    address = llvm.ptrtoint(i64, k.smem_address(value, offset))  # checks where value comes from
+    region = defining_op(value)
+    while region.operation.name != "fa4.smem_region":
+        region = defining_op(region.base)
+    start = arith.andi(arith.shrui(address, k.const(4, 64)), k.const(0x3FFF, 64))
+    return arith.ori(start, k.const(smem_descriptor_bits(region.swizzle), 64))
+
+
+def _mma(k: KernelLowering, op, allocs) -> None:
+    nvvm.Tcgen05FenceOp(ir.Attribute.parse("#nvvm.tcgen05_fence<after>"))
+    d = _tmem(k, op.d, op, allocs)
+    if str(op.a.type) == "!fa4.tmem":
+        a = _tmem(k, op.a, op, allocs, op.a_offset // 4)  # 4 bytes per TMEM column
+    else:
+        a = _smem_descriptor(k, op.a, op.a_offset)
+    b = _smem_descriptor(k, op.b, op.b_offset)
+    idesc = k.const(instruction_descriptor(op.ab_type, op.m, op.n))
+    nvvm.Tcgen05MMAOp(ir.Attribute.parse(f"#nvvm.tcgen05_mma_kind<{_KIND[op.ab_type]}>"), _group(op.cta_group),
+                      d, a, b, idesc, op.accumulate)

@@ -1,0 +1,83 @@
+"""fa4-lower-wgmma: warpgroup MMAs become wgmma.mma_async (sm_90a)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fa4_mlir._mlir import arith, ir, llvm, nvvm
+from fa4_mlir.core.diagnostics import Diagnostic
+from fa4_mlir.core.ir_utils import defining_op
+from fa4_mlir.passes.base import Fa4Pass
+from fa4_mlir.passes.lowering import KernelLowering, lower_kernels, replace_op
+
+# wgmma matrix descriptor (PTX ISA "Matrix Descriptor Format" for sm_90): start address, leading and
+# stride byte offsets in 16-byte units at bits 0, 16 and 32; the swizzle mode at bits 62-63.
+_SWIZZLE_BYTES = {"32B": 32, "64B": 64, "128B": 128}
+_LAYOUT = {"128B": 1, "64B": 2, "32B": 3}
+
+
+def wgmma_descriptor_bits(swizzle: str) -> int:
+    """The constant part of a K-major wgmma descriptor."""
+    sbo = 8 * _SWIZZLE_BYTES[swizzle]
+    return (1 << 16) | ((sbo >> 4) << 32) | (_LAYOUT[swizzle] << 62)
+
+
+@dataclasses.dataclass(frozen=True)
+class LowerWgmmaPass(Fa4Pass):
+    """No fa4.wgmma, fa4.wgmma_commit or fa4.wgmma_wait is left; on sm_100a each one is an error.
+
+    A wgmma becomes ``wgmma.mma_async.sync.aligned.m64nNk16.f32`` on K-major swizzled descriptors,
+    preceded by ``wgmma.fence.sync.aligned`` unless the op before it is a wgmma of the same chain;
+    commit and wait become ``wgmma.commit_group`` and ``wgmma.wait_group pending``.
+    """
+
+    name = "fa4-lower-wgmma"
+
+    def run(self, module: ir.Operation) -> list[Diagnostic]:
+        return lower_kernels(module, "sm_90a", _lower)
+
+
+def _lower(k: KernelLowering):
+    ops = k.ops("fa4.wgmma", "fa4.wgmma_commit", "fa4.wgmma_wait")
+    for op in ops:
+        k.require_sm90(op, "warpgroup MMA (wgmma)")
+    for op in ops:
+        with k.at(op):
+            if op.OPERATION_NAME == "fa4.wgmma_commit":
+                nvvm.WgmmaGroupSyncAlignedOp()
+            elif op.OPERATION_NAME == "fa4.wgmma_wait":
+                nvvm.WgmmaWaitGroupSyncOp(op.pending)
+            else:
+                replace_op(op, [_wgmma(k, op)])
+                continue
+        op.operation.erase()
+    return []
+
+
+def _follows_wgmma(op) -> bool:
+    block_ops = list(op.operation.block.operations)
+    i = block_ops.index(op.operation) if op.operation in block_ops else 0
+    return i > 0 and block_ops[i - 1].operation.name in ("fa4.wgmma", "nvvm.wgmma.mma_async")
+
+
+def _descriptor(k: KernelLowering, value: ir.Value, offset: int) -> ir.Value:
+    i64 = ir.IntegerType.get_signless(64)
+    address = llvm.ptrtoint(i64, k.smem_address(value, offset))  # checks where value comes from
+    region = defining_op(value)
+    while region.operation.name != "fa4.smem_region":
+        region = defining_op(region.base)
+    start = arith.andi(arith.shrui(address, k.const(4, 64)), k.const(0x3FFF, 64))
+    return arith.ori(start, k.const(wgmma_descriptor_bits(region.swizzle), 64))
+
+
+def _wgmma(k: KernelLowering, op) -> ir.Value:
+    if not _follows_wgmma(op):
+        nvvm.WgmmaFenceAlignedOp()
+    a, b = _descriptor(k, op.a, op.a_offset), _descriptor(k, op.b, op.b_offset)
+    attr = ir.Attribute.parse
+    return nvvm.WgmmaMmaAsyncOp(
+        op.acc.type, op.acc, a, b, attr(f"#nvvm.shape<m = 64, n = {op.n}, k = 16>"),
+        attr(f"#nvvm.wgmma_type<{op.ab_type}>"), attr(f"#nvvm.wgmma_type<{op.ab_type}>"),
+        attr("#nvvm.wgmma_type<f32>"), attr(f"#nvvm.wgmma_scale_out<{'one' if op.accumulate else 'zero'}>"),
+        attr("#nvvm.wgmma_scale_in<one>"), attr("#nvvm.wgmma_scale_in<one>"),
+        attr("#nvvm.mma_layout<row>"), attr("#nvvm.mma_layout<col>")).result
