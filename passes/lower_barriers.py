@@ -106,7 +106,7 @@ def _init_one(k: KernelLowering, op, index: ir.Value, counts: list[int]) -> None
 
 
 def _leader_rank(k: KernelLowering) -> ir.Value:
-    return arith.andi(k.cta_rank(), k.const(~1 & 0xFFFFFFFF))
+    return arith.andi(k.cta_rank(), k.const(~1))
 
 
 def _arrive(k: KernelLowering, op) -> None:

@@ -52,7 +52,7 @@ def _lower(k: KernelLowering):
                                   f"before fa4-lower-kernel")
     for op in k.ops("fa4.smem_address"):
         with k.at(op):
-            address = k.smem_address(op.region)
+            address = k.smem_address(op.region, user=op)
         replace_op(op, [address])
     for op in reversed(k.ops(*DECLARATIONS)):
         users = list(op.result.uses)

@@ -52,7 +52,7 @@ def _lower(k: KernelLowering):
             nvvm.FenceProxyOp(ir.Attribute.parse("#nvvm.proxy_kind<async.shared>"),
                               space=ir.Attribute.parse("#nvvm.shared_space<cta>"))
             nvvm.CpAsyncBulkTensorSharedCTAToGlobalOp(
-                tensor_map_pointer(op.tensor_map), k.smem_address(op.src, op.src_offset), list(op.coords))
+                tensor_map_pointer(op.tensor_map), k.smem_address(op.src, op.src_offset, user=op), list(op.coords))
             nvvm.CpAsyncBulkCommitGroupOp()
         op.operation.erase()
     for op in k.ops("fa4.tma_store_wait"):
@@ -65,11 +65,11 @@ def _lower(k: KernelLowering):
 def _load(k: KernelLowering, op) -> None:
     pair = k.barrier_array(op.barriers, op).cta_group == 2
     barrier = k.barrier_address(op.barriers, op.index, op)
-    dst = k.smem_address(op.dst, op.dst_offset)
+    dst = k.smem_address(op.dst, op.dst_offset, user=op)
     extra = {}
     if pair:
         i64 = ir.IntegerType.get_signless(64)
-        leader = llvm.and_(llvm.ptrtoint(i64, barrier), k.const(~PEER_BIT & (2**64 - 1), 64))
+        leader = llvm.and_(llvm.ptrtoint(i64, barrier), k.const(~PEER_BIT, 64))
         barrier = llvm.inttoptr(barrier.type, leader)
         extra["group"] = ir.Attribute.parse("#nvvm.cta_group<cta_2>")
     if op.multicast_mask is not None:

@@ -102,7 +102,7 @@ def _columns(k: KernelLowering, op) -> int:
 
 
 def _allocation(k: KernelLowering, op) -> None:
-    slot = k.smem_address(op.slot)
+    slot = k.smem_address(op.slot, user=op)
     columns = k.const(_columns(k, op))
     if op.OPERATION_NAME == "fa4.tmem_alloc":
         nvvm.Tcgen05AllocOp(slot, columns, group=_group(op.cta_group))
@@ -124,7 +124,7 @@ def _tmem(k: KernelLowering, value: ir.Value, user, allocs, extra_columns: int =
     if len(allocs) != 1:
         raise LoweringFailure(user, (
             f"the kernel must allocate tensor memory with exactly one fa4.tmem_alloc, got {len(allocs)}"))
-    base = llvm.load(ir.IntegerType.get_signless(32), k.smem_address(allocs[0].slot))
+    base = llvm.load(ir.IntegerType.get_signless(32), k.smem_address(allocs[0].slot, user=allocs[0]))
     address = arith.addi(base, k.const(region.column + extra_columns))
     if per_warp:
         quarter = arith.andi(k.warp_index(), k.const(3))
@@ -132,9 +132,9 @@ def _tmem(k: KernelLowering, value: ir.Value, user, allocs, extra_columns: int =
     return llvm.inttoptr(ir.Type.parse("!llvm.ptr<6>"), address)
 
 
-def _smem_descriptor(k: KernelLowering, value: ir.Value, offset: int) -> ir.Value:
+def _smem_descriptor(k: KernelLowering, value: ir.Value, offset: int, user) -> ir.Value:
     i64 = ir.IntegerType.get_signless(64)
-    address = llvm.ptrtoint(i64, k.smem_address(value, offset))  # checks where value comes from
+    address = llvm.ptrtoint(i64, k.smem_address(value, offset, user=user))  # checks where value comes from
     region = defining_op(value)
     while region.operation.name != "fa4.smem_region":
         region = defining_op(region.base)
@@ -148,8 +148,8 @@ def _mma(k: KernelLowering, op, allocs) -> None:
     if str(op.a.type) == "!fa4.tmem":
         a = _tmem(k, op.a, op, allocs, op.a_offset // 4)  # 4 bytes per TMEM column
     else:
-        a = _smem_descriptor(k, op.a, op.a_offset)
-    b = _smem_descriptor(k, op.b, op.b_offset)
+        a = _smem_descriptor(k, op.a, op.a_offset, op)
+    b = _smem_descriptor(k, op.b, op.b_offset, op)
     idesc = k.const(instruction_descriptor(op.ab_type, op.m, op.n))
     nvvm.Tcgen05MMAOp(ir.Attribute.parse(f"#nvvm.tcgen05_mma_kind<{_KIND[op.ab_type]}>"), _group(op.cta_group),
                       d, a, b, idesc, op.accumulate)

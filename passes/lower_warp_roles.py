@@ -126,6 +126,8 @@ def _branch(k: KernelLowering, warp: ir.Value, warps) -> ir.Operation:
     for first, last in _ranges(sorted(set(warps))):
         if first == last:
             term = arith.cmpi(arith.CmpIPredicate.eq, warp, k.const(first))
+        elif first == 0:
+            term = arith.cmpi(arith.CmpIPredicate.ule, warp, k.const(last))
         else:
             term = arith.andi(arith.cmpi(arith.CmpIPredicate.uge, warp, k.const(first)),
                               arith.cmpi(arith.CmpIPredicate.ule, warp, k.const(last)))

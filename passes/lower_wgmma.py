@@ -60,9 +60,9 @@ def _follows_wgmma(op) -> bool:
     return i > 0 and block_ops[i - 1].operation.name in ("fa4.wgmma", "nvvm.wgmma.mma_async")
 
 
-def _descriptor(k: KernelLowering, value: ir.Value, offset: int) -> ir.Value:
+def _descriptor(k: KernelLowering, value: ir.Value, offset: int, user) -> ir.Value:
     i64 = ir.IntegerType.get_signless(64)
-    address = llvm.ptrtoint(i64, k.smem_address(value, offset))  # checks where value comes from
+    address = llvm.ptrtoint(i64, k.smem_address(value, offset, user=user))  # checks where value comes from
     region = defining_op(value)
     while region.operation.name != "fa4.smem_region":
         region = defining_op(region.base)
@@ -73,7 +73,7 @@ def _descriptor(k: KernelLowering, value: ir.Value, offset: int) -> ir.Value:
 def _wgmma(k: KernelLowering, op) -> ir.Value:
     if not _follows_wgmma(op):
         nvvm.WgmmaFenceAlignedOp()
-    a, b = _descriptor(k, op.a, op.a_offset), _descriptor(k, op.b, op.b_offset)
+    a, b = _descriptor(k, op.a, op.a_offset, op), _descriptor(k, op.b, op.b_offset, op)
     attr = ir.Attribute.parse
     return nvvm.WgmmaMmaAsyncOp(
         op.acc.type, op.acc, a, b, attr(f"#nvvm.shape<m = 64, n = {op.n}, k = 16>"),

@@ -130,9 +130,10 @@ class KernelLowering:
         self._ensure_smem_symbol()
         return llvm.AddressOfOp(ir.Type.parse("!llvm.ptr<3>"), SMEM_SYMBOL).result
 
-    def smem_address(self, value: ir.Value, extra: int = 0) -> ir.Value:
-        """The address of an fa4 shared-memory value plus ``extra`` bytes."""
-        static, dynamic = self._smem_offset(value)
+    def smem_address(self, value: ir.Value, extra: int = 0, *, user) -> ir.Value:
+        """The address of an fa4 shared-memory value plus ``extra`` bytes; failures are reported on
+        ``user`` (the op being lowered) when the value does not come from a declaration."""
+        static, dynamic = self._smem_offset(value, user)
         return self.gep(self.smem_base(), static + extra, dynamic)
 
     def gep(self, base: ir.Value, static: int, dynamic: list[ir.Value] = ()) -> ir.Value:
@@ -149,7 +150,7 @@ class KernelLowering:
             return llvm.GEPOp(base.type, base, [], [static], i8, 0).result
         return llvm.GEPOp(base.type, base, [offset], [_DYNAMIC_INDEX], i8, 0).result
 
-    def _smem_offset(self, value: ir.Value) -> tuple[int, list[ir.Value]]:
+    def _smem_offset(self, value: ir.Value, user) -> tuple[int, list[ir.Value]]:
         op = defining_op(value)
         name = op.operation.name if op is not None else None
         if name == "fa4.smem_region":
@@ -159,15 +160,15 @@ class KernelLowering:
                     f"lowering"))
             return op.offset, []
         if name == "fa4.smem_alias":
-            static, dynamic = self._smem_offset(op.base)
+            static, dynamic = self._smem_offset(op.base, user)
             return static + op.offset, dynamic
         if name == "fa4.smem_stage":
-            static, dynamic = self._smem_offset(op.base)
+            static, dynamic = self._smem_offset(op.base, user)
             stage = constant_int(op.stage)
             if stage is not None:
                 return static + stage * op.bytes, dynamic
             return static, [*dynamic, arith.muli(op.stage, self.const(op.bytes))]
-        raise LoweringFailure(value.owner if op is None else op, (
+        raise LoweringFailure(user, (
             "shared-memory operands must come from fa4.smem_region, fa4.smem_alias or fa4.smem_stage "
             f"in the same kernel, got {'a block argument' if op is None else repr(name)}"))
 

@@ -37,6 +37,7 @@ config.substitutions.append(("%python", python))
 # Tools are substituted as whole words (as upstream's ToolSubst does).
 config.substitutions.append((r"(?<![\w/.-])fa4-opt(?![\w.-])", f"{python} -m fa4_mlir.tools.fa4_opt"))
 config.substitutions.append((r"(?<![\w/.-])fa4-layout(?![\w.-])", f"{python} -m fa4_mlir.tools.fa4_layout"))
+config.substitutions.append((r"(?<![\w/.-])fa4-compile(?![\w.-])", f"{python} -m fa4_mlir.tools.fa4_compile"))
 config.substitutions.append((r"(?<![\w/.-])FileCheck(?![\w.-])", filecheck))
 
 # Same default as upstream MLIR: captured variables do not leak across CHECK-LABEL blocks.
@@ -46,6 +47,10 @@ for var in ("PATH", "HOME", "FA4_ISOLATE"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
 
-ptxas = shutil.which("ptxas")
-if ptxas:
-    config.available_features.add("ptxas")
+# Every PTX a test produces goes through ptxas for its arch: the pinned nvidia-cuda-nvcc wheel ships it.
+try:
+    from fa4_mlir.core.ptxas import find_ptxas
+
+    config.substitutions.append((r"(?<![\w/.-])ptxas(?![\w.-])", find_ptxas()))
+except Exception as exc:  # noqa: BLE001 - report any lookup failure as a setup error
+    lit_config.fatal(f"no ptxas: {exc}")

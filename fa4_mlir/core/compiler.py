@@ -1,0 +1,322 @@
+"""The named-stage compiler: fa4 -> nvvm -> llvm -> ptx -> cubin.
+
+Each MLIR stage is a textual pipeline that ``fa4-opt`` accepts (``STAGE_PIPELINES``), so the input of
+any stage can be dumped and the stage rerun by hand; ``cubin`` is ptxas. ``compile_kernel`` runs the
+stages up to ``stop`` in one Context and returns the artefacts with a manifest (launch facts and the
+parameter ABI) that the runtime loads without MLIR. A failing stage raises ``CompileError`` naming
+the stage, with the stage input written to ``dump_dir`` and the command that reproduces it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shlex
+import tempfile
+import time
+from pathlib import Path
+
+from fa4_mlir import __version__
+from fa4_mlir._mlir import gpu, ir
+from fa4_mlir.core import ptxas
+from fa4_mlir.core.context import make_context
+from fa4_mlir.core.diagnostics import Diagnostic, DiagnosticCollector
+from fa4_mlir.core.guards import check_serializable
+from fa4_mlir.core.pipeline import build_pass_manager, parse_pipeline
+from fa4_mlir.core.verify import verify_fa4
+from fa4_mlir.errors import Fa4Error
+from fa4_mlir.kernels.source import KernelSource, Param
+from fa4_mlir.target import Target
+
+STAGES = ("fa4", "nvvm", "llvm", "ptx", "cubin")
+STAGE_PIPELINES = {
+    # verify and place: the output is still fa4, with offsets, barrier indices and TMEM columns
+    "fa4": "fa4-verify,fa4-allocate-mbarriers,fa4-allocate-smem,fa4-allocate-tmem",
+    # fa4 ops become NVVM / LLVM / arith / scf inside the gpu.func (consumers first, declarations last)
+    "nvvm": "fa4-lower-pipelines,fa4-lower-warp-roles,fa4-lower-tma,fa4-lower-tmem,fa4-lower-wgmma,"
+            "fa4-lower-barriers,fa4-lower-kernel,canonicalize,cse",
+    # everything in the LLVM dialect; tensor maps become __grid_constant__ parameters
+    "llvm": "convert-scf-to-cf,gpu.module(convert-vector-to-llvm,convert-gpu-to-nvvm,convert-nvvm-to-llvm,"
+            "canonicalize,cse,reconcile-unrealized-casts),fa4-attach-kernel-abi",
+    # NVPTX: one gpu.binary holding the PTX text
+    "ptx": "gpu-module-to-binary{format=isa}",
+}
+PTX_FEATURES = "+ptx86"  # PTX 8.6: the oldest ISA with sm_100a, and CTA-only TMA on sm_90a
+_PARAM_ABI = {  # MLIR argument type -> (kind, bytes, align)
+    "!fa4.tensormap": ("tensormap", 128, 64),
+    "i32": ("i32", 4, 4),
+    "f32": ("f32", 4, 4),
+    "i64": ("i64", 8, 8),
+    "!llvm.ptr<1>": ("ptr", 8, 8),
+    "!llvm.ptr": ("ptr", 8, 8),
+}
+
+
+class CompileError(Fa4Error):
+    """A stage failed. ``diagnostics`` are its messages; ``repro`` reruns it on ``dump``."""
+
+    def __init__(self, stage: str, message: str, diagnostics: list[str] = (), dump: str | None = None,
+                 repro: str | None = None):
+        super().__init__(f"stage '{stage}' failed: {message}")
+        self.stage, self.diagnostics, self.dump, self.repro = stage, list(diagnostics), dump, repro
+
+
+@dataclasses.dataclass
+class CompileResult:
+    name: str
+    target: str
+    stop: str
+    mlir: str | None = None  # the IR after the last MLIR stage run
+    ptx: str | None = None
+    cubin: bytes | None = None
+    manifest: dict = dataclasses.field(default_factory=dict)
+
+    def write(self, out_dir: str | os.PathLike) -> list[Path]:
+        """Write ``<name>.mlir`` or ``.ptx`` (and for cubin ``.cubin`` and ``.json``) under ``out_dir``."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        if self.stop in ("fa4", "nvvm", "llvm"):
+            written.append(_write(out / f"{self.name}.mlir", self.mlir))
+        if self.ptx is not None:
+            written.append(_write(out / f"{self.name}.ptx", self.ptx))
+        if self.cubin is not None:
+            written.append(_write(out / f"{self.name}.cubin", self.cubin))
+            written.append(_write(out / f"{self.name}.json", json.dumps(self.manifest, indent=2) + "\n"))
+        return written
+
+
+def _write(path: Path, data: str | bytes) -> Path:
+    if isinstance(data, str):
+        path.write_text(data)
+    else:
+        path.write_bytes(data)
+    return path
+
+
+def compile_kernel(source: KernelSource | str, *, target: str | None = None, stop: str = "cubin",
+                   dump_dir: str | os.PathLike | None = None, source_name: str = "<input>",
+                   progress=None) -> CompileResult:
+    """Compile a built-in kernel (``KernelSource``) or fa4-stage MLIR text up to stage ``stop``.
+
+    ``target`` must agree with the input's ``#nvvm.target`` if it has one; an input without one gets
+    ``target`` (default sm_100a). Raises CompileError (a failing stage), ConfigError (a bad target).
+    """
+    if stop not in STAGES:
+        raise Fa4Error(f"stop must be one of {', '.join(STAGES)}, got '{stop}'")
+    report = progress or (lambda what: None)
+    spec = source if isinstance(source, KernelSource) else None
+    text = spec.mlir if spec else source
+    stage_seconds: dict[str, float] = {}
+    with make_context(), DiagnosticCollector(ir.Context.current) as collected:
+        report(f"parsing {source_name}")
+        module = _parse(text, source_name)
+        kernel_module, kernel = _kernel_of(module)
+        chosen = _settle_target(module, kernel_module, target or (spec.target if spec else None))
+        name = ir.StringAttr(kernel.attributes["sym_name"]).value
+        params = _param_abi(kernel, spec)
+        facts: dict = {}
+        for stage in STAGES[:STAGES.index(stop) + 1]:
+            start = time.perf_counter()
+            if stage == "cubin":
+                result = _assemble(name, chosen, ptx_text, dump_dir)
+            else:
+                report(f"running stage '{stage}' of {name}")
+                _run_stage(stage, module, name, dump_dir, collected)
+                if stage == "fa4":
+                    facts["smem_bytes"] = _int_attr(_find_kernel(module, name), "fa4.smem_bytes", 0)
+                    facts["tmem_columns"] = _int_attr(_find_kernel(module, name), "fa4.tmem_columns", 0)
+                if stage == "nvvm":
+                    facts.update(_launch_facts(_find_kernel(module, name)))
+                if stage == "ptx":
+                    ptx_text = _extract_ptx(module)
+            stage_seconds[stage] = round(time.perf_counter() - start, 4)
+        out = CompileResult(name=name, target=chosen.name, stop=stop)
+        if stop in ("fa4", "nvvm", "llvm"):
+            out.mlir = str(module)
+        if stop in ("ptx", "cubin"):
+            out.ptx = ptx_text
+        if stop == "cubin":
+            out.cubin, report_ = result
+            out.manifest = _manifest(name, chosen, facts, params, report_, spec, ptx_text, stage_seconds)
+        return out
+
+
+# -- input ----------------------------------------------------------------------------------------------
+
+def _parse(text: str, source_name: str) -> ir.Operation:
+    try:
+        op = ir.Operation.parse(text, source_name=source_name).operation
+    except ir.MLIRError as exc:
+        lines = [str(Diagnostic.from_mlir(d)) for d in exc.error_diagnostics] or [str(exc)]
+        raise CompileError("parse", "the input is not valid MLIR", lines) from None
+    if op.name != "builtin.module":
+        raise CompileError("parse", f"the input must be a builtin.module holding a gpu.module, got '{op.name}'")
+    return op
+
+
+def _kernel_of(module: ir.Operation) -> tuple[ir.Operation, ir.Operation]:
+    gpu_modules = [op.operation for op in module.regions[0].blocks[0].operations if op.operation.name == "gpu.module"]
+    kernels = [(gm, op.operation) for gm in gpu_modules for op in gm.regions[0].blocks[0].operations
+               if op.operation.name == "gpu.func" and "gpu.kernel" in op.operation.attributes]
+    if len(kernels) != 1:
+        raise CompileError("parse", f"the input must hold exactly one gpu.func kernel inside a gpu.module, "
+                                    f"got {len(kernels)}")
+    return kernels[0]
+
+
+def _settle_target(module: ir.Operation, kernel_module: ir.Operation, wanted: str | None) -> Target:
+    """The target the input asks for, checked against ``wanted``; the gpu.module gets one if it has none."""
+    declared = None
+    if "targets" in kernel_module.attributes:
+        m = re.search(r'chip\s*=\s*"([^"]+)"', str(kernel_module.attributes["targets"]))
+        declared = m.group(1) if m else None
+    if declared and wanted and declared != wanted:
+        raise CompileError("parse", f"--target must match the input's gpu.module target '{declared}', "
+                                    f"got '{wanted}'")
+    chosen = Target.parse(declared or wanted or "sm_100a")
+    if not declared:
+        kernel_module.attributes["targets"] = ir.ArrayAttr.get([ir.Attribute.parse(
+            f'#nvvm.target<chip = "{chosen.name}", features = "{PTX_FEATURES}", O = 3>')])
+    module.attributes["fa4.target"] = ir.StringAttr.get(chosen.name)
+    return chosen
+
+
+def _find_kernel(module: ir.Operation, name: str) -> ir.Operation:
+    found = []
+
+    def visit(op):
+        if op.name in ("gpu.func", "llvm.func") and "sym_name" in op.attributes and \
+                ir.StringAttr(op.attributes["sym_name"]).value == name:
+            found.append(op)
+            return ir.WalkResult.SKIP
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found[0]
+
+
+def _int_attr(op: ir.Operation, name: str, default: int) -> int:
+    return ir.IntegerAttr(op.attributes[name]).value if name in op.attributes else default
+
+
+def _dims(op: ir.Operation, name: str) -> list[int]:
+    return list(ir.DenseI32ArrayAttr(op.attributes[name])) if name in op.attributes else [1, 1, 1]
+
+
+def _launch_facts(kernel: ir.Operation) -> dict:
+    threads = _dims(kernel, "nvvm.reqntid") if "nvvm.reqntid" in kernel.attributes else _dims(kernel, "nvvm.maxntid")
+    return {"threads": threads, "cluster": _dims(kernel, "nvvm.cluster_dim")}
+
+
+def _param_abi(kernel: ir.Operation, spec: KernelSource | None) -> list[dict]:
+    args = list(kernel.regions[0].blocks[0].arguments)
+    named: list[Param | None] = list(spec.params) if spec else [None] * len(args)
+    abi = []
+    for arg, param in zip(args, named):
+        kind, size, align = _PARAM_ABI.get(str(arg.type), (None, None, None))
+        if kind is None:
+            raise CompileError("parse", f"kernel argument {arg.arg_number} must be one of "
+                                        f"{', '.join(_PARAM_ABI)}, got {arg.type}")
+        entry = {"index": arg.arg_number, "name": param.name if param else f"arg{arg.arg_number}",
+                 "kind": kind, "bytes": size, "align": align}
+        if kind == "tensormap":
+            entry["grid_constant"] = True
+        if param and param.tensor_map:
+            entry["tensor_map"] = param.tensor_map.to_json()
+        if param and param.doc:
+            entry["doc"] = param.doc
+        abi.append(entry)
+    return abi
+
+
+# -- stages ---------------------------------------------------------------------------------------------
+
+def stage_command(stage: str, input_path: str) -> str:
+    """The fa4-opt command that reruns ``stage`` on ``input_path``."""
+    return f"fa4-opt {shlex.quote(input_path)} --pass-pipeline='builtin.module({STAGE_PIPELINES[stage]})'"
+
+
+def _run_stage(stage: str, module: ir.Operation, name: str, dump_dir, collected: DiagnosticCollector) -> None:
+    dump = _dump(dump_dir, f"{name}.{stage}-input.mlir", str(module)) if dump_dir else None
+    repro = stage_command(stage, dump) if dump else None
+
+    def fail(message: str, diagnostics: list[Diagnostic]) -> CompileError:
+        return CompileError(stage, message, [str(d) for d in diagnostics], dump, repro)
+
+    if stage == "ptx":
+        errors = check_serializable(module)
+        if errors:
+            raise fail("the module would abort MLIR's serializer", errors)
+    reported: list[Diagnostic] = []
+    pm = build_pass_manager(parse_pipeline(STAGE_PIPELINES[stage]), report=reported)
+    try:
+        pm.run(module)
+    except ir.MLIRError as exc:
+        failed = reported + [Diagnostic.from_mlir(d) for d in exc.error_diagnostics]
+        raise fail("a pass reported errors", list(dict.fromkeys(collected.diagnostics + failed))) from None
+    errors = [d for d in reported if d.severity == "error"]
+    if stage == "fa4":
+        errors += verify_fa4(module)
+    if errors:
+        raise fail("a pass reported errors", errors)
+    if dump:
+        os.remove(dump)
+
+
+def _dump(dump_dir, filename: str, text: str) -> str:
+    path = Path(dump_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / filename).write_text(text)
+    return str(path / filename)
+
+
+def _extract_ptx(module: ir.Operation) -> str:
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name == "gpu.binary":
+            return gpu.ObjectAttr(op.objects[0]).object.decode()
+    raise CompileError("ptx", "gpu-module-to-binary produced no gpu.binary")
+
+
+def _assemble(name: str, target: Target, ptx_text: str, dump_dir) -> tuple[bytes, ptxas.PtxasReport]:
+    with tempfile.TemporaryDirectory(prefix="fa4-ptxas-") as tmp:
+        ptx_path, cubin_path = os.path.join(tmp, f"{name}.ptx"), os.path.join(tmp, f"{name}.cubin")
+        Path(ptx_path).write_text(ptx_text)
+        try:
+            report, _ = ptxas.assemble(ptx_path, target.name, cubin_path)
+        except ptxas.PtxasError as exc:
+            dump = _dump(dump_dir, f"{name}.ptx", ptx_text) if dump_dir else None
+            repro = None
+            if exc.command:
+                repro = shlex.join([*exc.command[:-3], dump or ptx_path, "-o", f"{name}.cubin"])
+            raise CompileError("cubin", str(exc), exc.log.strip().splitlines()[-5:], dump, repro) from None
+        return Path(cubin_path).read_bytes(), report
+
+
+def _manifest(name: str, target: Target, facts: dict, params: list[dict], report: ptxas.PtxasReport,
+              spec: KernelSource | None, ptx_text: str, stage_seconds: dict) -> dict:
+    version = re.search(r"^\.version (\S+)", ptx_text, re.M)
+    manifest = {
+        "kernel": name,
+        "target": target.name,
+        "entry": name,
+        "threads": facts.get("threads", [1, 1, 1]),
+        "cluster": facts.get("cluster", [1, 1, 1]),
+        "smem_bytes": facts.get("smem_bytes", 0),
+        "tmem_columns": facts.get("tmem_columns", 0),
+        "registers": report.registers,
+        "spill_stores": report.spill_stores,
+        "spill_loads": report.spill_loads,
+        "stack_frame": report.stack_frame,
+        "static_smem_bytes": report.static_smem_bytes,
+        "barriers": report.barriers,
+        "params": params,
+        "ptx_version": version.group(1) if version else None,
+        "compiler": {"fa4_mlir": __version__, "mlir": "22.1.8", "stage_seconds": stage_seconds},
+    }
+    if spec is not None:
+        manifest["grid"] = spec.grid
+        manifest["config"] = spec.config
+    return manifest

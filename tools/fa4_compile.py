@@ -1,0 +1,139 @@
+"""fa4-compile: compile a built-in kernel or an fa4 MLIR file to PTX, cubin and a launch manifest.
+
+    fa4-compile copy-pipeline --target sm_90a -o out
+    fa4-compile copy-pipeline --target sm_100a --stages 6 --consumers 1 -o out
+    fa4-compile kernel.mlir --emit ptx -o out
+    fa4-compile --list-kernels
+
+Writes ``OUT/<name>.ptx``, ``OUT/<name>.cubin`` and ``OUT/<name>.json`` (the manifest), or with
+``--emit STAGE`` stops after that stage and writes ``OUT/<name>.mlir`` (fa4, nvvm, llvm) or ``.ptx``.
+A failing stage leaves its input in ``OUT/dump/`` and prints the fa4-opt or ptxas command that
+reproduces it. Errors are one ``fa4-compile: error:`` line (plus the compiler's diagnostics), exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+
+from fa4_mlir import __version__
+
+STAGES = ("fa4", "nvvm", "llvm", "ptx", "cubin")  # as fa4_mlir.core.compiler.STAGES (no MLIR import here)
+
+
+def _base_parser(add_help: bool) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="fa4-compile", add_help=add_help,
+        description="Compile an fa4 kernel through fa4 -> nvvm -> llvm -> ptx -> cubin.",
+        epilog="Kernel options (built-in kernels only): fa4-compile KERNEL --help lists them.")
+    p.add_argument("kernel", nargs="?", default="copy-pipeline",
+                   help="a built-in kernel name (see --list-kernels) or an fa4 .mlir file (default: copy-pipeline)")
+    p.add_argument("--target", default=None, help="sm_100a or sm_90a (default: the file's, else sm_100a)")
+    p.add_argument("-o", "--output", default="out", metavar="DIR", help="output directory (default: out)")
+    p.add_argument("--emit", default="cubin", metavar="STAGE",
+                   help=f"last stage to run: {', '.join(STAGES)} (default: cubin)")
+    p.add_argument("--list-kernels", action="store_true", help="list the built-in kernels and exit")
+    p.add_argument("--version", action="version", version=f"fa4-compile {__version__} (MLIR 22.1.8)")
+    return p
+
+
+def _kernel_options(parser: argparse.ArgumentParser, config_cls) -> None:
+    group = parser.add_argument_group(f"{config_cls.__name__} options")
+    for f in dataclasses.fields(config_cls):
+        if f.name == "target":
+            continue
+        default = f.default
+        group.add_argument(f"--{f.name.replace('_', '-')}", dest=f"cfg_{f.name}", type=type(default),
+                           default=default, metavar=type(default).__name__.upper(),
+                           help=f"default: {default}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    known, _ = _base_parser(add_help=False).parse_known_args(argv)
+    from fa4_mlir.kernels import KERNELS
+
+    parser = _base_parser(add_help=True)
+    builtin = KERNELS.get(known.kernel)
+    if builtin is not None:
+        _kernel_options(parser, builtin[0])
+    args = parser.parse_args(argv)
+    if args.list_kernels:
+        for name, (cls, build) in KERNELS.items():
+            print(f"  {name:<16} {(build.__module__ and sys.modules[build.__module__].__doc__ or '').splitlines()[0]}")
+        return 0
+    if args.emit not in STAGES:
+        return _error(f"--emit must be one of {', '.join(STAGES)}, got '{args.emit}'")
+    if builtin is None and not args.kernel.endswith(".mlir"):
+        names = ", ".join(KERNELS)
+        return _error(f"KERNEL must be a built-in kernel ({names}) or a .mlir file, got '{args.kernel}'")
+    try:
+        from fa4_mlir.core.isolate import run_isolated
+
+        return run_isolated(lambda progress: _compile(args, builtin, progress), tool="fa4-compile",
+                            place=args.kernel)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a bug: one line, not a traceback
+        from fa4_mlir.core.isolate import report_internal_error
+
+        report_internal_error("fa4-compile", exc)
+        return 1
+
+
+def _error(message: str) -> int:
+    print(f"fa4-compile: error: {message}", file=sys.stderr)
+    return 1
+
+
+def _compile(args, builtin, progress) -> int:
+    from fa4_mlir.core.compiler import CompileError, compile_kernel
+    from fa4_mlir.errors import ConfigError
+    from pathlib import Path
+
+    start = time.perf_counter()
+    try:
+        if builtin is not None:
+            config_cls, build = builtin
+            options = {k[len("cfg_"):]: v for k, v in vars(args).items() if k.startswith("cfg_")}
+            source = build(config_cls(target=args.target or "sm_100a", **options))
+            name = args.kernel
+        else:
+            try:
+                source = Path(args.kernel).read_text()
+            except (OSError, UnicodeDecodeError) as exc:
+                return _error(f"cannot read '{args.kernel}': {getattr(exc, 'strerror', None) or exc}")
+            name = args.kernel
+        result = compile_kernel(source, target=args.target, stop=args.emit, source_name=name,
+                                dump_dir=Path(args.output) / "dump", progress=progress)
+        written = result.write(args.output)
+    except ConfigError as exc:
+        return _error(str(exc))
+    except CompileError as exc:
+        _error(str(exc))
+        for line in exc.diagnostics:
+            print(f"  {line}", file=sys.stderr)
+        if exc.dump:
+            print(f"  input of the failing stage: {exc.dump}", file=sys.stderr)
+        if exc.repro:
+            print(f"  reproduce with: {exc.repro}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        return _error(f"cannot write to '{args.output}': {exc.strerror or exc}")
+    seconds = time.perf_counter() - start
+    m = result.manifest
+    if m:
+        print(f"{m['kernel']} {m['target']}: {m['threads'][0]} threads, cluster {'x'.join(map(str, m['cluster']))}, "
+              f"smem {m['smem_bytes']} B, {m['registers']} registers, {m['spill_stores']}+{m['spill_loads']} "
+              f"spill bytes, {len(m['params'])} params ({seconds:.2f} s)")
+    else:
+        print(f"{result.name} {result.target}: stopped after stage '{result.stop}' ({seconds:.2f} s)")
+    for path in written:
+        print(f"  wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
