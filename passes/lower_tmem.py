@@ -60,24 +60,24 @@ def _lower(k: KernelLowering):
         return []
     for op in ops:
         k.require_sm100(op, "tensor memory (tcgen05)")
-    allocs = [op for op in ops if op.OPERATION_NAME == "fa4.tmem_alloc"]
+    slots = [op.slot for op in ops if op.OPERATION_NAME == "fa4.tmem_alloc"]  # outlive the erased slots
     for op in ops:
         with k.at(op):
             if op.OPERATION_NAME in ("fa4.tmem_alloc", "fa4.tmem_dealloc"):
                 _allocation(k, op)
             elif op.OPERATION_NAME == "fa4.tmem_load":
                 nvvm.Tcgen05FenceOp(ir.Attribute.parse("#nvvm.tcgen05_fence<after>"))
-                value = nvvm.Tcgen05LdOp(op.result.type, _SHAPE(), _tmem(k, op.tmem, op, allocs, op.column_offset,
+                value = nvvm.Tcgen05LdOp(op.result.type, _SHAPE(), _tmem(k, op.tmem, op, slots, op.column_offset,
                                                                         per_warp=True)).result
                 nvvm.Tcgen05WaitOp(ir.Attribute.parse("#nvvm.tcgen05_wait<load>"))
                 replace_op(op, [value])
                 continue
             elif op.OPERATION_NAME == "fa4.tmem_store":
-                nvvm.Tcgen05StOp(_SHAPE(), _tmem(k, op.tmem, op, allocs, op.column_offset, per_warp=True), op.value)
+                nvvm.Tcgen05StOp(_SHAPE(), _tmem(k, op.tmem, op, slots, op.column_offset, per_warp=True), op.value)
                 nvvm.Tcgen05WaitOp(ir.Attribute.parse("#nvvm.tcgen05_wait<store>"))
                 nvvm.Tcgen05FenceOp(ir.Attribute.parse("#nvvm.tcgen05_fence<before>"))
             else:
-                _mma(k, op, allocs)
+                _mma(k, op, slots)
         op.operation.erase()
     return []
 
@@ -112,7 +112,7 @@ def _allocation(k: KernelLowering, op) -> None:
         nvvm.Tcgen05DeallocOp(base, columns, group=_group(op.cta_group))
 
 
-def _tmem(k: KernelLowering, value: ir.Value, user, allocs, extra_columns: int = 0,
+def _tmem(k: KernelLowering, value: ir.Value, user, slots, extra_columns: int = 0,
           per_warp: bool = False) -> ir.Value:
     """The TMEM address of a region: allocated base + column (+ the warp's lane quarter)."""
     region = defining_op(value)
@@ -121,10 +121,10 @@ def _tmem(k: KernelLowering, value: ir.Value, user, allocs, extra_columns: int =
     if region.column is None:
         raise LoweringFailure(region, (
             f"'fa4.tmem_region' '{region.sym_name}' has no column: run fa4-allocate-tmem before lowering"))
-    if len(allocs) != 1:
+    if len(slots) != 1:
         raise LoweringFailure(user, (
-            f"the kernel must allocate tensor memory with exactly one fa4.tmem_alloc, got {len(allocs)}"))
-    base = llvm.load(ir.IntegerType.get_signless(32), k.smem_address(allocs[0].slot, user=allocs[0]))
+            f"the kernel must allocate tensor memory with exactly one fa4.tmem_alloc, got {len(slots)}"))
+    base = llvm.load(ir.IntegerType.get_signless(32), k.smem_address(slots[0], user=user))
     address = arith.addi(base, k.const(region.column + extra_columns))
     if per_warp:
         quarter = arith.andi(k.warp_index(), k.const(3))
@@ -142,11 +142,11 @@ def _smem_descriptor(k: KernelLowering, value: ir.Value, offset: int, user) -> i
     return arith.ori(start, k.const(smem_descriptor_bits(region.swizzle), 64))
 
 
-def _mma(k: KernelLowering, op, allocs) -> None:
+def _mma(k: KernelLowering, op, slots) -> None:
     nvvm.Tcgen05FenceOp(ir.Attribute.parse("#nvvm.tcgen05_fence<after>"))
-    d = _tmem(k, op.d, op, allocs)
+    d = _tmem(k, op.d, op, slots)
     if str(op.a.type) == "!fa4.tmem":
-        a = _tmem(k, op.a, op, allocs, op.a_offset // 4)  # 4 bytes per TMEM column
+        a = _tmem(k, op.a, op, slots, op.a_offset // 4)  # 4 bytes per TMEM column
     else:
         a = _smem_descriptor(k, op.a, op.a_offset, op)
     b = _smem_descriptor(k, op.b, op.b_offset, op)

@@ -106,6 +106,9 @@ class KernelLowering:
     # -- constants and thread indices ----------------------------------------------------------------
     @staticmethod
     def const(value: int, bits: int = 32) -> ir.Value:
+        """A signless constant; ``value`` may be given unsigned (a descriptor with bit 63 set)."""
+        if value >= 1 << (bits - 1):
+            value -= 1 << bits
         return arith.constant(ir.IntegerType.get_signless(bits), value)
 
     @staticmethod

@@ -1,0 +1,43 @@
+// RUN: fa4-opt %s --split-input-file -p fa4-lower-wgmma --verify-diagnostics | FileCheck %s
+
+// A chain of two wgmma: one fence before the first; K-major descriptors (128B swizzle: SBO 1024 B,
+// layout 1 -> 4611686293305360384; 64B: SBO 512 B, layout 2 -> bit 63 set); the second K step starts
+// 32 bytes in; accumulate 0 is scale-d zero. Commit and wait close the group.
+// CHECK-LABEL: func.func @wgmma
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: %[[A0:.*]] = arith.constant 4611686293305360384 : i64
+// CHECK-NEXT: %[[DA:.*]] = arith.ori %{{.*}}, %[[A0]] : i64
+// CHECK: llvm.getelementptr %{{.*}}[8192]
+// CHECK: %[[B0:.*]] = arith.constant -9223371899415756800 : i64
+// CHECK-NEXT: %[[DB:.*]] = arith.ori %{{.*}}, %[[B0]] : i64
+// CHECK-NEXT: %[[R0:.*]] = nvvm.wgmma.mma_async %[[DA]], %[[DB]], %{{.*}}, <m = 64, n = 8, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>] : !llvm.struct<(f32, f32, f32, f32)> -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK-NOT: nvvm.wgmma.fence.aligned
+// CHECK: llvm.getelementptr %{{.*}}[32]
+// CHECK: llvm.getelementptr %{{.*}}[8224]
+// CHECK: %[[R1:.*]] = nvvm.wgmma.mma_async %{{.*}}, %{{.*}}, %[[R0]], <m = 64, n = 8, k = 16>, D[<f32>, <one>]
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NEXT: call @use(%[[R1]])
+module attributes {fa4.target = "sm_90a"} {
+func.func @wgmma(%acc: !llvm.struct<(f32, f32, f32, f32)>) {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 8192, align = 1024, swizzle = "128B", offset = 0} : () -> !fa4.smem
+  %b = "fa4.smem_region"() {sym_name = "b", bytes = 8192, align = 512, swizzle = "64B", offset = 8192} : () -> !fa4.smem
+  %r0 = "fa4.wgmma"(%a, %b, %acc) {n = 8, ab_type = "bf16", accumulate = 0} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
+  %r1 = "fa4.wgmma"(%a, %b, %r0) {n = 8, ab_type = "bf16", a_offset = 32, b_offset = 32} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
+  "fa4.wgmma_commit"() : () -> ()
+  "fa4.wgmma_wait"() {pending = 0} : () -> ()
+  func.call @use(%r1) : (!llvm.struct<(f32, f32, f32, f32)>) -> ()
+  return
+}
+func.func private @use(!llvm.struct<(f32, f32, f32, f32)>)
+}
+
+// -----
+
+module attributes {fa4.target = "sm_100a"} {
+func.func @no_wgmma_on_blackwell() {
+  // expected-error @+1 {{'fa4.wgmma_commit' needs warpgroup MMA (wgmma), which sm_90a has and sm_100a has not (use fa4.tcgen05_mma there); compile for --target sm_90a}}
+  "fa4.wgmma_commit"() : () -> ()
+  return
+}
+}
