@@ -658,6 +658,9 @@ class WarpSpecializeOp(Op, name="warp_specialize"):
                 else:
                     owner[w] = role.sym_name
         # setmaxnreg is warpgroup-wide: every warp of a warpgroup must execute the same one.
+        if any(role.registers is not None for role in roles) and self.num_warps % WARPGROUP:
+            yield (f"num_warps must be a multiple of {WARPGROUP} when a role sets registers (setmaxnreg "
+                   f"needs whole warpgroups), got {self.num_warps}")
         budget: dict[int, tuple[int, str]] = {}
         for role in roles:
             if role.registers is None:

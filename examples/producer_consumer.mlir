@@ -32,6 +32,6 @@ func.func @producer_consumer(%k_map: !fa4.tensormap, %num_tiles: index) {
       gpu.yield
     }) {sym_name = "mma", warps = array<i32: 0, 1, 2, 3>, registers = 232} : () -> ()
     gpu.yield
-  }) {num_warps = 5} : () -> ()
+  }) {num_warps = 8} : () -> ()
   return
 }

@@ -17,8 +17,9 @@ WARPGROUP_WARPS = 4
 
 def entry_register_cap(threads: int) -> int:
     """Registers per thread ptxas may use at entry with ``.reqntid threads`` and ``.minnctapersm 1``:
-    the register file split over the CTA, in the allocation granule of 8 (65536 / 384 -> 168)."""
-    return min(MAX_THREAD_REGISTERS, REGISTER_FILE // threads) // 8 * 8
+    the register file split over the CTA in the allocation granule of 8, at most 255
+    (65536 / 384 -> 168; 65536 / 192 -> 255)."""
+    return min(MAX_THREAD_REGISTERS, REGISTER_FILE // threads // 8 * 8)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -547,7 +547,7 @@ func.func @warp_specialize_warpgroup_register_mismatch() {
       gpu.yield
     }) {sym_name = "load", warps = array<i32: 1>, registers = 48} : () -> ()
     gpu.yield
-  }) {num_warps = 2} : () -> ()
+  }) {num_warps = 4} : () -> ()
   return
 }
 
@@ -925,5 +925,18 @@ func.func @wgmma_acc_fields(%acc: !llvm.struct<(f32, f32)>) {
   %a = "fa4.smem_region"() {sym_name = "a", bytes = 8192, align = 1024, swizzle = "128B"} : () -> !fa4.smem
   // expected-error @+1 {{'fa4.wgmma' acc must have n / 2 = 4 f32 fields, got 2}}
   %r = "fa4.wgmma"(%a, %a, %acc) {n = 8, ab_type = "bf16"} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32)>) -> !llvm.struct<(f32, f32)>
+  return
+}
+
+// -----
+
+func.func @registers_need_whole_warpgroups() {
+  // expected-error @+1 {{'fa4.warp_specialize' num_warps must be a multiple of 4 when a role sets registers (setmaxnreg needs whole warpgroups), got 6}}
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "load", warps = array<i32: 4>, registers = 40} : () -> ()
+    gpu.yield
+  }) {num_warps = 6} : () -> ()
   return
 }

@@ -82,8 +82,8 @@ func.func @pipeline(%tmap: !fa4.tensormap, %x: i32, %y: i32) {
       gpu.yield
     }) {sym_name = "mma", warps = array<i32: 0, 1, 2, 3>, registers = 232} : () -> ()
     gpu.yield
-  // CHECK: }) {num_warps = 5 : i64} : () -> ()
-  }) {num_warps = 5} : () -> ()
+  // CHECK: }) {num_warps = 8 : i64} : () -> ()
+  }) {num_warps = 8} : () -> ()
   return
 }
 
