@@ -118,29 +118,29 @@ def compile_kernel(source: KernelSource | str, *, target: str | None = None, sto
         name = ir.StringAttr(kernel.attributes["sym_name"]).value
         params = _param_abi(kernel, spec)
         facts: dict = {}
+        ptx_text, assembled = None, None
         for stage in STAGES[:STAGES.index(stop) + 1]:
             start = time.perf_counter()
             if stage == "cubin":
-                result = _assemble(name, chosen, ptx_text, dump_dir)
+                assembled = _assemble(name, chosen, ptx_text, dump_dir)
             else:
                 report(f"running stage '{stage}' of {name}")
                 _run_stage(stage, module, name, dump_dir, collected)
                 if stage == "fa4":
-                    facts["smem_bytes"] = _int_attr(_find_kernel(module, name), "fa4.smem_bytes", 0)
-                    facts["tmem_columns"] = _int_attr(_find_kernel(module, name), "fa4.tmem_columns", 0)
-                if stage == "nvvm":
+                    kernel = _find_kernel(module, name)
+                    facts["smem_bytes"] = _int_attr(kernel, "fa4.smem_bytes", 0)
+                    facts["tmem_columns"] = _int_attr(kernel, "fa4.tmem_columns", 0)
+                elif stage == "nvvm":
                     facts.update(_launch_facts(_find_kernel(module, name)))
-                if stage == "ptx":
+                elif stage == "ptx":
                     ptx_text = _extract_ptx(module)
             stage_seconds[stage] = round(time.perf_counter() - start, 4)
-        out = CompileResult(name=name, target=chosen.name, stop=stop)
+        out = CompileResult(name=name, target=chosen.name, stop=stop, ptx=ptx_text)
         if stop in ("fa4", "nvvm", "llvm"):
             out.mlir = str(module)
-        if stop in ("ptx", "cubin"):
-            out.ptx = ptx_text
-        if stop == "cubin":
-            out.cubin, report_ = result
-            out.manifest = _manifest(name, chosen, facts, params, report_, spec, ptx_text, stage_seconds)
+        if assembled is not None:
+            out.cubin, ptxas_report = assembled
+            out.manifest = _manifest(name, chosen, facts, params, ptxas_report, spec, ptx_text, stage_seconds)
         return out
 
 
