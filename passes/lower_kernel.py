@@ -57,9 +57,10 @@ def _lower(k: KernelLowering):
     for op in reversed(k.ops(*DECLARATIONS)):
         users = list(op.result.uses)
         if users:
+            named = f" '{op.sym_name}'" if hasattr(op, "sym_name") else ""
             raise LoweringFailure(users[0].owner, (
-                f"'{users[0].owner.name}' uses '{op.OPERATION_NAME}' '{getattr(op, 'sym_name', '')}' and "
-                f"cannot be lowered: only fa4 ops and fa4.smem_address may use fa4 values"))
+                f"'{users[0].owner.name}' uses '{op.OPERATION_NAME}'{named} and cannot be lowered: only "
+                f"fa4 ops and fa4.smem_address may use fa4 values"))
         op.operation.erase()
     _lower_signature(k)
     return []

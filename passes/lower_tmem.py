@@ -67,13 +67,13 @@ def _lower(k: KernelLowering):
                 _allocation(k, op)
             elif op.OPERATION_NAME == "fa4.tmem_load":
                 nvvm.Tcgen05FenceOp(ir.Attribute.parse("#nvvm.tcgen05_fence<after>"))
-                value = nvvm.Tcgen05LdOp(op.result.type, _SHAPE(), _tmem(k, op.tmem, op, slots, op.column_offset,
+                value = nvvm.Tcgen05LdOp(op.result.type, _shape_32x32b(), _tmem(k, op.tmem, op, slots, op.column_offset,
                                                                         per_warp=True)).result
                 nvvm.Tcgen05WaitOp(ir.Attribute.parse("#nvvm.tcgen05_wait<load>"))
                 replace_op(op, [value])
                 continue
             elif op.OPERATION_NAME == "fa4.tmem_store":
-                nvvm.Tcgen05StOp(_SHAPE(), _tmem(k, op.tmem, op, slots, op.column_offset, per_warp=True), op.value)
+                nvvm.Tcgen05StOp(_shape_32x32b(), _tmem(k, op.tmem, op, slots, op.column_offset, per_warp=True), op.value)
                 nvvm.Tcgen05WaitOp(ir.Attribute.parse("#nvvm.tcgen05_wait<store>"))
                 nvvm.Tcgen05FenceOp(ir.Attribute.parse("#nvvm.tcgen05_fence<before>"))
             else:
@@ -82,7 +82,7 @@ def _lower(k: KernelLowering):
     return []
 
 
-def _SHAPE() -> ir.Attribute:
+def _shape_32x32b() -> ir.Attribute:
     return ir.Attribute.parse("#nvvm.tcgen05_ldst_shape<shape_32x32b>")
 
 
@@ -132,24 +132,14 @@ def _tmem(k: KernelLowering, value: ir.Value, user, slots, extra_columns: int = 
     return llvm.inttoptr(ir.Type.parse("!llvm.ptr<6>"), address)
 
 
-def _smem_descriptor(k: KernelLowering, value: ir.Value, offset: int, user) -> ir.Value:
-    i64 = ir.IntegerType.get_signless(64)
-    address = llvm.ptrtoint(i64, k.smem_address(value, offset, user=user))  # checks where value comes from
-    region = defining_op(value)
-    while region.operation.name != "fa4.smem_region":
-        region = defining_op(region.base)
-    start = arith.andi(arith.shrui(address, k.const(4, 64)), k.const(0x3FFF, 64))
-    return arith.ori(start, k.const(smem_descriptor_bits(region.swizzle), 64))
-
-
 def _mma(k: KernelLowering, op, slots) -> None:
     nvvm.Tcgen05FenceOp(ir.Attribute.parse("#nvvm.tcgen05_fence<after>"))
     d = _tmem(k, op.d, op, slots)
     if str(op.a.type) == "!fa4.tmem":
         a = _tmem(k, op.a, op, slots, op.a_offset // 4)  # 4 bytes per TMEM column
     else:
-        a = _smem_descriptor(k, op.a, op.a_offset, op)
-    b = _smem_descriptor(k, op.b, op.b_offset, op)
+        a = k.matrix_descriptor(op.a, op.a_offset, op, smem_descriptor_bits)
+    b = k.matrix_descriptor(op.b, op.b_offset, op, smem_descriptor_bits)
     idesc = k.const(instruction_descriptor(op.ab_type, op.m, op.n))
     nvvm.Tcgen05MMAOp(ir.Attribute.parse(f"#nvvm.tcgen05_mma_kind<{_KIND[op.ab_type]}>"), _group(op.cta_group),
                       d, a, b, idesc, op.accumulate)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from fa4_mlir._mlir import arith, ir, llvm, nvvm
+from fa4_mlir._mlir import ir, nvvm
 from fa4_mlir.core.diagnostics import Diagnostic
-from fa4_mlir.core.ir_utils import defining_op
 from fa4_mlir.passes.base import Fa4Pass
 from fa4_mlir.passes.lowering import KernelLowering, lower_kernels, replace_op
 
@@ -60,20 +59,11 @@ def _follows_wgmma(op) -> bool:
     return i > 0 and block_ops[i - 1].operation.name in ("fa4.wgmma", "nvvm.wgmma.mma_async")
 
 
-def _descriptor(k: KernelLowering, value: ir.Value, offset: int, user) -> ir.Value:
-    i64 = ir.IntegerType.get_signless(64)
-    address = llvm.ptrtoint(i64, k.smem_address(value, offset, user=user))  # checks where value comes from
-    region = defining_op(value)
-    while region.operation.name != "fa4.smem_region":
-        region = defining_op(region.base)
-    start = arith.andi(arith.shrui(address, k.const(4, 64)), k.const(0x3FFF, 64))
-    return arith.ori(start, k.const(wgmma_descriptor_bits(region.swizzle), 64))
-
-
 def _wgmma(k: KernelLowering, op) -> ir.Value:
     if not _follows_wgmma(op):
         nvvm.WgmmaFenceAlignedOp()
-    a, b = _descriptor(k, op.a, op.a_offset, op), _descriptor(k, op.b, op.b_offset, op)
+    a = k.matrix_descriptor(op.a, op.a_offset, op, wgmma_descriptor_bits)
+    b = k.matrix_descriptor(op.b, op.b_offset, op, wgmma_descriptor_bits)
     attr = ir.Attribute.parse
     return nvvm.WgmmaMmaAsyncOp(
         op.acc.type, op.acc, a, b, attr(f"#nvvm.shape<m = 64, n = {op.n}, k = 16>"),

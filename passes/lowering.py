@@ -153,6 +153,17 @@ class KernelLowering:
             return llvm.GEPOp(base.type, base, [], [static], i8, 0).result
         return llvm.GEPOp(base.type, base, [offset], [_DYNAMIC_INDEX], i8, 0).result
 
+    def matrix_descriptor(self, value: ir.Value, offset: int, user, constant_bits: Callable[[str], int]) -> ir.Value:
+        """An MMA shared-memory matrix descriptor (tcgen05 or wgmma): the start address in 16-byte
+        units at bits 0-13, or'ed with ``constant_bits(swizzle of the value's region)``."""
+        i64 = ir.IntegerType.get_signless(64)
+        address = llvm.ptrtoint(i64, self.smem_address(value, offset, user=user))
+        region = defining_op(value)
+        while region.operation.name != "fa4.smem_region":
+            region = defining_op(region.base)
+        start = arith.andi(arith.shrui(address, self.const(4, 64)), self.const(0x3FFF, 64))
+        return arith.ori(start, self.const(constant_bits(region.swizzle), 64))
+
     def _smem_offset(self, value: ir.Value, user) -> tuple[int, list[ir.Value]]:
         op = defining_op(value)
         name = op.operation.name if op is not None else None

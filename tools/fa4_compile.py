@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         _kernel_options(parser, builtin[0])
     args = parser.parse_args(argv)
     if args.list_kernels:
-        for name, (cls, build) in KERNELS.items():
-            print(f"  {name:<16} {(build.__module__ and sys.modules[build.__module__].__doc__ or '').splitlines()[0]}")
+        for name, (_, build) in KERNELS.items():
+            print(f"  {name:<16} {sys.modules[build.__module__].__doc__.splitlines()[0]}")
         return 0
     if args.emit not in STAGES:
         return _error(f"--emit must be one of {', '.join(STAGES)}, got '{args.emit}'")

@@ -169,3 +169,14 @@ def test_input_errors_are_compile_errors():
     with pytest.raises(ConfigError, match="target must be sm_90a or sm_100a, got 'sm_89'"):
         compile_kernel(copy_pipeline.build(CopyPipelineConfig()).mlir.replace('chip = "sm_100a", ', ""),
                        target="sm_89")
+
+
+def test_api_errors_name_the_argument():
+    from fa4_mlir.errors import Fa4Error
+
+    with pytest.raises(Fa4Error, match="stop must be one of fa4, nvvm, llvm, ptx, cubin, got 'sass'"):
+        compile_kernel("module {}", stop="sass")
+    kernel = ('module attributes {gpu.container_module} { gpu.module @m { '
+              'gpu.func @k(%i: index) kernel { gpu.return } } }')
+    with pytest.raises(CompileError, match="kernel argument 0 must be one of .*, got index"):
+        compile_kernel(kernel)
