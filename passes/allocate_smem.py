@@ -7,7 +7,7 @@ import dataclasses
 from fa4_mlir._mlir import ir
 from fa4_mlir.core.diagnostics import Diagnostic
 from fa4_mlir.passes.base import Fa4Pass
-from fa4_mlir.passes.scope import kernel_scopes, module_target, ops_named, set_int
+from fa4_mlir.passes.scope import kernel_scopes, kernel_target, ops_named, set_int
 from fa4_mlir.placement import place_smem
 from fa4_mlir.target import Target
 
@@ -20,18 +20,18 @@ class AllocateSmemPass(Fa4Pass):
     an ``fa4.smem_alias`` sits at its base's offset plus its own ``offset`` and adds nothing. Sets
     ``offset`` on each region and ``fa4.smem_bytes`` on the function. Fails, naming the first region
     that ends past the limit, when the total exceeds the target's capacity (232448 B on sm_90a and
-    sm_100a). The target is the module's ``fa4.target`` attribute, else the ``target`` option.
+    sm_100a). The target is the enclosing gpu.module's chip or ``fa4.target``, else the ``target`` option.
     """
 
     name = "fa4-allocate-smem"
     target: str = "sm_100a"
 
     def run(self, module: ir.Operation) -> list[Diagnostic]:
-        target = module_target(module, self.target)
-        if isinstance(target, Diagnostic):
-            return [target]
         errors: list[Diagnostic] = []
         for scope in kernel_scopes(module):
+            target = kernel_target(scope, self.target)
+            if isinstance(target, Diagnostic):
+                return [target]
             errors += self._allocate(scope, target)
         return errors
 

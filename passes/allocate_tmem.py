@@ -7,7 +7,7 @@ import dataclasses
 from fa4_mlir._mlir import ir
 from fa4_mlir.core.diagnostics import Diagnostic
 from fa4_mlir.passes.base import Fa4Pass
-from fa4_mlir.passes.scope import kernel_scopes, ops_named, module_target, set_int
+from fa4_mlir.passes.scope import kernel_scopes, kernel_target, ops_named, set_int
 from fa4_mlir.placement import place_contiguous, tmem_allocation
 
 
@@ -17,19 +17,19 @@ class AllocateTmemPass(Fa4Pass):
 
     Per function, regions take contiguous columns in program order; the function gets
     ``fa4.tmem_columns``, the power of two in [32, 512] that ``tcgen05.alloc`` must request.
-    Fails when the columns exceed 512, or when the target (module ``fa4.target``, else the
-    ``target`` option) has no tensor memory (sm_90a).
+    Fails when the columns exceed 512, or when the target (the enclosing gpu.module's chip or
+    ``fa4.target``, else the ``target`` option) has no tensor memory (sm_90a).
     """
 
     name = "fa4-allocate-tmem"
     target: str = "sm_100a"
 
     def run(self, module: ir.Operation) -> list[Diagnostic]:
-        target = module_target(module, self.target)
-        if isinstance(target, Diagnostic):
-            return [target]
         errors: list[Diagnostic] = []
         for scope in kernel_scopes(module):
+            target = kernel_target(scope, self.target)
+            if isinstance(target, Diagnostic):
+                return [target]
             regions = ops_named(scope, "fa4.tmem_region")
             if not regions:
                 continue

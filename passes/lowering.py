@@ -13,14 +13,12 @@ of MLIR.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 
 from fa4_mlir._mlir import arith, ir, llvm, nvvm
 from fa4_mlir.core.diagnostics import Diagnostic
 from fa4_mlir.core.ir_utils import constant_int, defining_op
-from fa4_mlir.errors import ConfigError
-from fa4_mlir.passes.scope import kernel_scopes, ops_named
+from fa4_mlir.passes.scope import kernel_scopes, kernel_target, ops_named
 from fa4_mlir.target import Target
 
 SMEM_SYMBOL = "fa4_smem"
@@ -29,7 +27,6 @@ BARRIER_REGION_ATTR = "fa4.mbarrier_region"  # set by fa4-allocate-mbarriers
 MBAR_BYTES = 8
 WARP = 32
 _DYNAMIC_INDEX = -(1 << 31)  # llvm.getelementptr's marker for a dynamic index
-_CHIP = re.compile(r'chip\s*=\s*"(sm_\d+a?)"')
 
 
 class LoweringFailure(Exception):
@@ -43,31 +40,15 @@ class LoweringFailure(Exception):
         return Diagnostic.at(self.op.location, "error", str(self))
 
 
-def kernel_target(scope: ir.Operation, default: str) -> Target:
-    """The chip of the enclosing ``gpu.module``'s ``#nvvm.target``, else the module's ``fa4.target``
-    attribute, else ``default``. Raises ConfigError for anything but sm_90a / sm_100a."""
-    op = scope.parent
-    while op is not None:
-        attrs = op.attributes
-        if op.name == "gpu.module" and "targets" in attrs:
-            m = _CHIP.search(str(attrs["targets"]))
-            if m:
-                return Target.parse(m.group(1))
-        if "fa4.target" in attrs:
-            return Target.parse(ir.StringAttr(attrs["fa4.target"]).value)
-        op = op.parent
-    return Target.parse(default)
-
-
 def lower_kernels(module: ir.Operation, default_target: str,
                   lower: Callable[[KernelLowering], Iterable[Diagnostic]]) -> list[Diagnostic]:
     """Run ``lower`` on every kernel function of ``module``; collect its diagnostics and failures."""
     errors: list[Diagnostic] = []
     for scope in kernel_scopes(module):
-        try:
-            kernel = KernelLowering(scope, kernel_target(scope, default_target))
-        except ConfigError as exc:
-            return [Diagnostic.at(scope.location, "error", str(exc))]
+        target = kernel_target(scope, default_target)
+        if isinstance(target, Diagnostic):
+            return [target]
+        kernel = KernelLowering(scope, target)
         try:
             errors += list(lower(kernel))
         except LoweringFailure as failure:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from fa4_mlir._mlir import ir
@@ -39,14 +40,25 @@ def ops_named(scope: ir.Operation, *names: str) -> list[ir.OpView]:
     return found
 
 
-def module_target(module: ir.Operation, default: str) -> Target | Diagnostic:
-    """The module's ``fa4.target`` attribute (else ``default``) as a Target, or the error to report."""
-    attrs = module.attributes
-    name = ir.StringAttr(attrs["fa4.target"]).value if "fa4.target" in attrs else default
+_CHIP = re.compile(r'chip\s*=\s*"([^"]+)"')
+
+
+def kernel_target(scope: ir.Operation, default: str) -> Target | Diagnostic:
+    """The target of a kernel: the chip of its enclosing ``gpu.module``'s ``#nvvm.target``, else the
+    nearest ``fa4.target`` attribute, else ``default``; or the error to report, located at the op
+    that names an unsupported target."""
+    op, name, where = scope.parent, None, None
+    while op is not None and name is None:
+        attrs = op.attributes
+        if op.name == "gpu.module" and "targets" in attrs and _CHIP.search(str(attrs["targets"])):
+            name, where = _CHIP.search(str(attrs["targets"])).group(1), op
+        elif "fa4.target" in attrs:
+            name, where = ir.StringAttr(attrs["fa4.target"]).value, op
+        op = op.parent
     try:
-        return Target.parse(name)
+        return Target.parse(name or default)
     except ConfigError as exc:
-        return Diagnostic.at(module.location, "error", str(exc))
+        return Diagnostic.at((where or scope).location, "error", str(exc))
 
 
 def set_int(op: ir.Operation, name: str, value: int) -> None:

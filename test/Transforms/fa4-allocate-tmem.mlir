@@ -48,3 +48,16 @@ module attributes {fa4.target = "sm_90a"} {
     return
   }
 }
+
+// -----
+
+// The target can also come from the kernel's gpu.module, as fa4-compile and the lowering read it.
+module attributes {gpu.container_module} {
+  gpu.module @k [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+    gpu.func @hopper_kernel() kernel {
+      // expected-error @+1 {{'fa4.tmem_region' needs tensor memory, which sm_100a has and sm_90a has not}}
+      %acc = "fa4.tmem_region"() {sym_name = "acc", columns = 64} : () -> !fa4.tmem
+      gpu.return
+    }
+  }
+}

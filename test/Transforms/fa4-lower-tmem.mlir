@@ -129,3 +129,12 @@ func.func @unplaced_tmem_region() {
   %x = "fa4.tmem_load"(%s) : (!fa4.tmem) -> vector<2xi32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{target must be sm_90a or sm_100a, got 'sm_89'}}
+module attributes {fa4.target = "sm_89"} {
+  func.func @unsupported_target() {
+    return
+  }
+}
