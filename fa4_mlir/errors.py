@@ -36,3 +36,23 @@ class LoweringError(Fa4Error):
 
 class Unsupported(Fa4Error, NotImplementedError):
     """A valid request that fa4-mlir does not implement (yet)."""
+
+
+class ArtifactError(Fa4Error):
+    """A compiled kernel is missing or unreadable; the message says how to build it."""
+
+
+class LaunchError(Fa4Error, ValueError):
+    """A launch was refused before reaching the GPU: wrong device, dtype, shape, stride or alignment."""
+
+
+class CudaError(Fa4Error, RuntimeError):
+    """The CUDA driver reported an error; ``code`` is its CUresult name."""
+
+    def __init__(self, message: str, code: str = ""):
+        super().__init__(message)
+        self.code = code
+
+
+class KernelTrap(CudaError):
+    """A debug build trapped: a barrier wait outlived its limit (the device printed which one)."""

@@ -21,3 +21,37 @@ def isolate() -> bool:
     """FA4_ISOLATE=0 runs fa4-opt in-process (debugging); by default MLIR work runs in a forked child
     so that an MLIR abort becomes an error message instead of killing the tool."""
     return os.environ.get("FA4_ISOLATE", "1").strip() not in ("0", "false", "no", "off")
+
+
+DEFAULT_DEBUG_TIMEOUT_MS = 100
+
+
+def debug_timeout_ms() -> int:
+    """FA4_DEBUG=1: the runtime loads debug builds, whose barrier waits trap after
+    FA4_DEBUG_TIMEOUT_MS milliseconds (default 100) instead of hanging, and checks every launch
+    synchronously. Returns 0 when debug mode is off."""
+    if not _flag("FA4_DEBUG"):
+        return 0
+    text = os.environ.get("FA4_DEBUG_TIMEOUT_MS", "").strip()
+    if not text:
+        return DEFAULT_DEBUG_TIMEOUT_MS
+    if not text.isdigit() or int(text) == 0:
+        from fa4_mlir.errors import ConfigError
+
+        raise ConfigError(f"FA4_DEBUG_TIMEOUT_MS must be a whole number of milliseconds > 0, got '{text}'")
+    return int(text)
+
+
+def cache_dir() -> str:
+    """FA4_CACHE_DIR: where the runtime keeps compiled kernels (default $XDG_CACHE_HOME/fa4-mlir,
+    else ~/.cache/fa4-mlir)."""
+    explicit = os.environ.get("FA4_CACHE_DIR", "").strip()
+    if explicit:
+        return os.path.abspath(os.path.expanduser(explicit))
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "fa4-mlir")
+
+
+def require_gpu() -> bool:
+    """FA4_REQUIRE_GPU=1: GPU tests fail instead of skipping when no GPU (or torch) is there."""
+    return _flag("FA4_REQUIRE_GPU")

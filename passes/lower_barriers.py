@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fa4_mlir._mlir import arith, ir, nvvm, scf
+from fa4_mlir._mlir import arith, gpu, ir, llvm, nvvm, scf
 from fa4_mlir.core.diagnostics import Diagnostic
 from fa4_mlir.passes.base import Fa4Pass
 from fa4_mlir.passes.lowering import WARP, KernelLowering, lower_kernels
@@ -27,19 +27,27 @@ class LowerBarriersPass(Fa4Pass):
       (``mbarrier.arrive.release.cluster.shared::cluster``).
     * expect_tx: ``mbarrier.arrive.expect_tx [bar], tx_bytes``; on a pair's array only the leader
       arrives, expecting ``2 * tx_bytes`` (the loads of both CTAs complete on its barrier).
-    * try_wait_parity: the ``mbarrier.try_wait.parity`` spin loop.
+    * try_wait_parity: the ``mbarrier.try_wait.parity`` spin loop. With ``timeout=MS`` (debug builds)
+      the loop reads ``%globaltimer`` and, once a wait has lasted ``MS`` milliseconds, prints
+      ``fa4 debug: barrier wait timed out ...`` naming the kernel, the barrier array and index, the
+      phase, the block and the thread, then traps: a protocol bug ends the launch with an error
+      instead of hanging the GPU.
     * mma_commit: on sm_100a ``tcgen05.commit.cta_group::N.mbarrier::arrive::one`` (``.multicast::cluster``
       with a mask); on sm_90a ``wgmma.commit_group``, ``wgmma.wait_group 0``, then one arrival by
       thread 0 of the warpgroup.
     """
 
     name = "fa4-lower-barriers"
+    timeout: int = 0  # ms a barrier wait may last before the kernel traps; 0: wait forever
 
     def run(self, module: ir.Operation) -> list[Diagnostic]:
-        return lower_kernels(module, "sm_100a", _lower)
+        if self.timeout < 0:
+            return [Diagnostic.at(module.location, "error",
+                                  f"option 'timeout' of fa4-lower-barriers must be >= 0 ms, got {self.timeout}")]
+        return lower_kernels(module, "sm_100a", lambda k: _lower(k, self.timeout))
 
 
-def _lower(k: KernelLowering):
+def _lower(k: KernelLowering, timeout_ms: int):
     for group in _init_runs(k.ops("fa4.mbarrier_init")):
         with k.at(group[0]):
             _init(k, group)
@@ -48,7 +56,10 @@ def _lower(k: KernelLowering):
     for op in k.ops("fa4.mbarrier_arrive", "fa4.mbarrier_arrive_expect_tx", "fa4.mbarrier_try_wait_parity",
                     "fa4.mma_commit"):
         with k.at(op):
-            _LOWER[op.OPERATION_NAME](k, op)
+            if op.OPERATION_NAME == "fa4.mbarrier_try_wait_parity" and timeout_ms:
+                _try_wait_or_trap(k, op, timeout_ms)
+            else:
+                _LOWER[op.OPERATION_NAME](k, op)
         op.operation.erase()
     return []
 
@@ -133,6 +144,36 @@ def _expect_tx(k: KernelLowering, op) -> None:
 
 def _try_wait(k: KernelLowering, op) -> None:
     nvvm.MBarrierTryWaitParityOp(k.barrier_address(op.barriers, op.index, op), op.phase, k.const(WAIT_TICKS))
+
+
+def _try_wait_or_trap(k: KernelLowering, op, timeout_ms: int) -> None:
+    """try_wait until the phase completes; after ``timeout_ms`` print what was awaited and trap."""
+    i1, i64 = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(64)
+    address = k.barrier_address(op.barriers, op.index, op)
+    start = nvvm.GlobalTimerOp(i64).result
+    loop = scf.WhileOp([], [])
+    before, after = loop.before.blocks.append(), loop.after.blocks.append()
+    with ir.InsertionPoint(before):
+        done = nvvm.MBarrierTryWaitOp(i1, address, op.phase, ticks=k.const(WAIT_TICKS)).result
+        waiting = arith.xori(done, k.flag(True))
+        with _then(waiting):
+            elapsed = arith.subi(nvvm.GlobalTimerOp(i64).result, start)
+            with _then(arith.cmpi(arith.CmpIPredicate.ugt, elapsed, k.const(timeout_ms * 1_000_000, 64))):
+                _report_timeout(k, op, timeout_ms)
+        scf.ConditionOp(waiting, [])
+    with ir.InsertionPoint(after):
+        scf.YieldOp([])
+
+
+def _report_timeout(k: KernelLowering, op, timeout_ms: int) -> None:
+    i32 = ir.IntegerType.get_signless(32)
+    kernel = ir.StringAttr(k.scope.attributes["sym_name"]).value
+    barrier = k.barrier_array(op.barriers, op).sym_name
+    block = [nvvm.BlockIdXOp(i32).result, nvvm.BlockIdYOp(i32).result, nvvm.BlockIdZOp(i32).result]
+    gpu.PrintfOp(f"fa4 debug: barrier wait timed out after {timeout_ms} ms: kernel {kernel}, barrier "
+               f"{barrier}[%u] phase %u, block (%u,%u,%u) thread %u\n",
+               [op.index, op.phase, *block, k.tid()])
+    llvm.intr_trap()
 
 
 def _commit(k: KernelLowering, op) -> None:

@@ -1,4 +1,5 @@
-"""Run the whole test suite: lit (FileCheck tests on IR, PTX and tools) then pytest (Python API).
+"""Run the whole test suite: lit (FileCheck tests on IR, PTX and tools) then pytest (Python API,
+and the GPU tests, which skip without a GPU unless FA4_REQUIRE_GPU=1).
 
     python test/run_tests.py            # what CI and the README run
     python test/run_tests.py -k name    # extra arguments go to pytest
@@ -47,7 +48,8 @@ def main() -> int:
     # lit 23 has no __main__ module, so `python -m lit` fails; call its entry point.
     lit_rc, lit_out = _run([sys.executable, "-c", "import lit.main; lit.main.main()", "-sv", HERE])
     lit_passed, lit_failed = _lit_counts(lit_out)
-    py_rc, py_out = _run([sys.executable, "-m", "pytest", os.path.join(HERE, "python"), *sys.argv[1:]])
+    py_rc, py_out = _run([sys.executable, "-m", "pytest", os.path.join(HERE, "python"), os.path.join(HERE, "gpu"),
+                          *sys.argv[1:]])
     py_passed, py_failed = _pytest_counts(py_out)
     if lit_rc and not lit_failed:
         lit_failed = 1  # lit failed before counting (e.g. a config error)

@@ -3,12 +3,16 @@
     fa4-compile copy-pipeline --target sm_90a -o out
     fa4-compile copy-pipeline --target sm_100a --stages 6 --consumers 1 -o out
     fa4-compile kernel.mlir --emit ptx -o out
+    fa4-compile copy-pipeline --target sm_90a --cache          # into the runtime's cache
+    fa4-compile copy-pipeline --target sm_90a --debug -o out   # barrier waits trap after 100 ms
     fa4-compile --list-kernels
 
 Writes ``OUT/<name>.ptx``, ``OUT/<name>.cubin`` and ``OUT/<name>.json`` (the manifest), or with
 ``--emit STAGE`` stops after that stage and writes ``OUT/<name>.mlir`` (fa4, nvvm, llvm) or ``.ptx``.
 A failing stage leaves its input in ``OUT/dump/`` and prints the fa4-opt or ptxas command that
-reproduces it. Errors are one ``fa4-compile: error:`` line (plus the compiler's diagnostics), exit 1.
+reproduces it. ``--cache`` writes the artifact into the runtime's cache (``FA4_CACHE_DIR``) under
+the key the runtime looks for. Errors are one ``fa4-compile: error:`` line (plus the compiler's
+diagnostics), exit 1.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import dataclasses
 import sys
 import time
 
-from fa4_mlir import __version__
+from fa4_mlir import __version__, knobs
 
 STAGES = ("fa4", "nvvm", "llvm", "ptx", "cubin")  # as fa4_mlir.core.compiler.STAGES (no MLIR import here)
 
@@ -34,6 +38,13 @@ def _base_parser(add_help: bool) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="out", metavar="DIR", help="output directory (default: out)")
     p.add_argument("--emit", default="cubin", metavar="STAGE",
                    help=f"last stage to run: {', '.join(STAGES)} (default: cubin)")
+    p.add_argument("--cache", action="store_true",
+                   help="write the artifact into the runtime's cache (FA4_CACHE_DIR) instead of -o")
+    p.add_argument("--debug", action="store_true",
+                   help=f"debug build: a barrier wait that lasts {knobs.DEFAULT_DEBUG_TIMEOUT_MS} ms prints "
+                        "what it waited for and traps")
+    p.add_argument("--debug-timeout-ms", type=int, default=None, metavar="MS",
+                   help="debug build with this barrier-wait limit (implies --debug)")
     p.add_argument("--list-kernels", action="store_true", help="list the built-in kernels and exit")
     p.add_argument("--version", action="version", version=f"fa4-compile {__version__} (MLIR 22.1.8)")
     return p
@@ -66,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.emit not in STAGES:
         return _error(f"--emit must be one of {', '.join(STAGES)}, got '{args.emit}'")
+    if args.debug_timeout_ms is not None and args.debug_timeout_ms <= 0:
+        return _error(f"--debug-timeout-ms must be > 0, got {args.debug_timeout_ms}")
+    args.timeout = args.debug_timeout_ms or (knobs.DEFAULT_DEBUG_TIMEOUT_MS if args.debug else 0)
+    if args.cache and args.emit != "cubin":
+        return _error(f"--cache stores cubin artifacts, so --emit must be cubin, got '{args.emit}'")
     if builtin is None and not args.kernel.endswith(".mlir"):
         names = ", ".join(KERNELS)
         return _error(f"KERNEL must be a built-in kernel ({names}) or a .mlir file, got '{args.kernel}'")
@@ -89,16 +105,19 @@ def _error(message: str) -> int:
 
 
 def _compile(args, builtin, progress) -> int:
-    from fa4_mlir.core.compiler import CompileError, compile_kernel
-    from fa4_mlir.errors import ConfigError
     from pathlib import Path
+
+    from fa4_mlir.core.compiler import CompileError, compile_kernel
+    from fa4_mlir.errors import ArtifactError, ConfigError
+    from fa4_mlir.runtime import artifacts
 
     start = time.perf_counter()
     try:
         if builtin is not None:
             config_cls, build = builtin
             options = {k[len("cfg_"):]: v for k, v in vars(args).items() if k.startswith("cfg_")}
-            source = build(config_cls(target=args.target or "sm_100a", **options))
+            config = config_cls(target=args.target or "sm_100a", **options)
+            source = build(config)
             name = args.kernel
         else:
             try:
@@ -107,9 +126,16 @@ def _compile(args, builtin, progress) -> int:
                 return _error(f"cannot read '{args.kernel}': {getattr(exc, 'strerror', None) or exc}")
             name = args.kernel
         result = compile_kernel(source, target=args.target, stop=args.emit, source_name=name,
-                                dump_dir=Path(args.output) / "dump", progress=progress)
-        written = result.write(args.output)
-    except ConfigError as exc:
+                                dump_dir=Path(args.output) / "dump", progress=progress,
+                                debug_timeout_ms=args.timeout)
+        if args.cache:
+            key = (artifacts.ArtifactKey.for_config(args.kernel, config, args.timeout) if builtin is not None
+                   else artifacts.ArtifactKey.for_file(args.kernel, result.target, args.timeout))
+            stored = artifacts.store(key, result.write)
+            written = sorted(stored.iterdir())
+        else:
+            written = result.write(args.output)
+    except (ConfigError, ArtifactError) as exc:
         return _error(str(exc))
     except CompileError as exc:
         _error(str(exc))
@@ -121,7 +147,8 @@ def _compile(args, builtin, progress) -> int:
             print(f"  reproduce with: {exc.repro}", file=sys.stderr)
         return 1
     except OSError as exc:
-        return _error(f"cannot write to '{args.output}': {exc.strerror or exc}")
+        where = knobs.cache_dir() if args.cache else args.output
+        return _error(f"cannot write to '{where}': {exc.strerror or exc}")
     seconds = time.perf_counter() - start
     m = result.manifest
     if m:

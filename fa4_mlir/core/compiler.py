@@ -43,6 +43,14 @@ STAGE_PIPELINES = {
     # NVPTX: one gpu.binary holding the PTX text
     "ptx": "gpu-module-to-binary{format=isa}",
 }
+def stage_pipeline(stage: str, debug_timeout_ms: int = 0) -> str:
+    """The fa4-opt pipeline of ``stage``; a debug build's barrier waits trap after ``debug_timeout_ms``."""
+    pipeline = STAGE_PIPELINES[stage]
+    if debug_timeout_ms:
+        pipeline = pipeline.replace("fa4-lower-barriers", f"fa4-lower-barriers{{timeout={debug_timeout_ms}}}")
+    return pipeline
+
+
 PTX_FEATURES = "+ptx86"  # PTX 8.6: the oldest ISA with sm_100a, and CTA-only TMA on sm_90a
 _PARAM_ABI = {  # MLIR argument type -> (kind, bytes, align)
     "!fa4.tensormap": ("tensormap", 128, 64),
@@ -98,14 +106,18 @@ def _write(path: Path, data: str | bytes) -> Path:
 
 def compile_kernel(source: KernelSource | str, *, target: str | None = None, stop: str = "cubin",
                    dump_dir: str | os.PathLike | None = None, source_name: str = "<input>",
-                   progress=None) -> CompileResult:
+                   progress=None, debug_timeout_ms: int = 0) -> CompileResult:
     """Compile a built-in kernel (``KernelSource``) or fa4-stage MLIR text up to stage ``stop``.
 
     ``target`` must agree with the input's ``#nvvm.target`` if it has one; an input without one gets
-    ``target`` (default sm_100a). Raises CompileError (a failing stage), ConfigError (a bad target).
+    ``target`` (default sm_100a). ``debug_timeout_ms > 0`` makes a debug build: every barrier wait
+    that lasts that long prints what it waited for and traps. Raises CompileError (a failing stage),
+    ConfigError (a bad target).
     """
     if stop not in STAGES:
         raise Fa4Error(f"stop must be one of {', '.join(STAGES)}, got '{stop}'")
+    if not isinstance(debug_timeout_ms, int) or debug_timeout_ms < 0:
+        raise Fa4Error(f"debug_timeout_ms must be an int >= 0, got {debug_timeout_ms!r}")
     report = progress or (lambda what: None)
     spec = source if isinstance(source, KernelSource) else None
     text = spec.mlir if spec else source
@@ -125,7 +137,7 @@ def compile_kernel(source: KernelSource | str, *, target: str | None = None, sto
                 assembled = _assemble(name, chosen, ptx_text, dump_dir)
             else:
                 report(f"running stage '{stage}' of {name}")
-                _run_stage(stage, module, name, dump_dir, collected)
+                _run_stage(stage, module, name, dump_dir, collected, debug_timeout_ms)
                 if stage == "fa4":
                     kernel = _find_kernel(module, name)
                     facts["smem_bytes"] = _int_attr(kernel, "fa4.smem_bytes", 0)
@@ -141,6 +153,7 @@ def compile_kernel(source: KernelSource | str, *, target: str | None = None, sto
         if assembled is not None:
             out.cubin, ptxas_report = assembled
             out.manifest = _manifest(name, chosen, facts, params, ptxas_report, spec, ptx_text, stage_seconds)
+            out.manifest["debug"] = {"barrier_timeout_ms": debug_timeout_ms} if debug_timeout_ms else None
         return out
 
 
@@ -234,14 +247,16 @@ def _param_abi(kernel: ir.Operation, spec: KernelSource | None) -> list[dict]:
 
 # -- stages ---------------------------------------------------------------------------------------------
 
-def stage_command(stage: str, input_path: str) -> str:
+def stage_command(stage: str, input_path: str, debug_timeout_ms: int = 0) -> str:
     """The fa4-opt command that reruns ``stage`` on ``input_path``."""
-    return f"fa4-opt {shlex.quote(input_path)} --pass-pipeline='builtin.module({STAGE_PIPELINES[stage]})'"
+    pipeline = stage_pipeline(stage, debug_timeout_ms)
+    return f"fa4-opt {shlex.quote(input_path)} --pass-pipeline='builtin.module({pipeline})'"
 
 
-def _run_stage(stage: str, module: ir.Operation, name: str, dump_dir, collected: DiagnosticCollector) -> None:
+def _run_stage(stage: str, module: ir.Operation, name: str, dump_dir, collected: DiagnosticCollector,
+               debug_timeout_ms: int) -> None:
     dump = _dump(dump_dir, f"{name}.{stage}-input.mlir", str(module)) if dump_dir else None
-    repro = stage_command(stage, dump) if dump else None
+    repro = stage_command(stage, dump, debug_timeout_ms) if dump else None
 
     def fail(message: str, diagnostics: list[Diagnostic]) -> CompileError:
         return CompileError(stage, message, [str(d) for d in diagnostics], dump, repro)
@@ -251,7 +266,7 @@ def _run_stage(stage: str, module: ir.Operation, name: str, dump_dir, collected:
         if errors:
             raise fail("the module would abort MLIR's serializer", errors)
     reported: list[Diagnostic] = []
-    pm = build_pass_manager(parse_pipeline(STAGE_PIPELINES[stage]), report=reported)
+    pm = build_pass_manager(parse_pipeline(stage_pipeline(stage, debug_timeout_ms)), report=reported)
     try:
         pm.run(module)
     except ir.MLIRError as exc:

@@ -39,7 +39,7 @@ def test_copy_pipeline_manifest_has_no_spills_and_the_layout_total(target):
     items += [(1 + i, config.slice_bytes, 1024, None, 0) for i in range(config.consumers)]
     items += [(9, 8 * 2 * config.stages, 8, None, 0)]
     assert total == place_smem(items).total
-    assert [p["name"] for p in m["params"]] == ["src", "dst", "num_tiles", "scale"]
+    assert [p["name"] for p in m["params"]] == ["src", "dst", "num_tiles", "total_tiles", "tiles_per_cta", "scale"]
     assert m["params"][0]["tensor_map"] == {"dtype": "bf16", "box": [64, 128], "swizzle": "none"}
     assert m["params"][1]["tensor_map"]["box"] == [64, 64]
     assert (m["params"][0]["bytes"], m["params"][0]["align"], m["params"][0]["grid_constant"]) == (128, 64, True)

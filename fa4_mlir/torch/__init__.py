@@ -1,0 +1,23 @@
+"""fa4_mlir.torch: fa4 kernels as PyTorch custom ops (``torch.ops.fa4.*``). No MLIR import.
+
+Importing this module registers the ops (``fa4_mlir.torch.ops``). Each has a fake (meta) implementation, so it traces under
+``torch.compile``, and launches on the current CUDA stream, so it records into CUDA graphs. Load
+(and, where the compiler is installed, build) the kernel before capturing a graph: call the op once
+eagerly first.
+
+    import fa4_mlir.torch
+    y = torch.ops.fa4.copy_pipeline(x, 2.0)
+"""
+
+from __future__ import annotations
+
+try:
+    import torch  # noqa: F401
+except ImportError:  # pragma: no cover - depends on the machine
+    raise ImportError("fa4_mlir.torch needs PyTorch: pip install torch") from None
+
+from fa4_mlir.torch import ops  # noqa: F401  (registers torch.ops.fa4.*)
+
+copy_pipeline = torch.ops.fa4.copy_pipeline
+
+__all__ = ["copy_pipeline"]

@@ -1,0 +1,39 @@
+"""Build every artifact the GPU tests and benchmarks load into the runtime's cache (FA4_CACHE_DIR).
+
+Run where the compiler is installed; copy the cache to the GPU machine (same FA4_CACHE_DIR layout):
+
+    FA4_CACHE_DIR=.fa4-cache python test/gpu/build_artifacts.py
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+from fa4_mlir import knobs
+from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
+from fa4_mlir.runtime.artifacts import ArtifactKey, fetch
+
+HERE = pathlib.Path(__file__).parent
+
+
+def keys() -> list[ArtifactKey]:
+    debug = knobs.DEFAULT_DEBUG_TIMEOUT_MS
+    wanted = [ArtifactKey.for_config("copy-pipeline", CopyPipelineConfig(dtype=d, target=t))
+              for t in ("sm_90a", "sm_100a") for d in ("bf16", "fp16")]
+    wanted.append(ArtifactKey.for_config("copy-pipeline", CopyPipelineConfig(target="sm_90a"), debug))
+    wanted.append(ArtifactKey.for_file(HERE / "kernels" / "broken_barrier.mlir", "sm_90a", debug))
+    return wanted
+
+
+def main() -> int:
+    for key in keys():
+        artifact = fetch(key)
+        print(f"{artifact.path.name}: {artifact.manifest['registers']} registers, "
+              f"{artifact.manifest['smem_bytes']} B smem")
+    print(f"cache: {knobs.cache_dir()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

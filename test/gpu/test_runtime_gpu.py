@@ -1,0 +1,125 @@
+"""copy-pipeline through the runtime API alone (cuda-python + NumPy, no PyTorch) on a real GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numerics import POISON, random_bits, scaled
+
+from fa4_mlir import runtime
+from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
+from fa4_mlir.kernels.copy_pipeline import launch_geometry
+from fa4_mlir.runtime import GlobalTensor
+from fa4_mlir.runtime.driver import check, cu
+
+# Tile multiples, ragged edges in rows and columns, single rows, tiles larger than the tensor.
+SHAPES = [(128, 64), (256, 128), (1, 8), (3, 24), (129, 72), (200, 296), (1000, 64), (777, 1000), (4097, 520)]
+
+
+class DeviceBuffer:
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+        self.address = int(check(cu().cuMemAlloc(max(nbytes, 16)), "cuMemAlloc"))
+
+    def upload(self, host: np.ndarray) -> None:
+        check(cu().cuMemcpyHtoD(self.address, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
+
+    def download(self, shape) -> np.ndarray:
+        host = np.empty(shape, dtype=np.uint16)
+        check(cu().cuCtxSynchronize(), "cuCtxSynchronize")
+        check(cu().cuMemcpyDtoH(host.ctypes.data, self.address, host.nbytes), "cuMemcpyDtoH")
+        return host
+
+    def free(self) -> None:
+        check(cu().cuMemFree(self.address), "cuMemFree")
+
+
+def run_copy(kernel, config, host: np.ndarray, scale: float, src_stride: int | None = None,
+             ctas: int | None = None) -> np.ndarray:
+    rows, cols = host.shape
+    stride = src_stride or cols
+    src, dst = DeviceBuffer(rows * stride * 2), DeviceBuffer(rows * cols * 2)
+    padded = np.zeros((rows, stride), dtype=np.uint16)
+    padded[:, :cols] = host
+    src.upload(padded)
+    check(cu().cuMemsetD16(dst.address, POISON[config.dtype], rows * cols), "cuMemsetD16")
+    grid, tiles = launch_geometry(config, rows, cols, ctas or kernel.resident_ctas)
+    kernel.launch(grid, {
+        "src": GlobalTensor(src.address, config.dtype, (rows, cols), (stride, 1), kernel.device),
+        "dst": GlobalTensor.contiguous(dst.address, config.dtype, (rows, cols), kernel.device),
+        **tiles,
+        "scale": scale,
+    })
+    out = dst.download((rows, cols))
+    src.free()
+    dst.free()
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_copy_pipeline_is_exact_on_random_sizes(gpu, dtype):
+    config = CopyPipelineConfig(dtype=dtype, target=runtime.device_target(gpu))
+    kernel = runtime.load("copy-pipeline", config, device=gpu)
+    rng = np.random.default_rng()
+    drawn = [(int(rng.integers(1, 3000)), 8 * int(rng.integers(1, 300))) for _ in range(12)]
+    for rows, cols in SHAPES + drawn:
+        host = random_bits(rng, (rows, cols), dtype)
+        scale = float(rng.uniform(-3, 3))
+        # Persistent grids of every size: one tile per CTA, a few CTAs crossing row blocks, one CTA.
+        ctas = int(rng.choice([kernel.resident_ctas, 7, 1, 10**9]))
+        out = run_copy(kernel, config, host, scale, ctas=ctas)
+        expected = scaled(host, scale, dtype)
+        assert np.array_equal(out, expected), (
+            f"{dtype} {rows}x{cols} scale {scale} on {ctas} CTAs: {np.count_nonzero(out != expected)} elements differ, "
+            f"{np.count_nonzero(out == POISON[dtype])} never written")
+
+
+def test_copy_pipeline_reads_strided_rows(gpu):
+    config = CopyPipelineConfig(target=runtime.device_target(gpu))
+    kernel = runtime.load("copy-pipeline", config, device=gpu)
+    host = random_bits(np.random.default_rng(), (300, 200), "bf16")
+    assert np.array_equal(run_copy(kernel, config, host, 1.0, src_stride=264), host)
+
+
+def test_the_debug_build_gives_the_same_results(gpu):
+    config = CopyPipelineConfig(target=runtime.device_target(gpu))
+    kernel = runtime.load("copy-pipeline", config, device=gpu, debug=True)
+    assert kernel.debug_timeout_ms > 0
+    host = random_bits(np.random.default_rng(), (1000, 776), "bf16")
+    assert np.array_equal(run_copy(kernel, config, host, 0.5), scaled(host, 0.5, "bf16"))
+
+
+def test_launch_checks_name_what_is_wrong(gpu):
+    config = CopyPipelineConfig(target=runtime.device_target(gpu))
+    kernel = runtime.load("copy-pipeline", config, device=gpu)
+    good = GlobalTensor.contiguous(1 << 20, "bf16", (128, 64))
+    args = {"src": good, "dst": good, "num_tiles": 1, "total_tiles": 1, "tiles_per_cta": 1, "scale": 1.0}
+    cases = [
+        ((1,), {**args, "src": GlobalTensor.contiguous(1 << 20, "fp16", (128, 64))}, "must be bf16"),
+        ((1,), {**args, "src": GlobalTensor(1 << 20, "bf16", (128, 60), (60, 1))}, "multiples of 16 bytes"),
+        ((1,), {**args, "src": GlobalTensor(2 + (1 << 20), "bf16", (128, 64), (64, 1))}, "16-byte aligned"),
+        ((1,), {**args, "src": GlobalTensor(1 << 20, "bf16", (128, 64), (1, 128))}, "unit innermost stride"),
+        ((1,), {**args, "src": GlobalTensor.contiguous(1 << 20, "bf16", (4, 128, 64))}, "must be 2-D"),
+        ((1,), {**args, "num_tiles": 2**31}, "must be an int in"),
+        ((1,), {**args, "scale": float("nan")}, "finite number"),
+        ((1,), {k: v for k, v in args.items() if k != "scale"}, "missing ['scale']"),
+        ((0,), args, "grid must be 1 to 3 positive ints"),
+        ((1,), {**args, "src": 5}, "must be a GlobalTensor or a CUtensorMap"),
+        ((1,), {**args, "src": GlobalTensor.contiguous(1 << 20, "bf16", (128, 64), device=gpu + 1)}, "must be on device"),
+    ]
+    for grid, bad, message in cases:
+        with pytest.raises(runtime.LaunchError, match=message.replace("[", r"\[").replace("]", r"\]")):
+            kernel.launch(grid, bad)
+
+
+def test_an_sm100a_artifact_is_refused_on_another_gpu(gpu):
+    target = runtime.device_target(gpu)
+    other = "sm_100a" if target == "sm_90a" else "sm_90a"
+    with pytest.raises(runtime.LaunchError, match=f"got a {other} artifact.*rebuild with fa4-compile --target {target}"):
+        runtime.load("copy-pipeline", CopyPipelineConfig(target=other), device=gpu)
+
+
+def test_load_is_memoised_per_process(gpu):
+    config = CopyPipelineConfig(target=runtime.device_target(gpu))
+    assert runtime.load("copy-pipeline", config, device=gpu) is runtime.load("copy-pipeline", config, device=gpu)
+
