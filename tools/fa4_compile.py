@@ -126,7 +126,8 @@ def _compile(args, builtin, progress) -> int:
                 return _error(f"cannot read '{args.kernel}': {getattr(exc, 'strerror', None) or exc}")
             name = args.kernel
         result = compile_kernel(source, target=args.target, stop=args.emit, source_name=name,
-                                dump_dir=Path(args.output) / "dump", progress=progress,
+                                dump_dir=Path(knobs.cache_dir() if args.cache else args.output) / "dump",
+                                progress=progress,
                                 debug_timeout_ms=args.timeout)
         if args.cache:
             key = (artifacts.ArtifactKey.for_config(args.kernel, config, args.timeout) if builtin is not None

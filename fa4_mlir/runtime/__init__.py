@@ -2,9 +2,12 @@
 
     from fa4_mlir import runtime
     from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
+    from fa4_mlir.kernels.copy_pipeline import launch_geometry
 
-    kernel = runtime.load("copy-pipeline", CopyPipelineConfig(target="sm_90a"))
-    kernel.launch((blocks,), {"src": GlobalTensor(...), "dst": GlobalTensor(...), "num_tiles": n, "scale": 1.0})
+    config = CopyPipelineConfig(target="sm_90a")
+    kernel = runtime.load("copy-pipeline", config)
+    grid, tiles = launch_geometry(config, rows, cols, kernel.resident_ctas)
+    kernel.launch(grid, {"src": GlobalTensor(...), "dst": GlobalTensor(...), **tiles, "scale": 1.0})
 
 ``load`` finds the artifact in the cache (``FA4_CACHE_DIR``) or, where the compiler is installed,
 builds it once; ``load_file`` does the same for an fa4 ``.mlir`` file and ``load_artifact`` reads an
@@ -47,13 +50,14 @@ def load(kernel: str, config=None, *, device: int | None = None, debug: bool | i
 
     if kernel not in KERNELS:
         raise LaunchError(f"kernel must be one of {', '.join(KERNELS)}, got '{kernel}'")
-    ordinal = driver.current_device() if device is None else device
     config_cls = KERNELS[kernel][0]
+    if config is not None and not isinstance(config, config_cls):
+        raise LaunchError(f"config of '{kernel}' must be a {config_cls.__name__}, got {type(config).__name__}")
+    timeout = _timeout(debug)
+    ordinal = driver.current_device() if device is None else device
     if config is None:
         config = config_cls(target=device_target(ordinal))
-    elif not isinstance(config, config_cls):
-        raise LaunchError(f"config of '{kernel}' must be a {config_cls.__name__}, got {type(config).__name__}")
-    return _load(ArtifactKey.for_config(kernel, config, _timeout(debug)), ordinal)
+    return _load(ArtifactKey.for_config(kernel, config, timeout), ordinal)
 
 
 def load_file(path: str | os.PathLike, *, target: str | None = None, device: int | None = None,

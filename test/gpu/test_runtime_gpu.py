@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from numerics import POISON, random_bits, scaled
@@ -110,6 +112,10 @@ def test_launch_checks_name_what_is_wrong(gpu):
     for grid, bad, message in cases:
         with pytest.raises(runtime.LaunchError, match=message.replace("[", r"\[").replace("]", r"\]")):
             kernel.launch(grid, bad)
+    with pytest.raises(runtime.LaunchError, match="stream must be a CUstream, an int handle or have .cuda_stream"):
+        kernel.launch((1,), args, stream="default")
+    with pytest.raises(runtime.LaunchError, match=r"device must be an index in \[0, \d+\), got 99"):
+        runtime.load("copy-pipeline", config, device=99)
 
 
 def test_an_sm100a_artifact_is_refused_on_another_gpu(gpu):
@@ -123,3 +129,28 @@ def test_load_is_memoised_per_process(gpu):
     config = CopyPipelineConfig(target=runtime.device_target(gpu))
     assert runtime.load("copy-pipeline", config, device=gpu) is runtime.load("copy-pipeline", config, device=gpu)
 
+
+
+def test_doctored_manifests_are_refused_with_a_reason(gpu, tmp_path):
+    config = CopyPipelineConfig(target=runtime.device_target(gpu))
+    source = runtime.load("copy-pipeline", config, device=gpu).artifact
+
+    def doctored(change) -> runtime.Kernel:
+        manifest = json.loads(json.dumps(source.manifest))
+        change(manifest)
+        folder = tmp_path / str(len(list(tmp_path.iterdir())))
+        folder.mkdir()
+        (folder / "copy_pipeline.json").write_text(json.dumps(manifest))
+        (folder / "copy_pipeline.cubin").write_bytes(source.cubin)
+        return runtime.load_artifact(folder, device=gpu)
+
+    with pytest.raises(runtime.LaunchError, match=r"shared memory must fit device \d+'s \d+ B per block, got 300000 B"):
+        doctored(lambda m: m.update(smem_bytes=300000))
+    good = GlobalTensor.contiguous(1 << 20, "bf16", (128, 64))
+    args = {"src": good, "dst": good, "num_tiles": 1, "total_tiles": 1, "tiles_per_cta": 1, "scale": 1.0}
+    no_spec = doctored(lambda m: m["params"][0].pop("tensor_map"))
+    with pytest.raises(runtime.LaunchError, match="the manifest has no tensor-map spec; pass an encoded CUtensorMap"):
+        no_spec.launch((1,), args)
+    odd_kind = doctored(lambda m: m["params"][5].update(kind="f64"))
+    with pytest.raises(runtime.LaunchError, match="has kind 'f64', which this runtime cannot pass"):
+        odd_kind.launch((1,), args)

@@ -219,8 +219,10 @@ def test_cache_dir_defaults_under_xdg(monkeypatch, tmp_path):
 def test_load_rejects_unknown_kernels_and_debug_values():
     with pytest.raises(LaunchError, match="kernel must be one of copy-pipeline, got 'nope'"):
         runtime.load("nope")
+    with pytest.raises(LaunchError, match="config of 'copy-pipeline' must be a CopyPipelineConfig, got dict"):
+        runtime.load("copy-pipeline", {"stages": 2})
     with pytest.raises(LaunchError, match="debug must be a bool or a barrier-wait limit in ms > 0, got -5"):
-        runtime._timeout(-5)
+        runtime.load("copy-pipeline", CopyPipelineConfig(), debug=-5)
 
 
 @pytest.mark.skipif(driver.device_count() > 0, reason="this machine has a CUDA GPU")
