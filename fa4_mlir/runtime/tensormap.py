@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from fa4_mlir.configs.dtypes import DTYPES
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.runtime.driver import check, cu
 
-ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8_e4m3": 1}
 _DRIVER_DTYPES = {"bf16": "BFLOAT16", "fp16": "FLOAT16", "fp32": "FLOAT32", "fp8_e4m3": "UINT8"}
 _SWIZZLES = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}
 _SWIZZLE_SPAN = {"none": None, "32B": 32, "64B": 64, "128B": 128}
@@ -46,9 +46,12 @@ class GlobalTensor:
 def check_tiled(tensor: GlobalTensor, spec: dict, what: str) -> None:
     """Raise LaunchError unless ``tensor`` can be encoded with ``spec`` (dtype, box, swizzle)."""
     dtype, box, swizzle = spec["dtype"], list(spec["box"]), spec.get("swizzle", "none")
+    if dtype not in _DRIVER_DTYPES:
+        raise LaunchError(f"the manifest's tensor map for {what} must have a dtype of "
+                          f"{', '.join(_DRIVER_DTYPES)}, got '{dtype}'; rebuild the artifact with fa4-compile")
     if tensor.dtype != dtype:
         raise LaunchError(f"{what} must be {dtype} (the kernel was compiled for it), got {tensor.dtype}")
-    elem = ELEMENT_BYTES[dtype]
+    elem = DTYPES[dtype].bytes
     if len(tensor.shape) != len(box) or len(tensor.strides) != len(box):
         raise LaunchError(f"{what} must be {len(box)}-D, got shape {tuple(tensor.shape)}")
     for size in tensor.shape:
@@ -77,7 +80,7 @@ def encode_tiled(tensor: GlobalTensor, spec: dict, what: str = "tensor"):
     """The CUtensorMap of ``tensor`` tiled by ``spec['box']``; out-of-bounds boxes read zeros."""
     check_tiled(tensor, spec, what)
     driver = cu()
-    elem = ELEMENT_BYTES[tensor.dtype]
+    elem = DTYPES[tensor.dtype].bytes
     rank = len(tensor.shape)
     dims = [driver.cuuint64_t(size) for size in reversed(tensor.shape)]
     strides = [driver.cuuint64_t(stride * elem) for stride in reversed(tensor.strides[:-1])]

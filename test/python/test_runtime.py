@@ -170,6 +170,8 @@ def test_tensor_map_rules_accept_padded_rows_and_reject_bad_manifests():
         check_tiled(GlobalTensor.contiguous(1 << 20, "bf16", (128, 64)), {**SPEC, "box": [512, 1]}, "x")
     with pytest.raises(LaunchError, match="manifest's tensor map for x is invalid"):
         check_tiled(GlobalTensor.contiguous(1 << 20, "bf16", (128, 64)), {**SPEC, "swizzle": "32B"}, "x")
+    with pytest.raises(LaunchError, match="manifest's tensor map for x must have a dtype of bf16, .* got 'int8'"):
+        check_tiled(GlobalTensor.contiguous(1 << 20, "int8", (128, 64)), {**SPEC, "dtype": "int8"}, "x")
 
 
 def test_launch_geometry_covers_every_tile_once():
