@@ -32,6 +32,7 @@ PASSES: dict[str, Callable[[], type[Fa4Pass]]] = {
     "fa4-lower-kernel": _lazy("lower_kernel", "LowerKernelPass"),
     "fa4-attach-kernel-abi": _lazy("attach_kernel_abi", "AttachKernelAbiPass"),
     "fa4-verify": _lazy("verify", "VerifyPass"),
+    "fa4-verify-protocol": _lazy("verify_protocol", "VerifyProtocolPass"),
 }
 
 

@@ -45,6 +45,8 @@ def _base_parser(add_help: bool) -> argparse.ArgumentParser:
                         "what it waited for and traps")
     p.add_argument("--debug-timeout-ms", type=int, default=None, metavar="MS",
                    help="debug build with this barrier-wait limit (implies --debug)")
+    p.add_argument("--no-verify-protocol", dest="verify_protocol", action="store_false",
+                   help="skip fa4-verify-protocol, the static check of the barrier protocol (on by default)")
     p.add_argument("--list-kernels", action="store_true", help="list the built-in kernels and exit")
     p.add_argument("--version", action="version", version=f"fa4-compile {__version__} (MLIR 22.1.8)")
     return p
@@ -128,7 +130,7 @@ def _compile(args, builtin, progress) -> int:
         result = compile_kernel(source, target=args.target, stop=args.emit, source_name=name,
                                 dump_dir=Path(knobs.cache_dir() if args.cache else args.output) / "dump",
                                 progress=progress,
-                                debug_timeout_ms=args.timeout)
+                                debug_timeout_ms=args.timeout, verify_protocol=args.verify_protocol)
         if args.cache:
             key = (artifacts.ArtifactKey.for_config(args.kernel, config, args.timeout) if builtin is not None
                    else artifacts.ArtifactKey.for_file(args.kernel, result.target, args.timeout))

@@ -32,8 +32,9 @@ from fa4_mlir.target import Target
 
 STAGES = ("fa4", "nvvm", "llvm", "ptx", "cubin")
 STAGE_PIPELINES = {
-    # verify and place: the output is still fa4, with offsets, barrier indices and TMEM columns
-    "fa4": "fa4-verify,fa4-allocate-mbarriers,fa4-allocate-smem,fa4-allocate-tmem",
+    # verify (ops, then the barrier protocol) and place: the output is still fa4, with offsets,
+    # barrier indices and TMEM columns
+    "fa4": "fa4-verify,fa4-verify-protocol,fa4-allocate-mbarriers,fa4-allocate-smem,fa4-allocate-tmem",
     # fa4 ops become NVVM / LLVM / arith / scf inside the gpu.func (consumers first, declarations last)
     "nvvm": "fa4-lower-pipelines,fa4-lower-warp-roles,fa4-lower-tma,fa4-lower-tmem,fa4-lower-wgmma,"
             "fa4-lower-barriers,fa4-lower-kernel,canonicalize,cse",
@@ -43,9 +44,12 @@ STAGE_PIPELINES = {
     # NVPTX: one gpu.binary holding the PTX text
     "ptx": "gpu-module-to-binary{format=isa}",
 }
-def stage_pipeline(stage: str, debug_timeout_ms: int = 0) -> str:
-    """The fa4-opt pipeline of ``stage``; a debug build's barrier waits trap after ``debug_timeout_ms``."""
+def stage_pipeline(stage: str, debug_timeout_ms: int = 0, verify_protocol: bool = True) -> str:
+    """The fa4-opt pipeline of ``stage``; a debug build's barrier waits trap after ``debug_timeout_ms``;
+    ``verify_protocol=False`` leaves out the protocol verifier."""
     pipeline = STAGE_PIPELINES[stage]
+    if not verify_protocol:
+        pipeline = pipeline.replace("fa4-verify-protocol,", "")
     if debug_timeout_ms:
         pipeline = pipeline.replace("fa4-lower-barriers", f"fa4-lower-barriers{{timeout={debug_timeout_ms}}}")
     return pipeline
@@ -106,12 +110,13 @@ def _write(path: Path, data: str | bytes) -> Path:
 
 def compile_kernel(source: KernelSource | str, *, target: str | None = None, stop: str = "cubin",
                    dump_dir: str | os.PathLike | None = None, source_name: str = "<input>",
-                   progress=None, debug_timeout_ms: int = 0) -> CompileResult:
+                   progress=None, debug_timeout_ms: int = 0, verify_protocol: bool = True) -> CompileResult:
     """Compile a built-in kernel (``KernelSource``) or fa4-stage MLIR text up to stage ``stop``.
 
     ``target`` must agree with the input's ``#nvvm.target`` if it has one; an input without one gets
     ``target`` (default sm_100a). ``debug_timeout_ms > 0`` makes a debug build: every barrier wait
-    that lasts that long prints what it waited for and traps. Raises CompileError (a failing stage),
+    that lasts that long prints what it waited for and traps. ``verify_protocol`` runs
+    fa4-verify-protocol before lowering (a protocol error fails stage fa4). Raises CompileError (a failing stage),
     ConfigError (a bad target).
     """
     if stop not in STAGES:
@@ -137,7 +142,7 @@ def compile_kernel(source: KernelSource | str, *, target: str | None = None, sto
                 assembled = _assemble(name, chosen, ptx_text, dump_dir)
             else:
                 report(f"running stage '{stage}' of {name}")
-                _run_stage(stage, module, name, dump_dir, collected, debug_timeout_ms)
+                _run_stage(stage, module, name, dump_dir, collected, debug_timeout_ms, verify_protocol)
                 if stage == "fa4":
                     kernel = _find_kernel(module, name)
                     facts["smem_bytes"] = _int_attr(kernel, "fa4.smem_bytes", 0)
@@ -247,16 +252,16 @@ def _param_abi(kernel: ir.Operation, spec: KernelSource | None) -> list[dict]:
 
 # -- stages ---------------------------------------------------------------------------------------------
 
-def stage_command(stage: str, input_path: str, debug_timeout_ms: int = 0) -> str:
+def stage_command(stage: str, input_path: str, debug_timeout_ms: int = 0, verify_protocol: bool = True) -> str:
     """The fa4-opt command that reruns ``stage`` on ``input_path``."""
-    pipeline = stage_pipeline(stage, debug_timeout_ms)
+    pipeline = stage_pipeline(stage, debug_timeout_ms, verify_protocol)
     return f"fa4-opt {shlex.quote(input_path)} --pass-pipeline='builtin.module({pipeline})'"
 
 
 def _run_stage(stage: str, module: ir.Operation, name: str, dump_dir, collected: DiagnosticCollector,
-               debug_timeout_ms: int) -> None:
+               debug_timeout_ms: int, verify_protocol: bool) -> None:
     dump = _dump(dump_dir, f"{name}.{stage}-input.mlir", str(module)) if dump_dir else None
-    repro = stage_command(stage, dump, debug_timeout_ms) if dump else None
+    repro = stage_command(stage, dump, debug_timeout_ms, verify_protocol) if dump else None
 
     def fail(message: str, diagnostics: list[Diagnostic]) -> CompileError:
         return CompileError(stage, message, [str(d) for d in diagnostics], dump, repro)
@@ -266,7 +271,7 @@ def _run_stage(stage: str, module: ir.Operation, name: str, dump_dir, collected:
         if errors:
             raise fail("the module would abort MLIR's serializer", errors)
     reported: list[Diagnostic] = []
-    pm = build_pass_manager(parse_pipeline(stage_pipeline(stage, debug_timeout_ms)), report=reported)
+    pm = build_pass_manager(parse_pipeline(stage_pipeline(stage, debug_timeout_ms, verify_protocol)), report=reported)
     try:
         pm.run(module)
     except ir.MLIRError as exc:

@@ -1,0 +1,117 @@
+"""The static protocol verifier: prove a kernel's barrier protocol before it runs.
+
+``verify_protocol(module, target)`` extracts, per warp role and CTA, the sequence of protocol events
+(``extract``), runs them over the semantics of mbarriers, named barriers, TMA, MMA and TMEM
+(``simulate``) and reports every violated rule as a located error naming its bug class:
+
+======================  ===========================================================================
+class                   meaning
+======================  ===========================================================================
+``deadlock``            a wait that can never complete (a cycle of waits, or nobody arrives again)
+``under-arrival``       a phase gets fewer arrivals than the barrier's count, and nobody arrives again
+``over-arrival``        more arrivals than the count, or an arrival that can land a phase early
+``tx-mismatch``         expect_tx bytes differ from the bytes the phase's TMA loads deliver
+``parity``              a wait that can pass on the wrong phase (e.g. parity 1 on a fresh barrier)
+``named-barrier``       a thread count that differs from the threads that meet, or one id reused
+                        by groups whose uses are not ordered
+``race``                a write to shared memory or TMEM that another role may still read or write
+                        (e.g. a producer loading a stage a consumer may still read)
+``tmem``                TMEM used before allocation, deallocated while in use, or never freed
+``cta-pair``            a pair MMA from the odd CTA, or a CTA that can exit while its peer signals it
+``init``                a barrier used before fa4.mbarrier_init
+``unsupported``         the kernel does something the verifier cannot model (it says what)
+======================  ===========================================================================
+
+Loops whose bounds depend on kernel arguments run 0, 1, 2, S, S + 1 and 2S + 1 times (S: the
+most stages of any ring), covering the prologue, the steady state with every ring wrapping around
+in both phases, and the epilogue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fa4_mlir._mlir import ir
+from fa4_mlir.core.diagnostics import Diagnostic
+from fa4_mlir.protocol.extract import Scenario, Unverifiable, extract, kernel_shape
+from fa4_mlir.protocol.mirror import Mirror
+from fa4_mlir.protocol.model import Kernel, Site
+from fa4_mlir.protocol.simulate import Simulation
+from fa4_mlir.protocol.violations import CLASSES, Violation
+
+MAX_BRANCH_RUNS = 8  # scenarios per trip count that flip unknown conditions
+
+
+@dataclasses.dataclass
+class Report:
+    """The verdict on one kernel: its violations (empty: verified) under ``scenario``, and the
+    canonical run of the last scenario checked (for timelines)."""
+
+    kernel: str
+    violations: list[Violation]
+    scenario: str
+    scenarios: int
+    simulation: Simulation | None = None
+
+
+def trip_counts(max_stages: int) -> list[int]:
+    s = max_stages
+    return sorted({0, 1, 2, s, s + 1, 2 * s + 1})
+
+
+def verify_kernel(func: ir.Operation, target_sm: int, witness: int = 6, trips: list[int] | None = None) -> Report | None:
+    """Verify one kernel function; None if it uses no barriers, pipelines or TMEM."""
+    mirror = Mirror(func)
+    shape = kernel_shape(mirror, target_sm)
+    if shape is None:
+        return None
+    runs, last = 0, None
+    for k in trips if trips is not None else trip_counts(shape.max_stages):
+        queue = [{}]
+        tried = 0
+        while queue and tried < MAX_BRANCH_RUNS:
+            scenario = Scenario(k, queue.pop(0))
+            tried += 1
+            runs += 1
+            try:
+                kernel = extract(shape, scenario)
+            except Unverifiable as exc:
+                hint = ("; turn the verifier off for this kernel (fa4-compile --no-verify-protocol) if it is right"
+                        if exc.cls == "unsupported" else "")
+                v = Violation(exc.cls, 0, exc.site, f"{exc}{hint}")
+                return Report(mirror.name, [v], scenario.describe(), runs)
+            sim = Simulation(kernel)
+            violations = _ranked(sim.run())
+            last = sim
+            if violations:
+                for v in violations:
+                    v.witness = sim.witness.explain(v, witness)
+                return Report(mirror.name, violations, scenario.describe(), runs, sim)
+            for term in scenario.seen:
+                queue.append({**scenario.branches, term: False})
+        if not scenario.dynamic_loops and not scenario.seen:
+            break  # no loop depends on the trip count
+    return Report(mirror.name, [], "", runs, last)
+
+
+def _ranked(violations: list[Violation]) -> list[Violation]:
+    seen, out = set(), []
+    for v in sorted(violations, key=lambda v: (v.step, CLASSES.index(v.cls))):
+        if v.key and v.key in seen:
+            continue
+        seen.add(v.key)
+        out.append(v)
+    return out
+
+
+def to_diagnostics(report: Report, max_errors: int) -> list[Diagnostic]:
+    out = []
+    for v in report.violations[:max_errors]:
+        notes = [Diagnostic("note", f"witness: {line}") for line in v.witness]
+        scenario = f" [{report.scenario}]" if report.scenario and v.cls != "unsupported" else ""
+        out.append(Diagnostic("error", f"{v.headline()}{scenario}", v.site.file, v.site.line, v.site.col,
+                              tuple(notes)))
+    return out
+
+
+__all__ = ["CLASSES", "Kernel", "Report", "Site", "Violation", "to_diagnostics", "trip_counts", "verify_kernel"]

@@ -1,0 +1,319 @@
+"""Interpret a kernel's IR into the protocol events of every role of every CTA, for one scenario.
+
+Each role runs as one process over the thread ids of its warps: values that depend on the thread
+(``tid.x``, ``elect_one``, ``tid % 128 == 0``) are evaluated per thread, so an ``scf.if`` narrows
+the set of threads that execute its protocol ops, and every arrival counts its threads. Loops with
+known bounds run their exact trip count; loops whose bounds depend on kernel arguments run the
+scenario's count; a branch on a kernel argument takes the scenario's decision for that condition
+(the same in every role, so roles that test the same condition agree). Regions without protocol
+ops or shared-memory accesses are skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from fa4_mlir.protocol.mirror import Block, Mirror, Node
+from fa4_mlir.protocol.model import (WARP, Access, Barrier, BarrierArray, Event, Kernel, Process, Resource,
+                                     Site, Threads)
+from fa4_mlir.protocol.values import (Sym, is_int, opaque,
+                                      uniform, wrap)
+
+PROTOCOL_OPS = ("fa4.mbarrier_init", "fa4.mbarrier_arrive", "fa4.mbarrier_arrive_expect_tx",
+                "fa4.mbarrier_try_wait_parity", "fa4.mma_commit", "fa4.pipeline_create", "fa4.named_barrier",
+                "fa4.tma_load", "fa4.tmem_alloc", "fa4.tmem_dealloc", "fa4.tcgen05_mma", "fa4.wgmma")
+MAX_UNROLL = 4096  # iterations of one loop with protocol ops
+WARPGROUP = 128
+
+
+class Unverifiable(Exception):
+    """The verifier cannot model this kernel; ``site`` is the op, the message says why."""
+
+    def __init__(self, site: Site, message: str, cls: str = "unsupported"):
+        super().__init__(message)
+        self.site, self.cls = site, cls
+
+
+@dataclasses.dataclass
+class Scenario:
+    """How to resolve what the IR leaves to run time: the trip count of loops with unknown bounds,
+    and the branch taken for each unknown uniform condition (default: the then-branch)."""
+
+    trips: int
+    branches: dict = dataclasses.field(default_factory=dict)
+    seen: list = dataclasses.field(default_factory=list)
+    dynamic_loops: int = 0  # loops that took ``trips`` (none: every trip count gives the same run)
+
+    def branch(self, term) -> bool:
+        if term not in self.branches and term not in self.seen:
+            self.seen.append(term)
+        return self.branches.get(term, True)
+
+    def describe(self) -> str:
+        if not self.dynamic_loops and not self.branches:
+            return ""
+        text = f"loops with unknown bounds run {self.trips} time{'s' if self.trips != 1 else ''}"
+        if self.branches:
+            text += f", {sum(1 for v in self.branches.values() if not v)} unknown condition(s) false"
+        return text
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelShape:
+    """What every scenario shares: the kernel's mirror, arrays, roots and launch shape."""
+
+    mirror: Mirror
+    target_sm: int
+    num_warps: int
+    cluster: int
+    arrays: list[BarrierArray]
+    array_of: dict[int, int]  # node id -> array index
+    roots: dict[tuple[str, int], str]
+    root_of: dict[int, int]  # node id -> root id
+    specialize: Node | None
+    max_stages: int
+
+
+def kernel_shape(mirror: Mirror, target_sm: int) -> KernelShape | None:
+    """The shape of ``mirror``'s kernel, or None if it has no barrier, pipeline or TMEM op."""
+    arrays, array_of, roots, root_of = [], {}, {}, {}
+    specialize, stages, relevant = None, 1, False
+
+    def visit(blocks: list[Block]):
+        nonlocal specialize, stages, relevant
+        for b in blocks:
+            for n in b.ops:
+                a = n.attrs
+                if n.name == "fa4.mbarrier_alloc":
+                    counts = tuple(a["arrive_counts"]) if a.get("arrive_counts") else (a["arrive_count"],) * a["num_barriers"]
+                    array_of[id(n)] = len(arrays)
+                    arrays.append(BarrierArray(a["sym_name"], counts, a["arrival"], a.get("cta_group", 1), n.site))
+                    stages = max(stages, a["num_barriers"])
+                elif n.name in ("fa4.smem_region", "fa4.tmem_region"):
+                    space = "smem" if n.name == "fa4.smem_region" else "tmem"
+                    root_of[id(n)] = len(root_of)
+                    roots[(space, root_of[id(n)])] = a["sym_name"]
+                elif n.name == "fa4.warp_specialize" and specialize is None:
+                    specialize = n
+                elif n.name == "fa4.pipeline_create":
+                    stages = max(stages, a["num_stages"])
+                if n.name in PROTOCOL_OPS:
+                    relevant = True
+                for r in n.regions:
+                    visit(r)
+
+    visit(mirror.body)
+    if not relevant:
+        return None
+    num_warps = specialize.attrs["num_warps"] if specialize else _block_warps(mirror)
+    cluster = 1
+    dims = mirror.attrs.get("nvvm.cluster_dim")
+    if dims:
+        cluster = int(np.prod(dims))
+    elif any(a.cta_group == 2 for a in arrays) or _uses_pairs(mirror.body):
+        cluster = 2
+    return KernelShape(mirror, target_sm, num_warps, cluster, arrays, array_of, roots, root_of, specialize, stages)
+
+
+def _block_warps(mirror: Mirror) -> int:
+    for key in ("nvvm.reqntid", "nvvm.maxntid", "gpu.known_block_size"):
+        dims = mirror.attrs.get(key)
+        if dims:
+            return max(1, int(np.prod(dims)) // WARP)
+    return WARPGROUP // WARP
+
+
+def _uses_pairs(blocks: list[Block]) -> bool:
+    return any(n.attrs.get("cta_group") == 2 or _uses_pairs([b for r in n.regions for b in r])
+               for b in blocks for n in b.ops)
+
+
+def extract(shape: KernelShape, scenario: Scenario) -> Kernel:
+    """The processes of every CTA of the cluster under ``scenario``."""
+    processes = []
+    for cta in range(shape.cluster):
+        processes += _Cta(shape, scenario, cta).processes()
+    return Kernel(shape.mirror.name, shape.target_sm, shape.num_warps, shape.cluster, shape.arrays,
+                  shape.roots, processes, scenario.describe())
+
+
+class _Cta:
+    def __init__(self, shape: KernelShape, scenario: Scenario, cta: int):
+        self.s, self.scenario, self.cta = shape, scenario, cta
+
+    def processes(self) -> list[Process]:
+        body = self.s.mirror.body[0]
+        spec = self.s.specialize
+        all_warps = tuple(range(self.s.num_warps))
+        pro = _Run(self, "kernel", all_warps, {}, prologue=True)
+        for i, a in enumerate(self.s.mirror.args):
+            pro.env[a] = Sym(("arg", i))
+        if spec is None:
+            pro.block(body, pro.mask)
+            return [Process("kernel", self.cta, all_warps, pro.events, prologue=True)]
+        at = next((i for i, n in enumerate(body.ops) if n is spec), None)
+        if at is None:
+            raise Unverifiable(spec.site, "fa4.warp_specialize must sit directly in the kernel body")
+        pro.ops(body.ops[:at], pro.mask)
+        out = [Process("kernel", self.cta, all_warps, pro.events, prologue=True)]
+        epilogue = body.ops[at + 1:]
+        busy = set()
+        for role in spec.regions[0][0].ops:
+            if role.name != "fa4.warp_role":
+                continue
+            warps = tuple(role.attrs["warps"])
+            busy |= set(warps)
+            run = _Run(self, role.attrs["sym_name"], warps, pro.env)
+            run.block(role.regions[0][0], run.mask)
+            run.ops(epilogue, run.mask)
+            out.append(Process(run.name, self.cta, warps, run.events))
+        idle = tuple(w for w in all_warps if w not in busy)
+        if idle and any(n.relevant for n in epilogue):
+            run = _Run(self, "idle warps", idle, pro.env)
+            run.ops(epilogue, run.mask)
+            out.append(Process(run.name, self.cta, idle, run.events))
+        return out
+
+
+class _Run:
+    """The interpreter for one process: an environment of values and the events it emits."""
+
+    def __init__(self, cta: _Cta, name: str, warps: tuple[int, ...], outer: dict, prologue: bool = False):
+        self.c, self.name, self.warps = cta, name, warps
+        self.tids = np.array([w * WARP + lane for w in warps for lane in range(WARP)], dtype=np.int64)
+        self.mask = np.ones(len(self.tids), dtype=bool)
+        self.outer = outer
+        self.env: dict = {}
+        self.events: list[Event] = []
+        self.prologue = prologue
+        self.cta_threads = cta.s.num_warps * WARP
+
+    # ---- values ---------------------------------------------------------------------------------
+
+    def get(self, vid: int):
+        if vid in self.env:
+            return self.env[vid]
+        v = self.outer.get(vid)
+        if isinstance(v, np.ndarray) and len(v) == self.cta_threads:  # a per-thread prologue value
+            v = v[self.tids]
+        if v is None:
+            return Sym(("undefined", vid))
+        return v
+
+    def set(self, node: Node, values) -> None:
+        for rid, v in zip(node.results, values):
+            self.env[rid] = v
+
+    def threads(self, mask: np.ndarray) -> Threads:
+        tids = self.tids[mask]
+        warps = tuple(sorted({int(t) // WARP for t in tids}))
+        return Threads(self.c.cta, warps, int(len(tids)), tuple(int(t) for t in tids if t % WARPGROUP == 0))
+
+    def known(self, node: Node, v, what: str) -> int:
+        v = uniform(v)
+        if isinstance(v, int):
+            return v
+        raise Unverifiable(node.site, f"the {what} of {node.name} must be known at compile time and the same "
+                                      f"in every thread; it depends on {_origin(v)}")
+
+    def emit(self, kind: str, node: Node, mask: np.ndarray, **fields) -> Event:
+        e = Event(kind, self.threads(mask), node.site, role=self.name, **fields)
+        self.events.append(e)
+        return e
+
+    # ---- control flow ---------------------------------------------------------------------------
+
+    def block(self, block: Block, mask: np.ndarray) -> list:
+        return self.ops(block.ops, mask)
+
+    def ops(self, ops: list[Node], mask: np.ndarray) -> list:
+        for n in ops:
+            if n.name in ("scf.yield", "gpu.yield"):
+                return [self.get(v) for v in n.operands]
+            if n.regions and not n.relevant:
+                self.set(n, [opaque(*[self.get(v) for v in n.operands])] * len(n.results))
+                continue
+            handler = _HANDLERS.get(n.name)
+            if handler is not None:
+                handler(self, n, mask)
+            elif n.name.startswith("fa4."):
+                raise Unverifiable(n.site, f"{n.name} has no protocol semantics in the verifier")
+            elif n.regions:
+                raise Unverifiable(n.site, f"{n.name} holds protocol ops, but the verifier only follows "
+                                           f"scf.if and scf.for; move the protocol ops out of it")
+            else:
+                self.set(n, [opaque(*[self.get(v) for v in n.operands])] * len(n.results))
+        return []
+
+    def scf_if(self, n: Node, mask: np.ndarray) -> None:
+        cond = uniform(self.get(n.operands[0]))
+        then_blocks, else_blocks = n.regions[0], (n.regions[1] if len(n.regions) > 1 else [])
+        if isinstance(cond, Sym):
+            if cond.varying:
+                raise Unverifiable(n.site, "the verifier cannot tell which threads take this branch: its "
+                                           "condition depends on a value that differs per thread and is not "
+                                           "known at compile time")
+            cond = 1 if self.c.scenario.branch(cond.term) else 0
+        if isinstance(cond, int):
+            blocks = then_blocks if cond else else_blocks
+            self.set(n, self.block(blocks[0], mask) if blocks else [])
+            return
+        taken = mask & (cond != 0)
+        skipped = mask & (cond == 0)
+        then_vals = self.block(then_blocks[0], taken) if then_blocks and taken.any() else []
+        else_vals = self.block(else_blocks[0], skipped) if else_blocks and skipped.any() else []
+        out = []
+        for i in range(len(n.results)):
+            t = then_vals[i] if i < len(then_vals) else None
+            f = else_vals[i] if i < len(else_vals) else None
+            if t is None or f is None:
+                out.append(t if f is None else f)
+            elif is_int(t) and is_int(f):
+                out.append(np.where(cond != 0, t, f))
+            else:
+                out.append(t if t == f else opaque(t, f, self.tids))
+        self.set(n, out)
+
+    def scf_for(self, n: Node, mask: np.ndarray) -> None:
+        lb, ub, step = (uniform(self.get(v)) for v in n.operands[:3])
+        values = [self.get(v) for v in n.operands[3:]]
+        for bound in (lb, ub, step):
+            if isinstance(bound, np.ndarray) or (isinstance(bound, Sym) and bound.varying):
+                raise Unverifiable(n.site, "the verifier needs loop bounds that are the same in every thread")
+        if all(isinstance(x, int) for x in (lb, ub, step)):
+            if step <= 0:
+                raise Unverifiable(n.site, f"scf.for step must be positive, got {step}")
+            trips = max(0, -(-(ub - lb) // step))
+            if trips > MAX_UNROLL:
+                raise Unverifiable(n.site, f"this loop runs {trips} iterations with protocol ops; the verifier "
+                                           f"unrolls at most {MAX_UNROLL}")
+        else:
+            trips = self.c.scenario.trips
+            self.c.scenario.dynamic_loops += 1
+        body = n.regions[0][0]
+        for i in range(trips):
+            if isinstance(lb, int) and isinstance(step, int):
+                iv = lb + i * step
+            else:
+                iv = Sym(("iv", id(n), i))
+            self.env[body.args[0]] = iv
+            for a, v in zip(body.args[1:], values):
+                self.env[a] = v
+            values = self.block(body, mask)
+        self.set(n, values)
+
+
+def _origin(v) -> str:
+    if isinstance(v, Sym):
+        return "a value that differs per thread" if v.varying else "a kernel argument"
+    if isinstance(v, np.ndarray):
+        return "the thread index"
+    return f"a {type(v).__name__}"
+
+
+from fa4_mlir.protocol import semantics  # noqa: E402  (the op handlers need _Run)
+
+_HANDLERS = {"scf.if": _Run.scf_if, "scf.for": _Run.scf_for, **semantics.HANDLERS}
+__all__ = ["Access", "Barrier", "Event", "Resource", "Scenario", "Unverifiable", "extract", "kernel_shape", "wrap"]

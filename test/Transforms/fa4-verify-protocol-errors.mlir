@@ -1,0 +1,451 @@
+// One small kernel per bug class of fa4-verify-protocol, each rejected with its class, barrier and ops.
+// RUN: fa4-opt %s --split-input-file --verify-diagnostics -p 'fa4-verify-protocol{witness=0}'
+
+// under-arrival: the barrier counts 64 arrivals; the writer warp gives 32.
+func.func @under_arrival() {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 64, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [under-arrival]: ready[0] phase 0 gets 32 of its 64 arrivals (from writer}}
+      "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// over-arrival: a warp of 32 threads arrives on a barrier that counts 16.
+func.func @over_arrival() {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 16, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [over-arrival]: ready[0] phase 0 expects 16 arrivals and has 16 left, but writer (32 threads of warp 0) arrives 32 times}}
+      "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// over-arrival across phases: two warps arrive on a barrier that counts one warp, unordered.
+func.func @over_arrival_unordered() {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "first", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [over-arrival]: the arrival of second on ready[0] is not ordered after phase 0 completed, so in another schedule it lands in phase 0, whose arrivals come from first}}
+      "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "second", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// deadlock: each role waits for the other's arrival before giving its own.
+func.func @deadlock() {
+  %c0 = arith.constant 0 : i32
+  %a = "fa4.mbarrier_alloc"() {sym_name = "a", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  %b = "fa4.mbarrier_alloc"() {sym_name = "b", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%a) : (!fa4.mbarriers) -> ()
+  "fa4.mbarrier_init"(%b) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [deadlock]: deadlock: every remaining wait depends on another: ping waits b[0] for parity 0 (phase 0: 0 of 32 arrivals)}}
+      "fa4.mbarrier_try_wait_parity"(%b, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      "fa4.mbarrier_arrive"(%a, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "ping", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      "fa4.mbarrier_try_wait_parity"(%a, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      "fa4.mbarrier_arrive"(%b, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "pong", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// deadlock: nobody ever arrives on the barrier the reader waits for.
+func.func @never_signalled() {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [deadlock]: reader waits at fa4.mbarrier_try_wait_parity}}
+      "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// parity: the reader waits parity 1 on a fresh barrier: it passes at once if it runs before the
+// writer arrives (and reads too early), and blocks forever if it runs after.
+func.func @parity() {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %buf = "fa4.smem_region"() {sym_name = "buf", bytes = 1024} : () -> !fa4.smem
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %p = "fa4.smem_address"(%buf) : (!fa4.smem) -> !llvm.ptr<3>
+      llvm.store %c1, %p : i32, !llvm.ptr<3>
+      "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [parity]: the wait of reader on ready[0] for parity 1 passes on a fresh barrier}}
+      "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c1) : (!fa4.mbarriers, i32, i32) -> ()
+      %q = "fa4.smem_address"(%buf) : (!fa4.smem) -> !llvm.ptr<3>
+      %x = llvm.load %q : !llvm.ptr<3> -> i32
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// race: the reader loads before it waits for the writer's signal.
+func.func @race() {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %buf = "fa4.smem_region"() {sym_name = "buf", bytes = 1024} : () -> !fa4.smem
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %p = "fa4.smem_address"(%buf) : (!fa4.smem) -> !llvm.ptr<3>
+      llvm.store %c1, %p : i32, !llvm.ptr<3>
+      "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      %q = "fa4.smem_address"(%buf) : (!fa4.smem) -> !llvm.ptr<3>
+      // expected-error @below {{protocol error [race]: race on smem 'buf': llvm.load at}}
+      %x = llvm.load %q : !llvm.ptr<3> -> i32
+      "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// init: the barrier is never initialised.
+func.func @no_init() {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [init]: ready[0] is used by writer before any fa4.mbarrier_init of 'ready'}}
+      "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+// init: initialising inside a role leaves the other roles out of its CTA-wide barrier.
+func.func @init_in_role() {
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [init]: fa4.mbarrier_init must come before fa4.warp_specialize}}
+      "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+// tx-mismatch: the expect_tx announces 2048 bytes, the TMA load delivers 1024.
+func.func @tx_short(%map: !fa4.tensormap) {
+  %c0 = arith.constant 0 : i32
+  %buf = "fa4.smem_region"() {sym_name = "buf", bytes = 2048, align = 128} : () -> !fa4.smem
+  %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 1, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%full) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        // expected-error @below {{protocol error [tx-mismatch]: full[0] phase 0 never completes: expect_tx announced 2048 bytes but its TMA loads deliver 1024}}
+        "fa4.mbarrier_arrive_expect_tx"(%full, %c0) {tx_bytes = 2048} : (!fa4.mbarriers, i32) -> ()
+        "fa4.tma_load"(%map, %buf, %full, %c0, %c0, %c0) {bytes = 1024} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "load", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      "fa4.mbarrier_try_wait_parity"(%full, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      gpu.yield
+    }) {sym_name = "mma", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// tx-mismatch: the loads deliver more bytes than the expect_tx announced.
+func.func @tx_over(%map: !fa4.tensormap) {
+  %c0 = arith.constant 0 : i32
+  %buf = "fa4.smem_region"() {sym_name = "buf", bytes = 2048, align = 128} : () -> !fa4.smem
+  %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 1, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%full) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        "fa4.mbarrier_arrive_expect_tx"(%full, %c0) {tx_bytes = 1024} : (!fa4.mbarriers, i32) -> ()
+        // expected-error @below {{protocol error [tx-mismatch]: full[0] phase 0: TMA loads deliver 2048 bytes but expect_tx announced 1024}}
+        "fa4.tma_load"(%map, %buf, %full, %c0, %c0, %c0) {bytes = 2048} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "load", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      "fa4.mbarrier_try_wait_parity"(%full, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      gpu.yield
+    }) {sym_name = "mma", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// named-barrier: two uses of one barrier disagree on its thread count.
+func.func @named_count() {
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      "fa4.named_barrier"() {sym_name = "meet", threads = 64} : () -> ()
+      gpu.yield
+    }) {sym_name = "left", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [named-barrier]: named barrier 'meet' counts 96 threads at fa4.named_barrier}}
+      "fa4.named_barrier"() {sym_name = "meet", threads = 96} : () -> ()
+      gpu.yield
+    }) {sym_name = "right", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// named-barrier: two warpgroups each sync on one name: one hardware id, unordered uses.
+func.func @named_reuse() {
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      "fa4.named_barrier"() {sym_name = "sync", threads = 128} : () -> ()
+      gpu.yield
+    }) {sym_name = "wg0", warps = array<i32: 0, 1, 2, 3>} : () -> ()
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [named-barrier]: named barrier 'sync' (one hardware id) is reused by wg1 (128 threads of warps 4,5,6,7) without being ordered after its previous use by wg0}}
+      "fa4.named_barrier"() {sym_name = "sync", threads = 128} : () -> ()
+      gpu.yield
+    }) {sym_name = "wg1", warps = array<i32: 4, 5, 6, 7>} : () -> ()
+    gpu.yield
+  }) {num_warps = 8} : () -> ()
+  return
+}
+
+// -----
+
+// named-barrier: more threads meet than the barrier counts.
+func.func @named_over() {
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [named-barrier]: named barrier 'meet' counts 32 threads but 64 arrive in one generation}}
+      "fa4.named_barrier"() {sym_name = "meet", threads = 32} : () -> ()
+      gpu.yield
+    }) {sym_name = "pair", warps = array<i32: 0, 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// named-barrier: an arrive-only use that nobody completes.
+func.func @named_under() {
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [named-barrier]: named barrier 'ready' counts 64 threads but only 32 meet there}}
+      "fa4.named_barrier"() {sym_name = "ready", threads = 64, kind = "arrive"} : () -> ()
+      gpu.yield
+    }) {sym_name = "signal", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// tmem: allocated, never freed.
+func.func @tmem_leak() {
+  %slot = "fa4.smem_region"() {sym_name = "slot", bytes = 4, align = 4} : () -> !fa4.smem
+  %d = "fa4.tmem_region"() {sym_name = "D", columns = 32} : () -> !fa4.tmem
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [tmem]: TMEM allocated by owner at fa4.tmem_alloc}}
+      "fa4.tmem_alloc"(%slot) : (!fa4.smem) -> ()
+      %x = "fa4.tmem_load"(%d) : (!fa4.tmem) -> vector<2xi32>
+      gpu.yield
+    }) {sym_name = "owner", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+// tmem: freed while the MMA that writes it may still run (no commit waited for).
+func.func @tmem_in_use() {
+  %false = arith.constant false
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 4096, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  %b = "fa4.smem_region"() {sym_name = "b", bytes = 1024, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  %slot = "fa4.smem_region"() {sym_name = "slot", bytes = 4, align = 4} : () -> !fa4.smem
+  %d = "fa4.tmem_region"() {sym_name = "D", columns = 32} : () -> !fa4.tmem
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      "fa4.tmem_alloc"(%slot) : (!fa4.smem) -> ()
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        "fa4.tcgen05_mma"(%d, %a, %b, %false) {m = 128, n = 32, ab_type = "bf16"} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
+      }
+      // expected-error @below {{protocol error [tmem]: TMEM is deallocated by mma at fa4.tmem_dealloc}}
+      "fa4.tmem_dealloc"(%slot) : (!fa4.smem) -> ()
+      gpu.yield
+    }) {sym_name = "mma", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+// tmem: another role reads TMEM with nothing ordering it after the allocation.
+func.func @tmem_before_alloc() {
+  %slot = "fa4.smem_region"() {sym_name = "slot", bytes = 4, align = 4} : () -> !fa4.smem
+  %d = "fa4.tmem_region"() {sym_name = "D", columns = 32} : () -> !fa4.tmem
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      "fa4.tmem_alloc"(%slot) : (!fa4.smem) -> ()
+      "fa4.named_barrier"() {sym_name = "done", threads = 64} : () -> ()
+      "fa4.tmem_dealloc"(%slot) : (!fa4.smem) -> ()
+      gpu.yield
+    }) {sym_name = "owner", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [tmem]: reader uses TMEM (TMEM 'D') before it is known to be allocated}}
+      %x = "fa4.tmem_load"(%d) : (!fa4.tmem) -> vector<2xi32>
+      "fa4.named_barrier"() {sym_name = "done", threads = 64} : () -> ()
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// cta-pair: the pair MMA is issued by both CTAs (no leader guard).
+func.func @pair_mma_from_both(%map: !fa4.tensormap) attributes {nvvm.cluster_dim = array<i32: 2, 1, 1>} {
+  %c0 = arith.constant 0 : i32
+  %false = arith.constant false
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 4096, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  %b = "fa4.smem_region"() {sym_name = "b", bytes = 1024, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  %slot = "fa4.smem_region"() {sym_name = "slot", bytes = 4, align = 4} : () -> !fa4.smem
+  %d = "fa4.tmem_region"() {sym_name = "D", columns = 32} : () -> !fa4.tmem
+  %tid = nvvm.read.ptx.sreg.tid.x : i32
+  %c32 = arith.constant 32 : i32
+  %warp0 = arith.cmpi ult, %tid, %c32 : i32
+  scf.if %warp0 {
+    "fa4.tmem_alloc"(%slot) {cta_group = 2} : (!fa4.smem) -> ()
+  }
+  %done = "fa4.mbarrier_alloc"() {sym_name = "mma_done", num_barriers = 1, arrive_count = 2, arrival = "commit"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%done) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        // expected-error @below {{protocol error [cta-pair]: a cta_group = 2 MMA is issued by mma in CTA 1, the odd CTA of its pair}}
+        // expected-error @below {{protocol error [race]: race on TMEM 'D': fa4.tcgen05_mma}}
+        "fa4.tcgen05_mma"(%d, %a, %b, %false) {m = 256, n = 32, ab_type = "bf16", cta_group = 2} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
+        "fa4.mma_commit"(%done, %c0) {multicast_mask = 3} : (!fa4.mbarriers, i32) -> ()
+      }
+      "fa4.mbarrier_try_wait_parity"(%done, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      "fa4.tmem_dealloc"(%slot) {cta_group = 2} : (!fa4.smem) -> ()
+      gpu.yield
+    }) {sym_name = "mma", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+// cta-pair: the leader's multicast commit signals CTA 1, which exits without waiting for it.
+func.func @pair_exit() attributes {nvvm.cluster_dim = array<i32: 2, 1, 1>} {
+  %c0 = arith.constant 0 : i32
+  %done = "fa4.mbarrier_alloc"() {sym_name = "done", num_barriers = 1, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%done) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %rank = nvvm.read.ptx.sreg.cluster.ctarank : i32
+      %leader = arith.cmpi eq, %rank, %c0 : i32
+      scf.if %leader {
+        %e = "fa4.elect_one"() : () -> i1
+        scf.if %e {
+          // expected-error @below {{protocol error [cta-pair]: CTA 1 can exit while CTA 0 still signals it: signal (fa4.mma_commit}}
+          "fa4.mma_commit"(%done, %c0) {multicast_mask = 3} : (!fa4.mbarriers, i32) -> ()
+        }
+        "fa4.mbarrier_try_wait_parity"(%done, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "signal", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}

@@ -1,0 +1,67 @@
+// fa4-verify-protocol accepts correct protocols and changes nothing; on errors it attaches the
+// witness: the steps of the explored schedule that touch the barrier.
+// RUN: fa4-opt %s -p 'fa4-verify-protocol' | FileCheck %s
+// RUN: fa4-opt %S/../../examples/pair_mma.mlir -p 'fa4-verify-protocol' | FileCheck %s --check-prefix=PAIR
+// RUN: not fa4-opt %S/fa4-verify-protocol-errors.mlir --split-input-file -p 'fa4-verify-protocol{witness=4}' 2>&1 | FileCheck %s --check-prefix=WITNESS
+// RUN: not fa4-opt %s -p 'fa4-verify-protocol{max_errors=0}' 2>&1 | FileCheck %s --check-prefix=OPTION
+
+// CHECK-LABEL: func.func @wgmma_ring
+// CHECK: "fa4.wgmma"
+// CHECK: "fa4.wgmma_wait"() {pending = 0 : i64}
+// CHECK: "fa4.pipeline_consumer_release"
+// PAIR: gpu.func @pair_mma
+// PAIR: "fa4.mma_commit"(%{{.*}}, %{{.*}}) {multicast_mask = 3 : i64}
+
+// WITNESS: error: protocol error [under-arrival]: ready[0] phase 0 gets 32 of its 64 arrivals
+// WITNESS-NEXT: note: witness: step {{[0-9]+}}: kernel: fa4.mbarrier_init at {{.*}}: the cta barrier after fa4.mbarrier_init: arrive 64 (64 of 64)
+// WITNESS-NEXT: note: witness: step {{[0-9]+}}: writer: fa4.mbarrier_arrive at {{.*}}: ready[0] phase 0 arrive 32
+
+// OPTION: error: option 'max_errors' of fa4-verify-protocol must be >= 1, got 0
+
+// An sm_90a ring: one elected lane of the load warp fills each stage; the consumer warpgroup runs
+// wgmma on it, waits for the group, then every thread releases the stage.
+func.func @wgmma_ring(%map: !fa4.tensormap, %tiles: i32) attributes {fa4.target = "sm_90a"} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 12288, align = 1024, swizzle = "64B"} : () -> !fa4.smem
+  %bt = "fa4.smem_region"() {sym_name = "b", bytes = 2048, align = 1024, swizzle = "64B"} : () -> !fa4.smem
+  %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 3, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 3, arrive_count = 128, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%full) : (!fa4.mbarriers) -> ()
+  "fa4.mbarrier_init"(%empty) : (!fa4.mbarriers) -> ()
+  %pipe = "fa4.pipeline_create"(%full, %empty) {sym_name = "ring", num_stages = 3} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "producer"} : (!fa4.pipeline) -> (i32, i32)
+        %end:2 = scf.for %t = %c0 to %tiles step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+          "fa4.pipeline_producer_acquire"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+          "fa4.pipeline_producer_commit"(%pipe, %s) {tx_bytes = 4096} : (!fa4.pipeline, i32) -> ()
+          %buf = "fa4.smem_stage"(%ring, %s) {bytes = 4096} : (!fa4.smem, i32) -> !fa4.smem
+          "fa4.tma_load"(%map, %buf, %full, %s, %c0, %t) {bytes = 4096} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+          %n:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+          scf.yield %n#0, %n#1 : i32, i32
+        }
+      }
+      gpu.yield
+    }) {sym_name = "load", warps = array<i32: 4>, registers = 40} : () -> ()
+    "fa4.warp_role"() ({
+      %zero = llvm.mlir.zero : !llvm.struct<(f32, f32, f32, f32, f32, f32, f32, f32)>
+      %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "consumer"} : (!fa4.pipeline) -> (i32, i32)
+      %end:2 = scf.for %t = %c0 to %tiles step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+        "fa4.pipeline_consumer_wait"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+        %buf = "fa4.smem_stage"(%ring, %s) {bytes = 4096} : (!fa4.smem, i32) -> !fa4.smem
+        %acc = "fa4.wgmma"(%buf, %bt, %zero) {n = 16, ab_type = "bf16", accumulate = 0} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32, f32, f32, f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32, f32, f32, f32, f32)>
+        "fa4.wgmma_commit"() : () -> ()
+        "fa4.wgmma_wait"() {pending = 0} : () -> ()
+        "fa4.pipeline_consumer_release"(%pipe, %s) : (!fa4.pipeline, i32) -> ()
+        %n:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+        scf.yield %n#0, %n#1 : i32, i32
+      }
+      gpu.yield
+    }) {sym_name = "mma", warps = array<i32: 0, 1, 2, 3>, registers = 232} : () -> ()
+    gpu.yield
+  }) {num_warps = 8} : () -> ()
+  return
+}
