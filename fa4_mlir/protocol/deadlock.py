@@ -34,7 +34,15 @@ def diagnose_deadlock(sim, stuck: list[int]) -> list[Violation]:
             future = _future_arrivers(sim, b)
             comp = sim.space.barrier[b]
             current = {a.process for a in s.arrivals[-1] if a.count}
-            if s.completed and any(sim.clock[(b.cta, w)][comp] < s.completed for w in e.threads.warps):
+            pair = sim.k.arrays[b.array].cta_group == 2
+            if pair and b.cta % 2 and not arrived and not future:
+                out.append(Violation(
+                    "cta-pair", sim.step, e.site,
+                    f"{p.name} in CTA {b.cta} waits on its own copy of '{sim.k.arrays[b.array].name}', a CTA-pair "
+                    f"barrier (cta_group = 2) whose arrivals all go to the leader CTA, so it never completes: "
+                    f"only the leader (even) CTA may wait on it; guard the wait with the CTA rank",
+                    key=("cta-pair", b.array, e.site), barriers=[b]))
+            elif s.completed and any(sim.clock[(b.cta, w)][comp] < s.completed for w in e.threads.warps):
                 missed = "a fresh barrier" if s.completed == 1 else f"phase {s.completed - 2}"
                 out.append(Violation(
                     "parity", sim.step, e.site,

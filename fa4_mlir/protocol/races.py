@@ -134,6 +134,23 @@ class AccessLog:
                         rec.end = end
             self.inflight[(mode, cta, warp)] = [*keep, open_]
 
+    def check_exit(self) -> None:
+        """Async work still in flight when its role ends: the CTA can exit while it touches memory."""
+        for records in self.by_root.values():
+            for rec in records:
+                if rec.end is not None or rec.access.mode not in ("store", "mma"):
+                    continue
+                key = ("exit", rec.event.site)
+                if key in self.reported:
+                    continue
+                self.reported.add(key)
+                wait = "fa4.tma_store_wait" if rec.access.mode == "store" else "a wait on the MMA's commit barrier"
+                self.sim.violations.append(Violation(
+                    "race", self.sim.step, rec.event.site,
+                    f"the kernel can exit while {rec.event.site.where()} ({rec.process}) still "
+                    f"{_verb(rec)}s {rec.access.what}: nothing waits for it to finish; add {wait} before "
+                    f"the role ends", key=key))
+
     def known_by(self, e: Event, acc: Access, clock: np.ndarray) -> bool:
         for records in self.by_root.values():
             for rec in records:

@@ -458,6 +458,8 @@ class Simulation:
     def _check_end(self) -> None:
         procs = self.k.processes
         finished = all(self.pc[i] >= len(p.events) for i, p in enumerate(procs))
+        if finished:
+            self.log.check_exit()
         for (cta, name), st in self.named.items():
             if finished and st.arrived and not name.startswith("__"):
                 who = "; ".join(f"{n} ({ev.threads.describe()}, {ev.site.where()})" for n, ev in st.members)
@@ -466,11 +468,12 @@ class Simulation:
                     f"named barrier '{name}' counts {st.expected} threads but only {st.arrived} meet there "
                     f"({who}) before the kernel exits: the thread count must equal the threads that meet there",
                     key=("named-barrier", name, "under")))
+        regions = ", ".join(f"'{n}'" for (space, _), n in self.k.roots.items() if space == "tmem")
         for cta, (e, _) in self.tmem_alloc.items():
             if cta not in self.tmem_freed:
                 self.violations.append(Violation(
                     "tmem", self.step, e.site,
-                    f"TMEM allocated by {e.role} at {e.site.where()} is not deallocated before the kernel "
+                    f"TMEM (regions {regions or 'none'}) allocated by {e.role} at {e.site.where()} is not deallocated before the kernel "
                     f"exits{f' in CTA {cta}' if self.k.cluster > 1 else ''}: add fa4.tmem_dealloc after its "
                     f"last use", key=("tmem", cta, "leak")))
         if self.k.cluster == 1:

@@ -329,7 +329,7 @@ func.func @tmem_leak() {
   %d = "fa4.tmem_region"() {sym_name = "D", columns = 32} : () -> !fa4.tmem
   "fa4.warp_specialize"() ({
     "fa4.warp_role"() ({
-      // expected-error @below {{protocol error [tmem]: TMEM allocated by owner at fa4.tmem_alloc}}
+      // expected-error @below {{protocol error [tmem]: TMEM (regions 'D') allocated by owner at fa4.tmem_alloc}}
       "fa4.tmem_alloc"(%slot) : (!fa4.smem) -> ()
       %x = "fa4.tmem_load"(%d) : (!fa4.tmem) -> vector<2xi32>
       gpu.yield
@@ -353,6 +353,7 @@ func.func @tmem_in_use() {
       "fa4.tmem_alloc"(%slot) : (!fa4.smem) -> ()
       %e = "fa4.elect_one"() : () -> i1
       scf.if %e {
+        // expected-error @below {{protocol error [race]: the kernel can exit while fa4.tcgen05_mma}}
         "fa4.tcgen05_mma"(%d, %a, %b, %false) {m = 128, n = 32, ab_type = "bf16"} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
       }
       // expected-error @below {{protocol error [tmem]: TMEM is deallocated by mma at fa4.tmem_dealloc}}

@@ -1,0 +1,184 @@
+"""The mutation corpus of fa4-verify-protocol: the shipped kernels and, per bug class, text mutants.
+
+A mutant is a copy of a kernel's fa4 MLIR with one protocol bug planted (a count, a phase, a
+missing or moved op). ``MUTATIONS`` maps each operator to the bug classes that diagnose it and a
+function returning every mutant it makes of a source (none where it does not apply). Shared by the
+tests and ``bench/verify_protocol.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED_FILES = ("examples/producer_consumer.mlir", "examples/pair_mma.mlir",
+                 "test/Conversion/ptx-sm100a.mlir", "test/Conversion/ptx-sm90a.mlir")
+
+
+def shipped_kernels() -> dict[str, str]:
+    """name -> fa4 MLIR of every kernel the project ships: each built-in kernel in several
+    configurations, the examples and the end-to-end conversion kernels."""
+    from fa4_mlir.kernels import KERNELS
+
+    out = {}
+    cls, build = KERNELS["copy-pipeline"]
+    for target in ("sm_100a", "sm_90a"):
+        for consumers in (1, 2, 3):
+            for stages in (1, 2, 4):
+                extra = {"tile_rows": 96, "consumer_registers": 152} if consumers == 3 else {}
+                config = cls(target=target, consumers=consumers, stages=stages, **extra)
+                out[f"copy-pipeline-{target}-c{consumers}-s{stages}"] = build(config).mlir
+    assert set(KERNELS) == {"copy-pipeline"}, "add the new built-in kernel to the mutation corpus"
+    for path in SHIPPED_FILES:
+        out[path] = (ROOT / path).read_text()
+    return out
+
+
+Mutant = tuple[str, str]  # (what changed, mutated source)
+
+
+def _each(source: str, pattern: str, replace: Callable[[re.Match], str]) -> Iterator[Mutant]:
+    """One mutant per match of ``pattern``, that match replaced."""
+    for m in re.finditer(pattern, source):
+        new = replace(m)
+        if new != m.group(0):
+            yield f"{m.group(0).strip()} -> {new.strip()}", source[:m.start()] + new + source[m.end():]
+
+
+def _lines(source: str, needle: str) -> list[int]:
+    return [i for i, line in enumerate(source.split("\n")) if needle in line]
+
+
+def _drop_line(source: str, needle: str) -> Iterator[Mutant]:
+    lines = source.split("\n")
+    for i in _lines(source, needle):
+        yield f"line {i + 1} removed: {lines[i].strip()[:60]}", "\n".join(lines[:i] + lines[i + 1:])
+
+
+def arrive_count_up(src):
+    yield from _each(src, r"arrive_count = (\d+)", lambda m: f"arrive_count = {int(m.group(1)) + 1}")
+
+
+def arrive_count_down(src):
+    yield from _each(src, r"arrive_count = (\d+)(?=, arrival = \"threads\")",
+                     lambda m: f"arrive_count = {int(m.group(1)) // 2}" if int(m.group(1)) >= 2 else m.group(0))
+
+
+def tx_bytes(src):
+    yield from _each(src, r"tx_bytes = (\d+)", lambda m: f"tx_bytes = {int(m.group(1)) // 2}")
+    yield from _each(src, r"tx_bytes = (\d+)", lambda m: f"tx_bytes = {int(m.group(1)) * 2}")
+
+
+def consumer_starts_at_phase_one(src):
+    yield from _each(src, r'side = "consumer"', lambda m: 'side = "producer"')
+
+
+def producer_starts_at_phase_zero(src):
+    yield from _each(src, r'side = "producer"', lambda m: 'side = "consumer"')
+
+
+def missing_release(src):
+    yield from _drop_line(src, '"fa4.pipeline_consumer_release"')
+
+
+def missing_acquire(src):
+    yield from _drop_line(src, '"fa4.pipeline_producer_acquire"')
+
+
+def missing_consumer_wait(src):
+    yield from _drop_line(src, '"fa4.pipeline_consumer_wait"')
+
+
+def release_before_read(src):
+    """The stage is released right after the wait, before the consumer reads it."""
+    lines = src.split("\n")
+    for i in _lines(src, '"fa4.pipeline_consumer_release"'):
+        wait = max((j for j in _lines(src, '"fa4.pipeline_consumer_wait"') if j < i), default=None)
+        if wait is None or wait == i - 1:
+            continue
+        moved = lines[:wait + 1] + [lines[i]] + lines[wait + 1:i] + lines[i + 1:]
+        if any("llvm.load" in line for line in lines[wait + 1:i]):
+            yield f"release on line {i + 1} moved after the wait on line {wait + 1}", "\n".join(moved)
+
+
+def one_warp_releases(src):
+    """Only thread 0 of the first consumer warpgroup releases (the count adjusted): its partners'
+    reads are no longer ordered before the producer's next load."""
+    m = re.search(r'arrive_count = (\d+), arrival = "threads"', src)
+    lines = src.split("\n")
+    releases = _lines(src, '"fa4.pipeline_consumer_release"')
+    if not m or int(m.group(1)) < 128 or not releases or "%lead0" not in src:
+        return
+    i = releases[0]
+    indent = lines[i][:len(lines[i]) - len(lines[i].lstrip())]
+    guarded = [f"{indent}scf.if %lead0 {{", "  " + lines[i], f"{indent}}}"]
+    text = "\n".join(lines[:i] + guarded + lines[i + 1:])
+    count = int(m.group(1)) - 127
+    yield "consumer0's release by thread 0 only", text.replace(m.group(0), f'arrive_count = {count}, arrival = "threads"', 1)
+
+
+def named_barrier_renamed(src):
+    names = sorted(set(re.findall(r'"fa4.named_barrier"\(\) \{sym_name = "(\w+)"', src)))
+    for a, b in zip(names, names[1:]):
+        yield from _each(src, rf'"fa4.named_barrier"\(\) \{{sym_name = "{b}"', lambda m: m.group(0).replace(b, a))
+
+
+def named_barrier_count(src):
+    yield from _each(src, r'("fa4.named_barrier"\(\) \{sym_name = "\w+", threads = )(\d+)',
+                     lambda m: f"{m.group(1)}{int(m.group(2)) + 32}")
+
+
+def missing_store_wait(src):
+    yield from _drop_line(src, '"fa4.tma_store_wait"')
+
+
+def missing_dealloc(src):
+    yield from _drop_line(src, '"fa4.tmem_dealloc"')
+
+
+def missing_mma_wait(src):
+    """The epilogue reads the accumulator without waiting for the MMA's commit."""
+    for i in _lines(src, '"fa4.mbarrier_try_wait_parity"(%done'):
+        lines = src.split("\n")
+        yield f"line {i + 1} removed: wait for the MMA commit", "\n".join(lines[:i] + lines[i + 1:])
+
+
+def pair_without_leader_guard(src):
+    yield from _each(src, r"%leader = arith.cmpi eq, %rank, %c0 : i32",
+                     lambda m: "%leader = arith.cmpi sge, %rank, %c0 : i32")
+
+
+def pair_barrier_not_shared(src):
+    """The pair's load barrier becomes per-CTA: each CTA's expect_tx covers only its own bytes."""
+    yield from _each(src, r'(sym_name = "loaded", [^}]*), cta_group = 2', lambda m: m.group(1))
+
+
+MUTATIONS: dict[str, tuple[frozenset[str], Callable[[str], Iterator[Mutant]]]] = {
+    "arrive-count-up": (frozenset({"under-arrival"}), arrive_count_up),
+    "arrive-count-down": (frozenset({"over-arrival"}), arrive_count_down),
+    "tx-bytes": (frozenset({"tx-mismatch"}), tx_bytes),
+    "consumer-phase": (frozenset({"parity"}), consumer_starts_at_phase_one),
+    "producer-phase": (frozenset({"deadlock"}), producer_starts_at_phase_zero),
+    "missing-release": (frozenset({"deadlock", "under-arrival"}), missing_release),
+    "missing-acquire": (frozenset({"race"}), missing_acquire),
+    "missing-consumer-wait": (frozenset({"race", "over-arrival", "parity"}), missing_consumer_wait),
+    "release-before-read": (frozenset({"race"}), release_before_read),
+    "one-warp-releases": (frozenset({"race"}), one_warp_releases),
+    "named-barrier-renamed": (frozenset({"named-barrier"}), named_barrier_renamed),
+    "named-barrier-count": (frozenset({"named-barrier"}), named_barrier_count),
+    "missing-store-wait": (frozenset({"race"}), missing_store_wait),
+    "missing-dealloc": (frozenset({"tmem"}), missing_dealloc),
+    "missing-mma-wait": (frozenset({"race", "tmem"}), missing_mma_wait),
+    "pair-without-leader-guard": (frozenset({"cta-pair"}), pair_without_leader_guard),
+    "pair-barrier-not-shared": (frozenset({"race"}), pair_barrier_not_shared),
+}
+
+
+def corpus() -> Iterator[tuple[str, str, str, frozenset[str], str]]:
+    """(kernel, operator, what changed, expected classes, mutant source) for every mutant."""
+    for kernel, source in shipped_kernels().items():
+        for op, (classes, make) in MUTATIONS.items():
+            for what, text in make(source):
+                yield kernel, op, what, classes, text
