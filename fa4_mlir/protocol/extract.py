@@ -16,10 +16,9 @@ import dataclasses
 import numpy as np
 
 from fa4_mlir.protocol.mirror import Block, Mirror, Node
-from fa4_mlir.protocol.model import (WARP, Access, Barrier, BarrierArray, Event, Kernel, Process, Resource,
-                                     Site, Threads)
+from fa4_mlir.protocol.model import (WARP, BarrierArray, Event, Kernel, Process, Site, Threads)
 from fa4_mlir.protocol.values import (Sym, is_int, opaque,
-                                      uniform, wrap)
+                                      uniform)
 
 PROTOCOL_OPS = ("fa4.mbarrier_init", "fa4.mbarrier_arrive", "fa4.mbarrier_arrive_expect_tx",
                 "fa4.mbarrier_try_wait_parity", "fa4.mma_commit", "fa4.pipeline_create", "fa4.named_barrier",
@@ -316,4 +315,4 @@ def _origin(v) -> str:
 from fa4_mlir.protocol import semantics  # noqa: E402  (the op handlers need _Run)
 
 _HANDLERS = {"scf.if": _Run.scf_if, "scf.for": _Run.scf_for, **semantics.HANDLERS}
-__all__ = ["Access", "Barrier", "Event", "Resource", "Scenario", "Unverifiable", "extract", "kernel_shape", "wrap"]
+__all__ = ["KernelShape", "Scenario", "Unverifiable", "extract", "kernel_shape"]

@@ -450,3 +450,51 @@ func.func @pair_exit() attributes {nvvm.cluster_dim = array<i32: 2, 1, 1>} {
   }) {num_warps = 1} : () -> ()
   return
 }
+
+// -----
+
+// unsupported: protocol ops inside a loop the verifier does not follow.
+func.func @while_loop(%n: i32) {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [unsupported]: scf.while holds protocol ops, but the verifier only follows scf.if and scf.for}}
+      scf.while : () -> () {
+        %go = arith.cmpi slt, %c0, %n : i32
+        scf.condition(%go)
+      } do {
+        "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+        scf.yield
+      }
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+// unsupported: a branch whose threads depend on a per-thread value the verifier cannot know.
+func.func @unknown_threads(%data: !llvm.ptr<1>) {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %tid = nvvm.read.ptx.sreg.tid.x : i32
+      %p = llvm.getelementptr %data[%tid] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+      %x = llvm.load %p : !llvm.ptr<1> -> i32
+      %go = arith.cmpi eq, %x, %c0 : i32
+      // expected-error @below {{protocol error [unsupported]: the verifier cannot tell which threads take this branch}}
+      scf.if %go {
+        "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}

@@ -4,6 +4,7 @@
 // RUN: fa4-opt %S/../../examples/pair_mma.mlir -p 'fa4-verify-protocol' | FileCheck %s --check-prefix=PAIR
 // RUN: not fa4-opt %S/fa4-verify-protocol-errors.mlir --split-input-file -p 'fa4-verify-protocol{witness=4}' 2>&1 | FileCheck %s --check-prefix=WITNESS
 // RUN: not fa4-opt %s -p 'fa4-verify-protocol{max_errors=0}' 2>&1 | FileCheck %s --check-prefix=OPTION
+// RUN: not fa4-opt %s -p 'fa4-verify-protocol{witness=-1}' 2>&1 | FileCheck %s --check-prefix=WITNESS-OPTION
 
 // CHECK-LABEL: func.func @wgmma_ring
 // CHECK: "fa4.wgmma"
@@ -17,6 +18,7 @@
 // WITNESS-NEXT: note: witness: step {{[0-9]+}}: writer: fa4.mbarrier_arrive at {{.*}}: ready[0] phase 0 arrive 32
 
 // OPTION: error: option 'max_errors' of fa4-verify-protocol must be >= 1, got 0
+// WITNESS-OPTION: error: option 'witness' of fa4-verify-protocol must be >= 0, got -1
 
 // An sm_90a ring: one elected lane of the load warp fills each stage; the consumer warpgroup runs
 // wgmma on it, waits for the group, then every thread releases the stage.
