@@ -18,7 +18,7 @@ class Diagnostic:
 
     @classmethod
     def at(cls, location: ir.Location | None, severity: str, message: str, notes=()) -> Diagnostic:
-        file, line, col = _file_line_col(location)
+        file, line, col = file_line_col(location)
         return cls(severity, message, file, line, col, tuple(notes))
 
     @classmethod
@@ -38,7 +38,7 @@ class Diagnostic:
         return "\n".join([text, *(str(n) for n in self.notes)])
 
 
-def _file_line_col(loc: ir.Location | None) -> tuple[str | None, int | None, int | None]:
+def file_line_col(loc: ir.Location | None) -> tuple[str | None, int | None, int | None]:
     """The first file location inside ``loc`` (through name, call-site and fused locations)."""
     seen = 0
     while loc is not None and seen < 32:

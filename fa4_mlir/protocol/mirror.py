@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from fa4_mlir._mlir import ir
-from fa4_mlir.core.diagnostics import _file_line_col
+from fa4_mlir.core.diagnostics import file_line_col
 from fa4_mlir.protocol.model import Site
 
 # Ops whose regions are entered even without protocol ops inside (their values matter).
@@ -35,6 +35,7 @@ class Node:
     site: Site
     result_types: list[str]
     relevant: bool = False  # a protocol op, a memory op, or a region holding one
+    next_name: str = ""  # the op after this one in its block
 
 
 def _attr_value(attr: ir.Attribute):
@@ -84,7 +85,10 @@ class Mirror:
         blocks = []
         for b in region.blocks:
             args = [self._id(a) for a in b.arguments]
-            blocks.append(Block(args, [self._node(op) for op in b.operations]))
+            ops = [self._node(op) for op in b.operations]
+            for op, nxt in zip(ops, ops[1:]):
+                op.next_name = nxt.name
+            blocks.append(Block(args, ops))
         return blocks
 
     def _node(self, op) -> Node:
@@ -98,7 +102,7 @@ class Mirror:
             attrs["_width"] = _width(op.operands[0].type)
         elif name == "fa4.tmem_store":
             attrs["_value_type"] = str(op.operands[1].type)
-        file, line, col = _file_line_col(op.location)
+        file, line, col = file_line_col(op.location)
         results = list(op.results)
         node = Node(name, [self._id(v) for v in op.operands], [self._id(r) for r in results],
                     [_width(r.type) for r in results], attrs, [self._region(r) for r in op.regions],

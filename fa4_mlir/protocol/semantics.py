@@ -258,25 +258,9 @@ def _mbarrier_init(r, n, mask):
             "barrier that the other roles never reach"), cls="init")
     warp0 = r.tids < WARP
     r.emit("init", n, warp0, array=array)
-    if not _next_is_init(r, n):
+    if n.next_name != "fa4.mbarrier_init":  # one barrier after a run of inits
         scope = "cluster" if r.c.s.cluster > 1 else "cta"
         r.emit("cta_barrier", n, mask, scope=scope)
-
-
-def _next_is_init(r, n) -> bool:
-    for b in _blocks_of(r.c.s.mirror.body):
-        for i, op in enumerate(b.ops):
-            if op is n:
-                return i + 1 < len(b.ops) and b.ops[i + 1].name == "fa4.mbarrier_init"
-    return False
-
-
-def _blocks_of(blocks):
-    for b in blocks:
-        yield b
-        for op in b.ops:
-            for reg in op.regions:
-                yield from _blocks_of(reg)
 
 
 def _leader(cta: int) -> int:

@@ -261,8 +261,6 @@ class Simulation:
             extra = tx.pop(b, 0)
             text.append(f"{self.label(b, self.bars[b].completed)} arrive {n}" + (f", expect {extra} B" if extra else ""))
             self._arrive_on(b, n, extra, p, e, clocks, "the arrival")
-        for b, n in tx.items():  # expect_tx without an arrival is not generated; kept for safety
-            self._arrive_on(b, 0, n, p, e, clocks, "the expect_tx")
         self.witness.record(self.step, p, e, "; ".join(text), barriers=[b for b, _ in e.arrivals])
 
     def _tma_load(self, p: Process, e: Event) -> None:
