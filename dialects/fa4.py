@@ -242,6 +242,33 @@ class TmemRegionOp(Op, name="tmem_region"):
             yield (f"column + columns must be <= {TMEM_COLUMNS}, got {self.column + self.columns}")
 
 
+class TmemStageOp(Op, name="tmem_stage"):
+    """Stage ``stage`` of a TMEM ring: the ``columns`` columns at ``column + stage * columns``.
+
+    A double-buffered accumulator (the GEMM's accumulator pipeline) is one ``fa4.tmem_region`` of
+    ``stages * columns`` columns; this names the stage a (dynamic) pipeline index selects, for MMAs
+    and ``tmem_load``. ``columns`` must divide the region's size. Lowers to: the region's TMEM address
+    ``+ stage * columns``.
+    """
+
+    base = Operand(TmemType, doc="the ring region")
+    stage = Operand(I32, doc="stage index in [0, columns of base / columns)")
+    columns = IntAttr(min=1, max=TMEM_COLUMNS, doc="columns of one stage")
+    result = Result(TmemType)
+
+    def verify(self):
+        base = _def(self.base, TmemRegionOp)
+        if base is None:
+            return
+        if base.columns % self.columns:
+            yield f"columns must divide the columns of '{base.sym_name}' ({base.columns}), got {self.columns}"
+            return
+        s = constant_int(self.stage)
+        stages = base.columns // self.columns
+        if s is not None and not 0 <= s < stages:
+            yield f"stage must be in [0, {stages}) for '{base.sym_name}', got {s}"
+
+
 TMEM_ALLOC_MIN = 32  # tcgen05.alloc: a power of two in [32, 512] columns
 
 
@@ -797,7 +824,7 @@ class TmaStoreWaitOp(Op, name="tma_store_wait"):
 # MMA
 # ===================================================================================================
 
-MMA_SWIZZLES = ("32B", "64B", "128B")  # MMA operand tiles are always swizzled (K-major canonical layouts)
+MMA_SWIZZLES = ("32B", "64B", "128B")  # MMA operand tiles are always swizzled (canonical layouts)
 MMA_INPUTS = ("f16", "bf16", "tf32")
 
 
@@ -807,8 +834,19 @@ def _check_mma_operand(what: str, value, expected=(SmemRegionOp, SmemAliasOp, Sm
     while isinstance(region, (SmemAliasOp, SmemStageOp)):
         region = defining_op(region.base)
     if isinstance(region, SmemRegionOp) and region.is_well_formed() and region.swizzle == "none":
-        yield (f"{what} must be a swizzled region (MMA reads K-major swizzled tiles), got "
+        yield (f"{what} must be a swizzled region (MMA reads swizzled canonical tiles), got "
                f"{_smem_name(value)} with swizzle 'none'")
+
+
+MAJORS = ("k", "mn")
+
+
+def _check_major(op):
+    """An mn-major B names the stride between its swizzle-width blocks; a k-major B has none."""
+    if op.b_major == "mn" and op.b_block_stride is None:
+        yield "b_block_stride must be set when b_major is 'mn' (bytes between N blocks of one swizzle width), got none"
+    elif op.b_major == "k" and op.b_block_stride is not None:
+        yield f"b_block_stride must be unset when b_major is 'k', got {op.b_block_stride}"
 
 
 def _smem_or_tmem(t) -> bool:
@@ -819,7 +857,9 @@ class Tcgen05MmaOp(Op, name="tcgen05_mma"):
     """One tcgen05 MMA, D (TMEM, f32) [+]= A x B, issued by one thread; sm_100a only.
 
     ``a`` is a shared-memory tile (SS form) or a TMEM region (TS form, e.g. P in FA4's P@V); ``b`` is
-    a shared-memory tile. Shared-memory operands are K-major with the swizzle of their region; one
+    a shared-memory tile. Shared-memory operands carry the swizzle of their region; A is K-major, B
+    K-major or, with ``b_major = "mn"``, MN-major (blocks of one swizzle width along N, ``b_block_stride``
+    bytes apart, as TMA loads a row-major K x N matrix); one
     instruction consumes K = 32 bytes of each row (16 elements of f16/bf16, 8 of tf32), at byte
     ``a_offset`` / ``b_offset`` in the tile. ``accumulate`` false overwrites D. With
     ``cta_group = 2`` the pair computes an M = 2 x 128 tile, each CTA holding half of A and D.
@@ -837,8 +877,12 @@ class Tcgen05MmaOp(Op, name="tcgen05_mma"):
     cta_group = IntAttr(min=1, max=2, default=1, doc="2: the MMA of a CTA pair")
     a_offset = IntAttr(min=0, multiple_of=16, default=0, doc="byte offset of this K step in A's tile")
     b_offset = IntAttr(min=0, multiple_of=16, default=0, doc="byte offset of this K step in B's tile")
+    b_major = EnumAttr(MAJORS, default="k", doc="k: B rows are N, K contiguous; mn: B rows are K, N contiguous")
+    b_block_stride = IntAttr(min=16, multiple_of=16, optional=True,
+                             doc="mn-major B: bytes between blocks of one swizzle width along N")
 
     def verify(self):
+        yield from _check_major(self)
         valid_m = (64, 128) if self.cta_group == 1 else (128, 256)
         if self.m not in valid_m:
             yield f"m must be one of {valid_m} for cta_group {self.cta_group}, got {self.m}"
@@ -861,7 +905,8 @@ class WgmmaOp(Op, name="wgmma"):
     """One warpgroup MMA on sm_90a: acc (registers, f32) [+]= A (smem) x B (smem), M = 64, K = 16.
 
     All 128 threads of a warpgroup execute it; each holds ``n / 2`` f32 accumulators in an
-    ``!llvm.struct<(f32, ...)>``. Operands are K-major tiles with their region's swizzle, at byte
+    ``!llvm.struct<(f32, ...)>``. Operands are tiles with their region's swizzle (A K-major, B K-major
+    or MN-major as for ``fa4.tcgen05_mma``), at byte
     ``a_offset`` / ``b_offset``. The op is asynchronous: ``fa4.wgmma_commit`` closes a group and
     ``fa4.wgmma_wait`` waits for it before the accumulators are read.
     Lowers to: ``wgmma.fence.sync.aligned`` (unless the previous op is a wgmma too), descriptors and
@@ -876,9 +921,13 @@ class WgmmaOp(Op, name="wgmma"):
     accumulate = IntAttr(min=0, max=1, default=1, doc="0: acc = A x B; 1: acc += A x B")
     a_offset = IntAttr(min=0, multiple_of=16, default=0, doc="byte offset of this K step in A's tile")
     b_offset = IntAttr(min=0, multiple_of=16, default=0, doc="byte offset of this K step in B's tile")
+    b_major = EnumAttr(MAJORS, default="k", doc="k: B rows are N, K contiguous; mn: B rows are K, N contiguous")
+    b_block_stride = IntAttr(min=16, multiple_of=16, optional=True,
+                             doc="mn-major B: bytes between blocks of one swizzle width along N")
     result = Result(AnyOf("the type of acc", _f32_struct), type_of="acc")
 
     def verify(self):
+        yield from _check_major(self)
         fields = str(self.acc.type).count("f32")
         if fields != self.n // 2:
             yield f"acc must have n / 2 = {self.n // 2} f32 fields, got {fields}"

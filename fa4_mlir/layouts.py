@@ -195,37 +195,48 @@ def depth512_layout(c: Depth512Config) -> Layout:
 
 
 def gemm_barriers(c: GemmConfig) -> list[BarrierArray]:
+    """The barriers of ``fa4_mlir.kernels.gemm``, in its declaration order (a test holds the two
+    equal). sm_90a has no MMA warp: the consumer warpgroups release A/B stages themselves, lane 0 of
+    each warp arriving once its wgmma group retired, and hold the accumulator in registers."""
     g = c.cta_group
-    out = [BarrierArray("ab_producer", (1,) * c.stages, "tx", "load warp expect_tx (A+B bytes) + TMA", "MMA", g),
-           BarrierArray("ab_consumer", (1,) * c.stages, "commit", "MMA commit", "load warp", g)]
+    mma = "MMA warp" if c.has_tmem else "consumer warpgroups"
+    epilogue = "epilogue warps" if c.has_tmem else "consumer warpgroups"
+    out = [BarrierArray("ab_producer", (1,) * c.stages, "tx", "load warp expect_tx (A+B bytes) + TMA", mma, g)]
     if c.has_tmem:
-        out += [BarrierArray("accum_producer", (1,) * c.accum_stages, "commit", "MMA commit after the K loop",
+        out += [BarrierArray("ab_consumer", (1,) * c.stages, "commit", "MMA commit", "load warp", g),
+                BarrierArray("accum_producer", (1,) * c.accum_stages, "commit", "MMA commit after the K loop",
                              "epilogue warps", g),
-                BarrierArray("accum_consumer", (128 * g,) * c.accum_stages, "threads",
+                BarrierArray("accum_consumer", (c.epilogue_threads * g,) * c.accum_stages, "threads",
                              "epilogue threads after reading the accumulator", "MMA", g)]
+    else:
+        out.append(BarrierArray("ab_consumer", (4 * c.consumers,) * c.stages, "threads",
+                                "lane 0 of each consumer warp once its wgmma group retired", "load warp"))
     out += [BarrierArray("epi_load_full", (1,) * c.epi_load_stages, "tx",
-                         "epilogue-load warp expect_tx (C sub-tile bytes) + TMA", "epilogue warps"),
-            BarrierArray("epi_load_empty", (128,) * c.epi_load_stages, "threads",
+                         "epilogue-load warp expect_tx (C sub-tile bytes) + TMA", epilogue),
+            BarrierArray("epi_load_empty", (c.epilogue_threads,) * c.epi_load_stages, "threads",
                          "every epilogue thread after reading C", "epilogue-load warp"),
-            BarrierArray("load_order", (1,), "threads", "main load warp after its prologue loads",
-                         "epilogue-load warp before loading C")]
-    if c.has_tmem:
-        out.append(BarrierArray("tmem_dealloc", (128 * g,), "threads", "epilogue threads when done",
-                                "the warp that deallocates TMEM"))
+            BarrierArray("load_order_full", (1,), "threads", "main load warp after a tile's first A/B load",
+                         "epilogue-load warp before loading C"),
+            BarrierArray("load_order_empty", (1,), "threads", "epilogue-load warp once it passed load_order_full",
+                         "main load warp before signalling the next tile")]
     return out
 
 
 def gemm_layout(c: GemmConfig) -> Layout:
     c.validate()
     barriers = gemm_barriers(c)
-    e = c.elem.bytes
-    g = c.cta_group
-    regions = [SmemRegion("a", c.stages * c.tile_m // g * c.tile_k * e, TILE_ALIGN, "128B"),
-               SmemRegion("b", c.stages * c.tile_n // g * c.tile_k * e, TILE_ALIGN, "128B"),
-               SmemRegion("c", c.epi_load_stages * c.epi_tile_bytes, TILE_ALIGN, "128B"),
-               SmemRegion("d", 2 * c.epi_tile_bytes, TILE_ALIGN, "128B")]
+    regions = [SmemRegion("a", c.stages * c.a_stage_bytes, TILE_ALIGN, "128B"),
+               SmemRegion("b", c.stages * c.b_stage_bytes, TILE_ALIGN, "128B"),
+               SmemRegion("c", c.epi_load_stages * c.epi_tile_bytes, TILE_ALIGN, c.epi_swizzle)]
+    if c.has_tmem:
+        regions.append(SmemRegion("d", 2 * c.epi_tile_bytes, TILE_ALIGN, c.epi_swizzle))
+    else:  # one double-buffered D staging tile per consumer warpgroup (64 rows each)
+        regions += [SmemRegion(f"d{i}", 2 * 64 * c.epi_row_bytes, TILE_ALIGN, c.epi_swizzle)
+                    for i in range(c.consumers)]
     config = {"BM": c.tile_m, "BN": c.tile_n, "BK": c.tile_k, "num_stages": c.stages,
               "epi_load_stages": c.epi_load_stages, "epi_tile_n": c.epi_tile_n, "accum_stages": c.accum_stages,
-              "cta_group": c.cta_group, "target": c.target, "smem_budget": c.smem_used, "tmem_used": c.tmem_used}
-    tmem = tuple(TmemRegion(f"accum{i}", c.tile_n) for i in range(c.accum_stages)) if c.has_tmem else ()
-    return Layout("gemm", config, tuple(regions + _tail(barriers)), tuple(barriers), tmem)
+              "cta_group": c.cta_group, "b_major": c.b_major, "target": c.target, "smem_budget": c.smem_used,
+              "tmem_used": c.tmem_used}
+    tail = _tail(barriers) if c.has_tmem else _tail(barriers)[:1]
+    tmem = (TmemRegion("accum", c.accum_stages * c.tile_n),) if c.has_tmem else ()
+    return Layout("gemm", config, tuple(regions + tail), tuple(barriers), tmem)

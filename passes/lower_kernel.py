@@ -10,7 +10,7 @@ from fa4_mlir.passes.base import Fa4Pass
 from fa4_mlir.passes.lowering import KernelLowering, LoweringFailure, lower_kernels, replace_op
 
 GRID_CONSTANT_ARGS = "fa4.grid_constant_args"
-DECLARATIONS = ("fa4.smem_stage", "fa4.smem_alias", "fa4.smem_region", "fa4.tmem_region",
+DECLARATIONS = ("fa4.smem_stage", "fa4.smem_alias", "fa4.smem_region", "fa4.tmem_stage", "fa4.tmem_region",
                 "fa4.pipeline_create", "fa4.mbarrier_alloc")
 # Which pass lowers each op, for the message when one is left.
 LOWERED_BY = {
@@ -30,7 +30,7 @@ class LowerKernelPass(Fa4Pass):
     """No fa4 op or type is left in a kernel: the IR is NVVM, LLVM, arith, scf and gpu only.
 
     ``fa4.smem_address`` becomes ``fa4_smem + offset``; the declarations (regions, aliases, stages,
-    TMEM regions, barrier arrays, pipelines) are erased once unused. Kernel arguments of type
+    TMEM regions and stages, barrier arrays, pipelines) are erased once unused. Kernel arguments of type
     ``!fa4.tensormap`` become ``!llvm.ptr``; their positions go to the function attribute
     ``fa4.grid_constant_args``, from which ``fa4-attach-kernel-abi`` makes them 128-byte
     ``__grid_constant__`` parameters after ``convert-gpu-to-nvvm``. Fails, naming the pass to run,

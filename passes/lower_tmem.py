@@ -16,22 +16,32 @@ from fa4_mlir.passes.lowering import KernelLowering, LoweringFailure, lower_kern
 _SWIZZLE_BYTES = {"32B": 32, "64B": 64, "128B": 128}
 _LAYOUT = {"128B": 2, "64B": 4, "32B": 6}
 # Instruction descriptor of kind::f16 / kind::tf32: D format (f32 = 1) at bit 4, A and B formats
-# at bits 7 and 10, K-major A and B (bits 15, 16 clear), N >> 3 at bit 17, M >> 4 at bit 24.
+# at bits 7 and 10, K-major A (bit 15 clear), B transposed (MN-major) at bit 16, N >> 3 at bit 17,
+# M >> 4 at bit 24.
 _FORMAT = {"f16": 0, "bf16": 1, "tf32": 2}
 _KIND = {"f16": "f16", "bf16": "f16", "tf32": "tf32"}
 LANES_PER_WARP_SHIFT = 21  # (32 lanes) << 16: the lane field of a TMEM address
 
 
-def smem_descriptor_bits(swizzle: str) -> int:
-    """The constant part of a tcgen05 K-major shared-memory descriptor."""
-    sbo = 8 * _SWIZZLE_BYTES[swizzle]  # 8 rows of one swizzle width
-    lbo = 16  # ignored for swizzled K-major layouts; 1 by convention
-    return ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (1 << 46) | (_LAYOUT[swizzle] << 61)
+def smem_descriptor_bits(swizzle: str, block_stride: int | None = None) -> int:
+    """The constant part of a tcgen05 shared-memory descriptor: K-major, or MN-major when
+    ``block_stride`` (bytes between blocks of one swizzle width along M/N) is given."""
+    return _offsets(swizzle, block_stride) | (1 << 46) | (_LAYOUT[swizzle] << 61)
 
 
-def instruction_descriptor(ab_type: str, m: int, n: int) -> int:
+def _offsets(swizzle: str, block_stride: int | None) -> int:
+    """Leading and stride byte offsets (16-byte units at bits 16 and 32) of a swizzled canonical
+    layout. K-major: SBO steps 8 rows of one swizzle width, LBO is unused (1 by convention).
+    MN-major: LBO steps from one swizzle-width block along M/N to the next, SBO steps 8 K rows."""
+    sbo = 8 * _SWIZZLE_BYTES[swizzle]
+    lbo = 16 if block_stride is None else block_stride
+    return ((lbo >> 4) << 16) | ((sbo >> 4) << 32)
+
+
+def instruction_descriptor(ab_type: str, m: int, n: int, b_major: str = "k") -> int:
     fmt = _FORMAT[ab_type]
-    return (1 << 4) | (fmt << 7) | (fmt << 10) | ((n >> 3) << 17) | ((m >> 4) << 24)
+    transpose_b = 1 if b_major == "mn" else 0
+    return (1 << 4) | (fmt << 7) | (fmt << 10) | (transpose_b << 16) | ((n >> 3) << 17) | ((m >> 4) << 24)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +54,9 @@ class LowerTmemPass(Fa4Pass):
     field for ``tmem_load`` / ``tmem_store``, shape ``32x32b``). Loads are fenced
     (``tcgen05.fence::after_thread_sync``) and waited (``tcgen05.wait::ld``); stores are waited
     (``tcgen05.wait::st``) and fenced (``before_thread_sync``). ``tcgen05_mma`` becomes
-    ``tcgen05.mma`` with K-major swizzled shared-memory descriptors (or a TMEM A operand) and a
-    constant instruction descriptor.
+    ``tcgen05.mma`` with swizzled shared-memory descriptors (K-major, or MN-major for an
+    ``b_major = "mn"`` B; or a TMEM A operand) and a constant instruction descriptor. A
+    ``fa4.tmem_stage`` adds ``stage * columns`` to its region's address.
     """
 
     name = "fa4-lower-tmem"
@@ -115,9 +126,13 @@ def _allocation(k: KernelLowering, op) -> None:
 def _tmem(k: KernelLowering, value: ir.Value, user, slots, extra_columns: int = 0,
           per_warp: bool = False) -> ir.Value:
     """The TMEM address of a region: allocated base + column (+ the warp's lane quarter)."""
-    region = defining_op(value)
+    region, stage = defining_op(value), None
+    if region is not None and region.operation.name == "fa4.tmem_stage":
+        stage = arith.muli(region.stage, k.const(region.columns))
+        region = defining_op(region.base)
     if region is None or region.operation.name != "fa4.tmem_region":
-        raise LoweringFailure(user, f"'{user.OPERATION_NAME}' tensor memory must come from fa4.tmem_region")
+        raise LoweringFailure(user, (
+            f"'{user.OPERATION_NAME}' tensor memory must come from fa4.tmem_region or fa4.tmem_stage"))
     if region.column is None:
         raise LoweringFailure(region, (
             f"'fa4.tmem_region' '{region.sym_name}' has no column: run fa4-allocate-tmem before lowering"))
@@ -126,6 +141,8 @@ def _tmem(k: KernelLowering, value: ir.Value, user, slots, extra_columns: int = 
             f"the kernel must allocate tensor memory with exactly one fa4.tmem_alloc, got {len(slots)}"))
     base = llvm.load(ir.IntegerType.get_signless(32), k.smem_address(slots[0], user=user))
     address = arith.addi(base, k.const(region.column + extra_columns))
+    if stage is not None:
+        address = arith.addi(address, stage)
     if per_warp:
         quarter = arith.andi(k.warp_index(), k.const(3))
         address = arith.addi(address, arith.shli(quarter, k.const(LANES_PER_WARP_SHIFT)))
@@ -139,7 +156,7 @@ def _mma(k: KernelLowering, op, slots) -> None:
         a = _tmem(k, op.a, op, slots, op.a_offset // 4)  # 4 bytes per TMEM column
     else:
         a = k.matrix_descriptor(op.a, op.a_offset, op, smem_descriptor_bits)
-    b = k.matrix_descriptor(op.b, op.b_offset, op, smem_descriptor_bits)
-    idesc = k.const(instruction_descriptor(op.ab_type, op.m, op.n))
+    b = k.matrix_descriptor(op.b, op.b_offset, op, lambda swizzle: smem_descriptor_bits(swizzle, op.b_block_stride))
+    idesc = k.const(instruction_descriptor(op.ab_type, op.m, op.n, op.b_major))
     nvvm.Tcgen05MMAOp(ir.Attribute.parse(f"#nvvm.tcgen05_mma_kind<{_KIND[op.ab_type]}>"), _group(op.cta_group),
                       d, a, b, idesc, op.accumulate)

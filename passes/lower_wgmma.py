@@ -15,17 +15,21 @@ _SWIZZLE_BYTES = {"32B": 32, "64B": 64, "128B": 128}
 _LAYOUT = {"128B": 1, "64B": 2, "32B": 3}
 
 
-def wgmma_descriptor_bits(swizzle: str) -> int:
-    """The constant part of a K-major wgmma descriptor."""
+def wgmma_descriptor_bits(swizzle: str, block_stride: int | None = None) -> int:
+    """The constant part of a wgmma descriptor: K-major (SBO = 8 rows of one swizzle width, LBO
+    unused), or MN-major when ``block_stride`` is given (LBO = bytes between swizzle-width blocks
+    along M/N, SBO = 8 K rows)."""
     sbo = 8 * _SWIZZLE_BYTES[swizzle]
-    return (1 << 16) | ((sbo >> 4) << 32) | (_LAYOUT[swizzle] << 62)
+    lbo = 16 if block_stride is None else block_stride
+    return ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (_LAYOUT[swizzle] << 62)
 
 
 @dataclasses.dataclass(frozen=True)
 class LowerWgmmaPass(Fa4Pass):
     """No fa4.wgmma, fa4.wgmma_commit or fa4.wgmma_wait is left; on sm_100a each one is an error.
 
-    A wgmma becomes ``wgmma.mma_async.sync.aligned.m64nNk16.f32`` on K-major swizzled descriptors,
+    A wgmma becomes ``wgmma.mma_async.sync.aligned.m64nNk16.f32`` on swizzled descriptors (B
+    transposed, ``imm-trans-b = 1``, when it is MN-major),
     preceded by ``wgmma.fence.sync.aligned`` unless the op before it is a wgmma of the same chain;
     commit and wait become ``wgmma.commit_group`` and ``wgmma.wait_group pending``.
     """
@@ -63,11 +67,11 @@ def _wgmma(k: KernelLowering, op) -> ir.Value:
     if not _follows_wgmma(op):
         nvvm.WgmmaFenceAlignedOp()
     a = k.matrix_descriptor(op.a, op.a_offset, op, wgmma_descriptor_bits)
-    b = k.matrix_descriptor(op.b, op.b_offset, op, wgmma_descriptor_bits)
+    b = k.matrix_descriptor(op.b, op.b_offset, op, lambda swizzle: wgmma_descriptor_bits(swizzle, op.b_block_stride))
     attr = ir.Attribute.parse
     return nvvm.WgmmaMmaAsyncOp(
         op.acc.type, op.acc, a, b, attr(f"#nvvm.shape<m = 64, n = {op.n}, k = 16>"),
         attr(f"#nvvm.wgmma_type<{op.ab_type}>"), attr(f"#nvvm.wgmma_type<{op.ab_type}>"),
         attr("#nvvm.wgmma_type<f32>"), attr(f"#nvvm.wgmma_scale_out<{'one' if op.accumulate else 'zero'}>"),
         attr("#nvvm.wgmma_scale_in<one>"), attr("#nvvm.wgmma_scale_in<one>"),
-        attr("#nvvm.mma_layout<row>"), attr("#nvvm.mma_layout<col>")).result
+        attr("#nvvm.mma_layout<row>"), attr(f"#nvvm.mma_layout<{'row' if op.b_major == 'mn' else 'col'}>")).result

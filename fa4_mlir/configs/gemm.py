@@ -3,7 +3,8 @@
 Layout after the reference SM100 matmul (spec 5.1-5.2): A/B stages fed by TMA, a TMEM accumulator
 with ``accum_stages`` stages (sm_100a), an epilogue-load warp streaming C through an EpiLoadPipeline
 of ``epi_load_stages`` sub-tiles of ``tile_m x epi_tile_n``, and a double-buffered D store tile.
-``num_stages = 0`` picks the most A/B stages that fit (at most 8). No MLIR import.
+``num_stages = 0`` picks the most A/B stages that fit (at most 8); ``epi_tile_n = 0`` the target's
+sub-tile width. ``b_major`` says how B is laid out in memory. No MLIR import.
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ from fa4_mlir.errors import ConfigError
 from fa4_mlir.target import SMEM_CARVEOUT, TMEM_COLUMNS, Target
 
 MAX_STAGES = 8
+WARPGROUP_ROWS = 64  # rows of one sm_90a wgmma (m64nNk16): one consumer warpgroup each
+EPILOGUE_THREADS_SM100 = 128  # warps 0-3 read the 128 TMEM lanes
+MMA_K_BYTES = 32  # K bytes one MMA instruction consumes per row (16 elements of bf16/fp16)
+SWIZZLE_BYTES = 128  # A/B tiles: 128B swizzle, one row of tile_k elements
+DEFAULT_EPI_TILE_N = {"sm_100a": 64, "sm_90a": 64}  # sm_90a: 64 (3 A/B stages) beat 32 (4 stages), docs/PERF.md
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -29,25 +35,35 @@ class GemmConfig(Checked):
     tile_n: int = 256
     tile_k: int = 64
     num_stages: int = 0  # 0: as many as fit, at most 8
-    epi_tile_n: int = 64
+    epi_tile_n: int = 0  # 0: the target's default (DEFAULT_EPI_TILE_N)
     epi_load_stages: int = 2
     accum_stages: int = 2  # TMEM accumulator stages (sm_100a)
     cta_group: int = 1
+    b_major: str = "k"  # "k": B is given as (N, K), K contiguous; "mn": as (K, N), N contiguous
+    group_m: int = 8  # tile raster: output tiles are visited in bands of group_m tile rows (L2 reuse)
 
     def __post_init__(self):
         lookup_dtype(self.dtype, field="GemmConfig.dtype", allowed=("bf16", "fp16"))
         Target.parse(self.target)
+        if self.epi_tile_n == 0:
+            object.__setattr__(self, "epi_tile_n", DEFAULT_EPI_TILE_N[self.target])
+        sm90 = self.target == "sm_90a"
+        e = self.elem.bytes
         rules = (
-            ("tile_m", self.tile_m in (64, 128, 256), "64, 128 or 256"),
+            ("cta_group", self.cta_group in (1, 2), "1 or 2"),
+            ("tile_m", self.tile_m in ((64, 128) if sm90 else (128 * self.cta_group,)),
+             "64 or 128 on sm_90a (one consumer warpgroup per 64 rows)" if sm90 else
+             f"{128 * self.cta_group} on sm_100a with cta_group {self.cta_group} (128 TMEM lanes per CTA)"),
             ("tile_n", 16 <= self.tile_n <= 256 and self.tile_n % 16 == 0, "a multiple of 16 in [16, 256]"),
-            ("tile_k", self.tile_k == 128 // self.elem.bytes, f"{128 // self.elem.bytes} (one 128B swizzle row of "
-                                                               f"{self.dtype})"),
+            ("tile_k", self.tile_k == SWIZZLE_BYTES // e, f"{SWIZZLE_BYTES // e} (one 128B swizzle row of "
+                                                          f"{self.dtype})"),
             ("num_stages", 0 <= self.num_stages <= MAX_STAGES, f"in [0, {MAX_STAGES}] (0: as many as fit)"),
-            ("epi_tile_n", self.epi_tile_n in (16, 32, 64, 128) and self.epi_tile_n <= self.tile_n,
-             f"16, 32, 64 or 128 and <= tile_n ({self.tile_n})"),
+            ("epi_tile_n", self.epi_tile_n in (16, 32, 64) and self.epi_tile_n <= self.tile_n,
+             f"16, 32 or 64 (one swizzled row of at most 128 B) and <= tile_n ({self.tile_n})"),
             ("epi_load_stages", 1 <= self.epi_load_stages <= 4, "in [1, 4]"),
             ("accum_stages", 1 <= self.accum_stages <= 2, "1 or 2"),
-            ("cta_group", self.cta_group in (1, 2), "1 or 2"),
+            ("b_major", self.b_major in ("k", "mn"), "'k' (B given as (N, K)) or 'mn' (B given as (K, N))"),
+            ("group_m", 1 <= self.group_m <= 64, "in [1, 64]"),
         )
         for name, ok, expected in rules:
             if not ok:
@@ -56,6 +72,10 @@ class GemmConfig(Checked):
             raise ConfigError(f"GemmConfig.epi_tile_n must divide tile_n ({self.tile_n}), got {self.epi_tile_n}")
         if self.cta_group == 2 and self.target != "sm_100a":
             raise ConfigError(f"GemmConfig.cta_group must be 1 on {self.target} (CTA-pair MMA is sm_100a), got 2")
+        if self.b_major == "mn" and self.b_tile_rows % self.swizzle_elems:
+            raise ConfigError(f"GemmConfig.tile_n / cta_group must be a multiple of {self.swizzle_elems} when "
+                              f"b_major is 'mn' (B is loaded in {SWIZZLE_BYTES}B-wide column blocks), got "
+                              f"{self.b_tile_rows}")
 
     @property
     def elem(self) -> DType:
@@ -66,31 +86,73 @@ class GemmConfig(Checked):
         return Target.parse(self.target).tmem_columns > 0
 
     @property
+    def swizzle_elems(self) -> int:
+        return SWIZZLE_BYTES // self.elem.bytes
+
+    @property
     def rows_per_cta(self) -> int:
         """Output rows each CTA owns: a CTA pair splits the tile's M (and B's N) between its CTAs."""
         return self.tile_m // self.cta_group
 
     @property
+    def b_tile_rows(self) -> int:
+        """N columns of B each CTA loads per stage."""
+        return self.tile_n // self.cta_group
+
+    @property
+    def a_stage_bytes(self) -> int:
+        return self.rows_per_cta * self.tile_k * self.elem.bytes
+
+    @property
+    def b_stage_bytes(self) -> int:
+        return self.b_tile_rows * self.tile_k * self.elem.bytes
+
+    @property
     def stage_bytes(self) -> int:
         """One A + B stage in one CTA."""
-        return (self.tile_m + self.tile_n) // self.cta_group * self.tile_k * self.elem.bytes
+        return self.a_stage_bytes + self.b_stage_bytes
+
+    @property
+    def epi_row_bytes(self) -> int:
+        """Bytes of one C/D sub-tile row: also its swizzle width (32, 64 or 128 B)."""
+        return self.epi_tile_n * self.elem.bytes
+
+    @property
+    def epi_swizzle(self) -> str:
+        return f"{self.epi_row_bytes}B"
 
     @property
     def epi_tile_bytes(self) -> int:
-        return self.rows_per_cta * self.epi_tile_n * self.elem.bytes
+        return self.rows_per_cta * self.epi_row_bytes
 
     @property
     def num_epi_subtiles(self) -> int:
         """C/D sub-tiles per output tile (the reference's num_epi_load_stages = MMA_N / OutputN)."""
         return self.tile_n // self.epi_tile_n
 
+    @property
+    def consumers(self) -> int:
+        """sm_90a: consumer warpgroups (MMA and epilogue), one per 64 rows."""
+        return self.tile_m // WARPGROUP_ROWS
+
+    @property
+    def epilogue_threads(self) -> int:
+        """Threads that read C and write D: the 4 epilogue warps (sm_100a), the consumers (sm_90a)."""
+        return EPILOGUE_THREADS_SM100 if self.has_tmem else 128 * self.consumers
+
+    @property
+    def num_warps(self) -> int:
+        # sm_100a: epilogue warps 0-3, main load 4, MMA 5, epilogue load 6, 7 idle (a warpgroup pair).
+        # sm_90a: consumer warpgroups first, then a producer warpgroup (main load, epilogue load, 2 idle).
+        return 8 if self.has_tmem else 4 * self.consumers + 4
+
     def mbarrier_count(self, stages: int) -> int:
-        # A/B full+empty, accumulator full+empty, C full+empty, load order, TMEM dealloc.
+        # A/B full+empty, accumulator full+empty, C full+empty, load order full+empty.
         accum = 2 * self.accum_stages if self.has_tmem else 0
-        return 2 * stages + accum + 2 * self.epi_load_stages + 1 + (1 if self.has_tmem else 0)
+        return 2 * stages + accum + 2 * self.epi_load_stages + 2
 
     def smem_for(self, stages: int) -> int:
-        fixed = (self.epi_load_stages + 2) * self.epi_tile_bytes + TMEM_ADDR_BYTES
+        fixed = (self.epi_load_stages + 2) * self.epi_tile_bytes + (TMEM_ADDR_BYTES if self.has_tmem else 0)
         return stages * self.stage_bytes + fixed + self.mbarrier_count(stages) * MBAR_BYTES
 
     @cached_property
@@ -120,4 +182,5 @@ class GemmConfig(Checked):
         return Support(True)
 
     def describe(self) -> str:
-        return f"GemmConfig {self.tile_m}x{self.tile_n}x{self.tile_k} {self.dtype} {self.target}"
+        pair = " cta_group 2" if self.cta_group == 2 else ""
+        return f"GemmConfig {self.tile_m}x{self.tile_n}x{self.tile_k} {self.dtype} {self.target}{pair}"

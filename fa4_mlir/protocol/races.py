@@ -33,6 +33,7 @@ class AccessLog:
         self.sim = sim
         self.by_root: dict[tuple[str, int, int], list[Record]] = {}
         self.inflight: dict[tuple[str, int, int], list[list[Record]]] = {}  # (mode, cta, warp) -> groups
+        self.committed: dict[tuple[int, int], list[Record]] = {}  # (cta, warp) -> MMAs a commit covered
         self.reported: set = set()
 
     def _lists(self, acc: Access) -> list[list[Record]]:
@@ -109,12 +110,18 @@ class AccessLog:
     # ---- completion of async accesses ---------------------------------------------------------
 
     def complete_mma(self, e: Event, end: Condition) -> None:
-        """A commit: every MMA its warps issued and no earlier commit covered ends at ``end``."""
+        """A commit: every MMA its warps issued before it ends at ``end`` at the latest. One an
+        earlier commit covered also ends there (a commit tracks all earlier MMAs of the thread), so
+        ``end`` becomes one more alternative of its condition."""
         for cta, warp in self.sim.warps(e):
+            covered = self.committed.setdefault((cta, warp), [])
+            for rec in covered:
+                rec.end = [*rec.end, *end]
             for group in self.inflight.pop(("mma", cta, warp), []):
                 for rec in group:
                     if rec.end is None:
-                        rec.end = end
+                        rec.end = list(end)
+                        covered.append(rec)
 
     def close_group(self, e: Event, mode: str) -> None:
         for cta, warp in self.sim.warps(e):

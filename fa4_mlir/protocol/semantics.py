@@ -177,6 +177,18 @@ def _tmem_region(r, n, mask):
     r.set(n, [TmemRef(root, 0, n.attrs["columns"], f"TMEM '{n.attrs['sym_name']}'")])
 
 
+def _tmem_stage(r, n, mask):
+    base, stage = r.get(n.operands[0]), uniform(r.get(n.operands[1]))
+    size = n.attrs["columns"]
+    if not isinstance(base, TmemRef):
+        r.set(n, [opaque()])
+    elif isinstance(stage, int):
+        lo = base.lo + stage * size
+        r.set(n, [TmemRef(base.root, lo, lo + size, f"stage {stage} of {base.what}")])
+    else:
+        r.set(n, [base])
+
+
 def _has_tmem(r) -> bool:
     """TMEM exists from sm_100a on; elsewhere the lowering rejects TMEM ops with a clearer message."""
     return r.c.s.target_sm >= 100
@@ -512,7 +524,7 @@ HANDLERS = {
     "llvm.load": _load, "llvm.store": _store, "llvm.getelementptr": _pointer_passthrough,
     "llvm.addrspacecast": _pointer_passthrough, "llvm.bitcast": _pointer_passthrough,
     "fa4.smem_region": _smem_region, "fa4.smem_alias": _smem_alias, "fa4.smem_stage": _smem_stage,
-    "fa4.smem_address": _smem_address, "fa4.tmem_region": _tmem_region, "fa4.tmem_alloc": _tmem_alloc,
+    "fa4.smem_address": _smem_address, "fa4.tmem_region": _tmem_region, "fa4.tmem_stage": _tmem_stage, "fa4.tmem_alloc": _tmem_alloc,
     "fa4.tmem_dealloc": _tmem_dealloc, "fa4.tmem_load": _tmem_access(False), "fa4.tmem_store": _tmem_access(True),
     "fa4.mbarrier_alloc": _mbarrier_alloc, "fa4.mbarrier_init": _mbarrier_init,
     "fa4.mbarrier_arrive": _mbarrier_arrive, "fa4.mbarrier_arrive_expect_tx": _mbarrier_arrive_expect_tx,

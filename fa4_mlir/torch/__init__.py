@@ -7,6 +7,7 @@ eagerly first.
 
     import fa4_mlir.torch
     y = torch.ops.fa4.copy_pipeline(x, 2.0)
+    d = fa4_mlir.torch.gemm_residual(a, b, c, alpha=1.0, beta=1.0)  # torch.addmm(c, a, b)
 """
 
 from __future__ import annotations
@@ -19,5 +20,6 @@ except ImportError:  # pragma: no cover - depends on the machine
 from fa4_mlir.torch import ops  # noqa: F401  (registers torch.ops.fa4.*)
 
 copy_pipeline = torch.ops.fa4.copy_pipeline
+gemm_residual = torch.ops.fa4.gemm_residual
 
-__all__ = ["copy_pipeline"]
+__all__ = ["copy_pipeline", "gemm_residual"]

@@ -1,5 +1,8 @@
 """The ``torch.ops.fa4`` custom ops.
 
+``gemm_residual(a, b, c, alpha, beta) -> alpha * a @ b + beta * c``: the warp-specialised GEMM with
+its residual epilogue (see ``gemm_residual``).
+
 ``copy_pipeline(x, scale) -> scale * x``: the copy-pipeline kernel on a 2-D tensor. ``x`` is bf16 or
 fp16 on an sm_90 or sm_100 GPU, with a unit innermost stride, a 16-byte aligned start and rows a
 multiple of 16 bytes apart (TMA's rules); any number of rows, and columns a multiple of 8. The
@@ -16,13 +19,16 @@ import torch
 
 from fa4_mlir import knobs, runtime
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
+from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.errors import LaunchError
+from fa4_mlir.kernels import gemm
 from fa4_mlir.kernels.copy_pipeline import launch_geometry
 from fa4_mlir.torch.tensors import current_stream, fa4_dtype, global_tensor, require_cuda
 
 _lib = torch.library.Library("fa4", "DEF")
 _lib.define("copy_pipeline(Tensor x, float scale) -> Tensor")
-_kernels: dict[tuple, tuple[CopyPipelineConfig, runtime.Kernel]] = {}
+_lib.define("gemm_residual(Tensor a, Tensor b, Tensor c, float alpha=1.0, float beta=1.0) -> Tensor")
+_kernels: dict[tuple, tuple[object, runtime.Kernel]] = {}
 
 
 def _copy_kernel(device: int, dtype: str) -> tuple[CopyPipelineConfig, runtime.Kernel]:
@@ -64,3 +70,84 @@ def _copy_pipeline_fake(x: torch.Tensor, scale: float) -> torch.Tensor:
 # CompositeExplicitAutograd: every backend reaches the checks above (a CPU tensor gets our message).
 _lib.impl("copy_pipeline", copy_pipeline, "CompositeExplicitAutograd")
 torch.library.register_fake("fa4::copy_pipeline", _copy_pipeline_fake, lib=_lib)
+
+
+# ---------------------------------------------------------------------------------------------------
+# gemm_residual
+# ---------------------------------------------------------------------------------------------------
+
+
+def _gemm_kernel(device: int, dtype: str, b_major: str) -> tuple[GemmConfig, runtime.Kernel]:
+    key = ("gemm", device, dtype, b_major, knobs.debug_timeout_ms())
+    found = _kernels.get(key)
+    if found is None:
+        config = GemmConfig(dtype=dtype, target=runtime.device_target(device), b_major=b_major)
+        found = _kernels[key] = (config, runtime.load("gemm", config, device=device, debug=key[-1] or False))
+    return found
+
+
+def _gemm_shapes(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[int, int, int]:
+    for name, t in (("a", a), ("b", b), ("c", c)):
+        if t.dim() != 2:
+            raise LaunchError(f"gemm_residual: {name} must be 2-D, got shape {tuple(t.shape)}")
+    (m, k), (kb, n) = a.shape, b.shape
+    if kb != k:
+        raise LaunchError(f"gemm_residual: b must be (K, N) with K = a.shape[1] = {k}, got shape {tuple(b.shape)}")
+    if tuple(c.shape) != (m, n):
+        raise LaunchError(f"gemm_residual: c must be (M, N) = ({m}, {n}), got shape {tuple(c.shape)}; "
+                          f"expand a broadcast residual with .expand({m}, {n}).contiguous()")
+    if not (a.dtype == b.dtype == c.dtype):
+        raise LaunchError(f"gemm_residual: a, b and c must have one dtype, got {a.dtype}, {b.dtype}, {c.dtype}")
+    return m, n, k
+
+
+def _b_operand(b: torch.Tensor) -> tuple[str, torch.Tensor]:
+    """How the kernel reads B (K, N): row-major as is ("mn"), or as the (N, K) row-major tensor
+    whose transpose it is ("k")."""
+    if b.stride(1) == 1 and (b.shape[1] > 1 or b.stride(0) != 1):
+        return "mn", b
+    if b.stride(0) == 1:
+        return "k", b.t()
+    raise LaunchError(f"gemm_residual: b must be row-major (K, N) or the transpose of a row-major (N, K) "
+                      f"tensor, got strides {tuple(b.stride())}; pass b.contiguous()")
+
+
+def gemm_residual(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, alpha: float = 1.0,
+                  beta: float = 1.0) -> torch.Tensor:
+    """``alpha * a @ b + beta * c`` (``torch.addmm(c, a, b, beta=beta, alpha=alpha)``) in one kernel.
+
+    ``a`` is (M, K) row-major; ``b`` is (K, N), row-major or the transpose of a row-major (N, K)
+    tensor (an ``nn.Linear`` weight ``w`` as ``w.t()``); ``c`` is (M, N) with a unit column stride;
+    all bf16 or all fp16 on one sm_90 / sm_100 GPU. Rows must start 16-byte aligned (K and N
+    multiples of 8 for contiguous tensors): TMA's rule. The product accumulates in f32 and the
+    epilogue rounds once; with ``beta = 0``, ``c`` is not read (NaN in it does not propagate).
+    """
+    device = require_cuda(a, "gemm_residual: a")
+    for name, t in (("b", b), ("c", c)):
+        if require_cuda(t, f"gemm_residual: {name}") != device:
+            raise LaunchError(f"gemm_residual: {name} must be on a's device cuda:{device}, got '{t.device}'")
+    dtype = fa4_dtype(a, "gemm_residual: a")
+    m, n, k = _gemm_shapes(a, b, c)
+    out = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    if m == 0 or n == 0:
+        return out
+    if k == 0:  # no product: D = beta * C, which TMA cannot tile (a zero-sized dimension)
+        return out.copy_(c * beta if beta != 0 else torch.zeros_like(c))
+    b_major, b_mem = _b_operand(b)
+    config, kernel = _gemm_kernel(device, dtype, b_major)
+    grid, scalars = gemm.launch_geometry(config, m, n, k, kernel.resident_ctas)
+    kernel.launch(grid, {"a": global_tensor(a, dtype), "b": global_tensor(b_mem, dtype),
+                         "c": global_tensor(c, dtype), "d": global_tensor(out, dtype), **scalars,
+                         "alpha": float(alpha), "beta": float(beta), "has_c": int(beta != 0)},
+                  stream=current_stream(device))
+    return out
+
+
+def _gemm_residual_fake(a, b, c, alpha=1.0, beta=1.0):
+    fa4_dtype(a, "gemm_residual: a")
+    m, n, _ = _gemm_shapes(a, b, c)
+    return a.new_empty((m, n))
+
+
+_lib.impl("gemm_residual", gemm_residual, "CompositeExplicitAutograd")
+torch.library.register_fake("fa4::gemm_residual", _gemm_residual_fake, lib=_lib)

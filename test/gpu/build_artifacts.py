@@ -2,7 +2,9 @@
 
 Run where the compiler is installed; copy the cache to the GPU machine (same FA4_CACHE_DIR layout):
 
-    FA4_CACHE_DIR=.fa4-cache python test/gpu/build_artifacts.py
+    FA4_CACHE_DIR=.fa4-cache python test/gpu/build_artifacts.py [--bench]
+
+``--bench`` adds the GEMM variants ``bench/gemm.py --sweep`` times.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 
 from fa4_mlir import knobs
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
+from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.runtime.artifacts import ArtifactKey, fetch
 
 HERE = pathlib.Path(__file__).parent
@@ -23,6 +26,14 @@ def keys() -> list[ArtifactKey]:
               for t in ("sm_90a", "sm_100a") for d in ("bf16", "fp16")]
     wanted.append(ArtifactKey.for_config("copy-pipeline", CopyPipelineConfig(target="sm_90a"), debug))
     wanted.append(ArtifactKey.for_file(HERE / "kernels" / "broken_barrier.mlir", "sm_90a", debug))
+    wanted += [ArtifactKey.for_config("gemm", GemmConfig(dtype=d, target="sm_90a", b_major=b))
+               for d in ("bf16", "fp16") for b in ("k", "mn")]
+    if "--bench" in sys.argv:  # the variants bench/gemm.py --sweep times
+        sys.path.insert(0, str(HERE.parent.parent / "bench"))
+        from gemm_variants import SWEEP
+
+        wanted += [ArtifactKey.for_config("gemm", GemmConfig(target="sm_90a", b_major="mn", **extra))
+                   for extra in SWEEP]
     return wanted
 
 

@@ -17,6 +17,18 @@ SHIPPED_FILES = ("examples/producer_consumer.mlir", "examples/pair_mma.mlir",
                  "test/Conversion/ptx-sm100a.mlir", "test/Conversion/ptx-sm90a.mlir")
 
 
+# The GEMM as shipped (both targets, both B layouts, the CTA pair), and small variants (2 stages,
+# narrow tiles: every protocol the large ones have, with short unrolls) that the mutants start from.
+GEMM_CONFIGS = {
+    "sm_90a": dict(target="sm_90a"), "sm_90a-mn": dict(target="sm_90a", b_major="mn"),
+    "sm_100a": dict(target="sm_100a"), "sm_100a-pair": dict(target="sm_100a", cta_group=2, tile_m=256),
+    "sm_90a-small": dict(target="sm_90a", tile_n=64, epi_tile_n=32, num_stages=2, epi_load_stages=1),
+    "sm_100a-small": dict(target="sm_100a", tile_n=64, epi_tile_n=32, num_stages=2),
+    "sm_100a-pair-small": dict(target="sm_100a", tile_n=64, epi_tile_n=32, num_stages=2, cta_group=2, tile_m=256),
+}
+MUTATED_GEMMS = ("gemm-sm_90a-small", "gemm-sm_100a-small", "gemm-sm_100a-pair-small")
+
+
 def shipped_kernels() -> dict[str, str]:
     """name -> fa4 MLIR of every kernel the project ships: each built-in kernel in several
     configurations, the examples and the end-to-end conversion kernels."""
@@ -30,7 +42,10 @@ def shipped_kernels() -> dict[str, str]:
                 extra = {"tile_rows": 96, "consumer_registers": 152} if consumers == 3 else {}
                 config = cls(target=target, consumers=consumers, stages=stages, **extra)
                 out[f"copy-pipeline-{target}-c{consumers}-s{stages}"] = build(config).mlir
-    assert set(KERNELS) == {"copy-pipeline"}, "add the new built-in kernel to the mutation corpus"
+    cls, build = KERNELS["gemm"]
+    for name, extra in GEMM_CONFIGS.items():
+        out[f"gemm-{name}"] = build(cls(**extra)).mlir
+    assert set(KERNELS) == {"copy-pipeline", "gemm"}, "add the new built-in kernel to the mutation corpus"
     for path in SHIPPED_FILES:
         out[path] = (ROOT / path).read_text()
     return out
@@ -162,9 +177,13 @@ MUTATIONS: dict[str, tuple[frozenset[str], Callable[[str], Iterator[Mutant]]]] =
     "consumer-phase": (frozenset({"parity"}), consumer_starts_at_phase_one),
     "producer-phase": (frozenset({"deadlock"}), producer_starts_at_phase_zero),
     "missing-release": (frozenset({"deadlock", "under-arrival"}), missing_release),
-    "missing-acquire": (frozenset({"race"}), missing_acquire),
+    # an acquire also guards signal-only rings (the GEMM's load order: over-arrival, parity) and a
+    # pair's drain (the peer exits while commits still reach it: cta-pair)
+    "missing-acquire": (frozenset({"race", "over-arrival", "parity", "cta-pair"}), missing_acquire),
     "missing-consumer-wait": (frozenset({"race", "over-arrival", "parity"}), missing_consumer_wait),
-    "release-before-read": (frozenset({"race"}), release_before_read),
+    # a release duplicated on both sides of a branch (the GEMM's C / no-C epilogue), moved on one
+    # side, also arrives twice in one phase there (over-arrival)
+    "release-before-read": (frozenset({"race", "over-arrival"}), release_before_read),
     "one-warp-releases": (frozenset({"race"}), one_warp_releases),
     "named-barrier-renamed": (frozenset({"named-barrier"}), named_barrier_renamed),
     "named-barrier-count": (frozenset({"named-barrier"}), named_barrier_count),
@@ -179,6 +198,8 @@ MUTATIONS: dict[str, tuple[frozenset[str], Callable[[str], Iterator[Mutant]]]] =
 def corpus() -> Iterator[tuple[str, str, str, frozenset[str], str]]:
     """(kernel, operator, what changed, expected classes, mutant source) for every mutant."""
     for kernel, source in shipped_kernels().items():
+        if kernel.startswith("gemm-") and kernel not in MUTATED_GEMMS:
+            continue  # the shipped GEMMs are accepted; their small variants carry the mutants
         for op, (classes, make) in MUTATIONS.items():
             for what, text in make(source):
                 yield kernel, op, what, classes, text

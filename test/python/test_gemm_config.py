@@ -15,13 +15,14 @@ def test_default_sm100_layout_places_within_budget():
     layout = gemm_layout(c)
     smem = place_smem([(r.name, r.bytes, r.align, r.alias_of, 0) for r in layout.regions])
     # 3 stages of (128 + 256) x 64 bf16, 2 C sub-tiles + 2 D buffers of 128 x 64, 16 barriers
-    # (A/B 2x3, accumulator 2x2, C 2x2, load order, TMEM dealloc), the TMEM address.
+    # (A/B 2x3, accumulator 2x2, C 2x2, load order 2x1), the TMEM address.
     assert c.stages == 3 and smem.total == c.smem_used == 3 * 49152 + 4 * 16384 + 16 * 8 + 4
     bars = {b.name: b for b in layout.barriers}
     assert bars["epi_load_full"].counts == (1, 1) and bars["epi_load_full"].arrival == "tx"
     assert bars["epi_load_empty"].counts == (128, 128) and bars["epi_load_empty"].arrival == "threads"
-    assert bars["load_order"].counts == (1,)
-    assert place_contiguous([(t.name, t.columns) for t in layout.tmem]).offsets == {"accum0": 0, "accum1": 256}
+    assert bars["load_order_full"].counts == (1,) and bars["load_order_empty"].counts == (1,)
+    assert place_contiguous([(t.name, t.columns) for t in layout.tmem]).offsets == {"accum": 0}
+    assert layout.tmem[0].columns == 2 * 256
 
 
 def test_stage_count_is_the_most_that_fits():
@@ -32,7 +33,16 @@ def test_stage_count_is_the_most_that_fits():
 def test_sm90_has_no_tmem_barriers():
     layout = gemm_layout(GemmConfig(target="sm_90a"))
     names = [b.name for b in layout.barriers]
-    assert "accum_producer" not in names and "tmem_dealloc" not in names and layout.tmem == ()
+    assert "accum_producer" not in names and layout.tmem == ()
+    bars = {b.name: b for b in layout.barriers}
+    # two consumer warpgroups: lane 0 of each of their 8 warps releases a stage; all 256 threads read C
+    assert bars["ab_consumer"].counts == (8,) * 3 and bars["ab_consumer"].arrival == "threads"
+    assert bars["epi_load_empty"].counts == (256, 256)
+
+
+def test_epilogue_sub_tile_defaults_per_target():
+    assert GemmConfig().epi_tile_n == 64 and GemmConfig(target="sm_90a").epi_tile_n == 64
+    assert GemmConfig(epi_tile_n=32).epi_tile_n == 32 and GemmConfig(epi_tile_n=32).epi_swizzle == "64B"
 
 
 def test_cta_pair_splits_the_tile_and_counts_both_ctas():
@@ -45,11 +55,16 @@ def test_cta_pair_splits_the_tile_and_counts_both_ctas():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(dtype="fp8_e4m3"), r"GemmConfig.dtype must be one of bf16, fp16, got 'fp8_e4m3'"),
     (dict(target="sm_80"), r"target must be sm_90a or sm_100a, got 'sm_80'"),
-    (dict(tile_m=96), r"GemmConfig.tile_m must be 64, 128 or 256, got 96"),
+    (dict(tile_m=96), r"GemmConfig.tile_m must be 128 on sm_100a with cta_group 1 \(128 TMEM lanes per CTA\), got 96"),
+    (dict(tile_m=256, target="sm_90a"), r"GemmConfig.tile_m must be 64 or 128 on sm_90a \(one consumer warpgroup per 64 rows\), got 256"),
+    (dict(tile_m=128, cta_group=2), r"GemmConfig.tile_m must be 256 on sm_100a with cta_group 2"),
+    (dict(b_major="km"), r"GemmConfig.b_major must be 'k' \(B given as \(N, K\)\) or 'mn' \(B given as \(K, N\)\), got 'km'"),
+    (dict(b_major="mn", tile_n=96, epi_tile_n=32), r"GemmConfig.tile_n / cta_group must be a multiple of 64 when b_major is 'mn'"),
+    (dict(group_m=0), r"GemmConfig.group_m must be in \[1, 64\], got 0"),
     (dict(tile_n=100), r"GemmConfig.tile_n must be a multiple of 16 in \[16, 256\], got 100"),
     (dict(tile_k=32), r"GemmConfig.tile_k must be 64 \(one 128B swizzle row of bf16\), got 32"),
     (dict(num_stages=9), r"GemmConfig.num_stages must be in \[0, 8\] \(0: as many as fit\), got 9"),
-    (dict(epi_tile_n=48), r"GemmConfig.epi_tile_n must be 16, 32, 64 or 128 and <= tile_n \(256\), got 48"),
+    (dict(epi_tile_n=48), r"GemmConfig.epi_tile_n must be 16, 32 or 64 \(one swizzled row of at most 128 B\) and <= tile_n \(256\), got 48"),
     (dict(tile_n=96, epi_tile_n=64), r"GemmConfig.epi_tile_n must divide tile_n \(96\), got 64"),
     (dict(epi_load_stages=0), r"GemmConfig.epi_load_stages must be in \[1, 4\], got 0"),
     (dict(accum_stages=3), r"GemmConfig.accum_stages must be 1 or 2, got 3"),

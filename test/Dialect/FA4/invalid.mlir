@@ -904,7 +904,7 @@ func.func @mma_unswizzled_operand(%acc: i1) {
   %a = "fa4.smem_region"() {sym_name = "a", bytes = 16384, align = 1024, swizzle = "128B"} : () -> !fa4.smem
   %b = "fa4.smem_region"() {sym_name = "b", bytes = 16384, align = 1024} : () -> !fa4.smem
   %d = "fa4.tmem_region"() {sym_name = "S", columns = 128} : () -> !fa4.tmem
-  // expected-error @+1 {{'fa4.tcgen05_mma' b must be a swizzled region (MMA reads K-major swizzled tiles), got 'b' with swizzle 'none'}}
+  // expected-error @+1 {{'fa4.tcgen05_mma' b must be a swizzled region (MMA reads swizzled canonical tiles), got 'b' with swizzle 'none'}}
   "fa4.tcgen05_mma"(%d, %a, %b, %acc) {m = 128, n = 128, ab_type = "bf16"} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
   return
 }
@@ -938,5 +938,43 @@ func.func @registers_need_whole_warpgroups() {
     }) {sym_name = "load", warps = array<i32: 4>, registers = 40} : () -> ()
     gpu.yield
   }) {num_warps = 6} : () -> ()
+  return
+}
+
+// -----
+
+func.func @tmem_stage_columns(%i: i32) {
+  %s = "fa4.tmem_region"() {sym_name = "accum", columns = 512} : () -> !fa4.tmem
+  // expected-error @+1 {{'fa4.tmem_stage' columns must divide the columns of 'accum' (512), got 96}}
+  %x = "fa4.tmem_stage"(%s, %i) {columns = 96} : (!fa4.tmem, i32) -> !fa4.tmem
+  return
+}
+
+// -----
+
+func.func @tmem_stage_index() {
+  %s = "fa4.tmem_region"() {sym_name = "accum", columns = 512} : () -> !fa4.tmem
+  %c2 = arith.constant 2 : i32
+  // expected-error @+1 {{'fa4.tmem_stage' stage must be in [0, 2) for 'accum', got 2}}
+  %x = "fa4.tmem_stage"(%s, %c2) {columns = 256} : (!fa4.tmem, i32) -> !fa4.tmem
+  return
+}
+
+// -----
+
+func.func @mma_mn_major_needs_block_stride(%acc: i1) {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 16384, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  %d = "fa4.tmem_region"() {sym_name = "S", columns = 128} : () -> !fa4.tmem
+  // expected-error @+1 {{'fa4.tcgen05_mma' b_block_stride must be set when b_major is 'mn' (bytes between N blocks of one swizzle width), got none}}
+  "fa4.tcgen05_mma"(%d, %a, %a, %acc) {m = 128, n = 128, ab_type = "bf16", b_major = "mn"} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
+  return
+}
+
+// -----
+
+func.func @wgmma_k_major_has_no_block_stride(%acc: !llvm.struct<(f32, f32, f32, f32)>) {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 8192, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  // expected-error @+1 {{'fa4.wgmma' b_block_stride must be unset when b_major is 'k', got 8192}}
+  %r = "fa4.wgmma"(%a, %a, %acc) {n = 8, ab_type = "bf16", b_block_stride = 8192} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
   return
 }

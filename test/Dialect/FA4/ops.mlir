@@ -114,6 +114,11 @@ func.func @tensor_memory(%v: vector<8xi32>, %acc: i1) {
   "fa4.tcgen05_mma"(%s, %a, %a, %acc) {m = 128, n = 128, ab_type = "bf16", b_offset = 32} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
   // CHECK: "fa4.tcgen05_mma"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {ab_type = "f16", m = 64 : i64, n = 8 : i64} : (!fa4.tmem, !fa4.tmem, !fa4.smem, i1) -> ()
   "fa4.tcgen05_mma"(%s, %s, %a, %acc) {m = 64, n = 8, ab_type = "f16"} : (!fa4.tmem, !fa4.tmem, !fa4.smem, i1) -> ()
+  // CHECK: "fa4.tmem_stage"(%{{.*}}, %{{.*}}) {columns = 64 : i64} : (!fa4.tmem, i32) -> !fa4.tmem
+  %c1 = arith.constant 1 : i32
+  %st = "fa4.tmem_stage"(%s, %c1) {columns = 64} : (!fa4.tmem, i32) -> !fa4.tmem
+  // CHECK: "fa4.tcgen05_mma"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {ab_type = "bf16", b_block_stride = 8192 : i64, b_major = "mn", m = 128 : i64, n = 64 : i64} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
+  "fa4.tcgen05_mma"(%st, %a, %a, %acc) {m = 128, n = 64, ab_type = "bf16", b_major = "mn", b_block_stride = 8192} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
   // CHECK: "fa4.tmem_dealloc"(%{{.*}}) : (!fa4.smem) -> ()
   "fa4.tmem_dealloc"(%slot) : (!fa4.smem) -> ()
   return

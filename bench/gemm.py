@@ -1,0 +1,123 @@
+"""fa4 gemm_residual against cuBLAS (torch.addmm, torch.mm) on one GPU, in one run.
+
+    FA4_CACHE_DIR=.fa4-cache python bench/gemm.py [--b-layout kn|nk|both] [--repeats 300] [--json out.json]
+
+For each shape (M, N, K), bf16: the median time (triton.testing.do_bench, CUDA events) of
+``fa4 gemm_residual(a, b, c, alpha, beta)`` (D = alpha * A @ B + beta * C), ``torch.addmm(c, a, b,
+beta=beta, alpha=alpha)`` (the same function through cuBLAS) and ``torch.mm(a, b)`` (no epilogue),
+as TFLOP/s (2 * M * N * K flops) and the ratios fa4 / addmm and fa4 / mm from the same run. ``b`` is
+(K, N) row-major (``kn``, what ``a @ b`` usually gets) or the transpose of a row-major (N, K) tensor
+(``nk``, an nn.Linear weight). Inputs are random normals; each case is checked against torch.addmm
+before it is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+
+import torch
+import triton.testing
+
+import fa4_mlir.torch  # noqa: F401  (registers torch.ops.fa4)
+from gemm_variants import SWEEP  # bench/ is the script's directory
+
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 8192, 2048), (8192, 28672, 4096)]
+ALPHA, BETA = 1.0, 1.0
+
+
+def operands(m: int, n: int, k: int, layout: str):
+    a = torch.randn(m, k, device="cuda").bfloat16()
+    b = torch.randn(k, n, device="cuda").bfloat16()
+    if layout == "nk":
+        b = b.t().contiguous().t()
+    c = torch.randn(m, n, device="cuda").bfloat16()
+    return a, b, c
+
+
+def check(a, b, c) -> float:
+    """Relative error of fa4 against torch.addmm (both bf16): they must agree to bf16 rounding."""
+    ours = torch.ops.fa4.gemm_residual(a, b, c, ALPHA, BETA).float()
+    theirs = torch.addmm(c, a, b, beta=BETA, alpha=ALPHA).float()
+    rel = float((ours - theirs).norm() / theirs.norm())
+    if not rel < 1e-2 or torch.isnan(ours).any():
+        raise SystemExit(f"fa4 gemm_residual disagrees with torch.addmm: relative error {rel}")
+    return rel
+
+
+def sweep(shapes, repeats: int) -> list[dict]:
+    """Time each SWEEP variant of the (K, N)-layout kernel on ``shapes``, with addmm as the yardstick."""
+    from fa4_mlir import runtime
+    from fa4_mlir.configs.gemm import GemmConfig
+    from fa4_mlir.kernels import gemm
+    from fa4_mlir.torch.tensors import global_tensor
+
+    target = runtime.device_target(0)
+    rows = []
+    print("\n| variant (sm_90a, B kn) | M x N x K | TFLOP/s | vs addmm |")
+    print("|---|---|---|---|")
+    for m, n, k in shapes:
+        a, b, c = operands(m, n, k, "kn")
+        d = torch.empty(m, n, device="cuda").bfloat16()
+        addmm = triton.testing.do_bench(lambda: torch.addmm(c, a, b), warmup=100, rep=repeats, return_mode="median")
+        for extra in SWEEP:
+            config = GemmConfig(target=target, b_major="mn", **extra)
+            kernel = runtime.load("gemm", config)
+            grid, scalars = gemm.launch_geometry(config, m, n, k, kernel.resident_ctas)
+            args = {"a": global_tensor(a, "bf16"), "b": global_tensor(b, "bf16"), "c": global_tensor(c, "bf16"),
+                    "d": global_tensor(d, "bf16"), **scalars, "alpha": 1.0, "beta": 1.0, "has_c": 1}
+            kernel.launch(grid, args)
+            want = torch.addmm(c, a, b).float()
+            rel = float((d.float() - want).norm() / want.norm())
+            t = triton.testing.do_bench(lambda: kernel.launch(grid, args), warmup=100, rep=repeats,
+                                        return_mode="median")
+            tf = 2 * m * n * k / (t * 1e-3) / 1e12
+            name = ", ".join(f"{key}={v}" for key, v in extra.items()) or "default"
+            rows.append({"variant": name, "shape": [m, n, k], "tflops": tf, "vs_addmm": addmm / t, "rel_err": rel})
+            print(f"| {name} | {m}x{n}x{k} | {tf:.0f} | {addmm / t:.3f} (err {rel:.1e}) |", flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--b-layout", choices=("kn", "nk", "both"), default="kn",
+                        help="kn: b is (K, N) row-major; nk: b is the transpose of (N, K) row-major")
+    parser.add_argument("--repeats", type=int, default=300, help="ms of timed repeats per case (do_bench rep)")
+    parser.add_argument("--shapes", default=None, help="MxNxK,... instead of the default shapes")
+    parser.add_argument("--json", default=None, help="also write the rows here")
+    parser.add_argument("--sweep", action="store_true", help="also time the kernel's config variants (SWEEP)")
+    args = parser.parse_args()
+    shapes = SHAPES if not args.shapes else [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
+    layouts = ("kn", "nk") if args.b_layout == "both" else (args.b_layout,)
+    props = torch.cuda.get_device_properties(0)
+    print(f"# {props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}, "
+          f"{datetime.date.today()}, {' '.join(sys.argv)}")
+    print("| M x N x K (bf16) | B | fa4 TFLOP/s | addmm TFLOP/s | mm TFLOP/s | fa4/addmm | fa4/mm | rel err vs addmm |")
+    print("|---|---|---|---|---|---|---|---|")
+    rows = []
+    for layout in layouts:
+        for m, n, k in shapes:
+            a, b, c = operands(m, n, k, layout)
+            rel = check(a, b, c)
+            cases = {"fa4": lambda: torch.ops.fa4.gemm_residual(a, b, c, ALPHA, BETA),
+                     "addmm": lambda: torch.addmm(c, a, b, beta=BETA, alpha=ALPHA),
+                     "mm": lambda: torch.mm(a, b)}
+            ms = {name: triton.testing.do_bench(fn, warmup=100, rep=args.repeats, return_mode="median")
+                  for name, fn in cases.items()}
+            tflops = {name: 2 * m * n * k / (t * 1e-3) / 1e12 for name, t in ms.items()}
+            rows.append({"shape": [m, n, k], "b": layout, "ms": ms, "tflops": tflops, "rel_err": rel})
+            print(f"| {m}x{n}x{k} | {layout} | {tflops['fa4']:.0f} | {tflops['addmm']:.0f} | {tflops['mm']:.0f} | "
+                  f"{tflops['fa4'] / tflops['addmm']:.3f} | {tflops['fa4'] / tflops['mm']:.3f} | {rel:.1e} |",
+                  flush=True)
+            del a, b, c
+    swept = sweep(shapes, args.repeats) if args.sweep else []
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": props.name, "date": str(datetime.date.today()), "argv": sys.argv, "rows": rows,
+                       "sweep": swept}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
