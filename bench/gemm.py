@@ -47,6 +47,19 @@ def check(a, b, c) -> float:
     return rel
 
 
+def measure(m: int, n: int, k: int, layout: str, repeats: int) -> dict:
+    """Check, then time fa4, addmm and mm on one shape (fresh random operands)."""
+    a, b, c = operands(m, n, k, layout)
+    rel = check(a, b, c)
+    cases = {"fa4": lambda: torch.ops.fa4.gemm_residual(a, b, c, ALPHA, BETA),
+             "addmm": lambda: torch.addmm(c, a, b, beta=BETA, alpha=ALPHA),
+             "mm": lambda: torch.mm(a, b)}
+    ms = {name: triton.testing.do_bench(fn, warmup=100, rep=repeats, return_mode="median")
+          for name, fn in cases.items()}
+    tflops = {name: 2 * m * n * k / (t * 1e-3) / 1e12 for name, t in ms.items()}
+    return {"shape": [m, n, k], "b": layout, "ms": ms, "tflops": tflops, "rel_err": rel}
+
+
 def sweep(shapes, repeats: int) -> list[dict]:
     """Time each SWEEP variant of the (K, N)-layout kernel on ``shapes``, with addmm as the yardstick."""
     from fa4_mlir import runtime
@@ -99,19 +112,12 @@ def main() -> None:
     rows = []
     for layout in layouts:
         for m, n, k in shapes:
-            a, b, c = operands(m, n, k, layout)
-            rel = check(a, b, c)
-            cases = {"fa4": lambda: torch.ops.fa4.gemm_residual(a, b, c, ALPHA, BETA),
-                     "addmm": lambda: torch.addmm(c, a, b, beta=BETA, alpha=ALPHA),
-                     "mm": lambda: torch.mm(a, b)}
-            ms = {name: triton.testing.do_bench(fn, warmup=100, rep=args.repeats, return_mode="median")
-                  for name, fn in cases.items()}
-            tflops = {name: 2 * m * n * k / (t * 1e-3) / 1e12 for name, t in ms.items()}
-            rows.append({"shape": [m, n, k], "b": layout, "ms": ms, "tflops": tflops, "rel_err": rel})
+            row = measure(m, n, k, layout, args.repeats)
+            rows.append(row)
+            tflops, rel = row["tflops"], row["rel_err"]
             print(f"| {m}x{n}x{k} | {layout} | {tflops['fa4']:.0f} | {tflops['addmm']:.0f} | {tflops['mm']:.0f} | "
                   f"{tflops['fa4'] / tflops['addmm']:.3f} | {tflops['fa4'] / tflops['mm']:.3f} | {rel:.1e} |",
                   flush=True)
-            del a, b, c
     swept = sweep(shapes, args.repeats) if args.sweep else []
     if args.json:
         with open(args.json, "w") as f:

@@ -74,6 +74,35 @@ func.func @tmem(%v: vector<8xi32>, %acc: i1) attributes {fa4.tmem_columns = 256 
 
 // -----
 
+// An accumulator stage: the region's address (base + column 256) plus stage * 128 columns; an
+// MN-major B: LBO = 8192 B between 128B-wide N blocks, SBO = 1024 B, version bit, 128B swizzle
+// (4611756662083026944), and the instruction descriptor's transpose-B bit 16 (bf16, M 128, N 64:
+// 135333008).
+// CHECK-LABEL: func.func @stage
+// CHECK: %[[STEP:.*]] = arith.constant 128 : i32
+// CHECK-NEXT: %[[OFF:.*]] = arith.muli %arg1, %[[STEP]] : i32
+// CHECK: %[[COL:.*]] = arith.constant 256 : i32
+// CHECK-NEXT: %[[REGION:.*]] = arith.addi %{{.*}}, %[[COL]] : i32
+// CHECK-NEXT: %[[D:.*]] = arith.addi %[[REGION]], %[[OFF]] : i32
+// CHECK-NEXT: %[[DP:.*]] = llvm.inttoptr %[[D]] : i32 to !llvm.ptr<6>
+// CHECK: arith.constant 4611756662083026944 : i64
+// CHECK: %[[IDESC:.*]] = arith.constant 135333008 : i32
+// CHECK-NEXT: nvvm.tcgen05.mma %[[DP]], %{{.*}}, %{{.*}}, %[[IDESC]], %arg0
+module attributes {fa4.target = "sm_100a"} {
+func.func @stage(%acc: i1, %s: i32) attributes {fa4.tmem_columns = 512 : i64} {
+  %slot = "fa4.smem_region"() {sym_name = "tmem_slot", bytes = 4, align = 4, offset = 32768} : () -> !fa4.smem
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 16384, align = 1024, swizzle = "128B", offset = 0} : () -> !fa4.smem
+  %b = "fa4.smem_region"() {sym_name = "b", bytes = 16384, align = 1024, swizzle = "128B", offset = 16384} : () -> !fa4.smem
+  %acc_ring = "fa4.tmem_region"() {sym_name = "accum", columns = 256, column = 256} : () -> !fa4.tmem
+  "fa4.tmem_alloc"(%slot) : (!fa4.smem) -> ()
+  %d = "fa4.tmem_stage"(%acc_ring, %s) {columns = 128} : (!fa4.tmem, i32) -> !fa4.tmem
+  "fa4.tcgen05_mma"(%d, %a, %b, %acc) {m = 128, n = 64, ab_type = "bf16", b_major = "mn", b_block_stride = 8192} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
+  return
+}
+}
+
+// -----
+
 // A CTA pair allocates and commits with cta_group::2.
 // CHECK-LABEL: func.func @pair
 // CHECK: nvvm.tcgen05.alloc %{{.*}}, %{{.*}} {group = #nvvm.cta_group<cta_2>}

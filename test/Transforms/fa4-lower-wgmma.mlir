@@ -34,6 +34,23 @@ func.func private @use(!llvm.struct<(f32, f32, f32, f32)>)
 
 // -----
 
+// An MN-major B (a row-major K x N matrix as TMA loads it): LBO = 8192 B between 128B-wide N
+// blocks, SBO = 1024 B, 128B swizzle (4611686293338849280), and B transposed (<row>).
+// CHECK-LABEL: func.func @mn_major
+// CHECK: %[[B0:.*]] = arith.constant 4611686293338849280 : i64
+// CHECK-NEXT: %[[DB:.*]] = arith.ori %{{.*}}, %[[B0]] : i64
+// CHECK-NEXT: nvvm.wgmma.mma_async %{{.*}}, %[[DB]], %{{.*}}, <m = 64, n = 8, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+module attributes {fa4.target = "sm_90a"} {
+func.func @mn_major(%acc: !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)> {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 8192, align = 1024, swizzle = "128B", offset = 0} : () -> !fa4.smem
+  %b = "fa4.smem_region"() {sym_name = "b", bytes = 16384, align = 1024, swizzle = "128B", offset = 8192} : () -> !fa4.smem
+  %r = "fa4.wgmma"(%a, %b, %acc) {n = 8, ab_type = "bf16", b_major = "mn", b_block_stride = 8192} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
+  return %r : !llvm.struct<(f32, f32, f32, f32)>
+}
+}
+
+// -----
+
 module attributes {fa4.target = "sm_100a"} {
 func.func @no_wgmma_on_blackwell() {
   // expected-error @+1 {{'fa4.wgmma_commit' needs warpgroup MMA (wgmma), which sm_90a has and sm_100a has not (use fa4.tcgen05_mma there); compile for --target sm_90a}}

@@ -1,0 +1,71 @@
+"""The GEMM kernel builder against its layout table and launch rules (no MLIR needed)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from fa4_mlir.configs.gemm import GemmConfig
+from fa4_mlir.errors import LaunchError
+from fa4_mlir.kernels import gemm
+from fa4_mlir.layouts import gemm_layout
+
+CONFIGS = [dict(), dict(target="sm_90a"), dict(target="sm_90a", b_major="mn", dtype="fp16"),
+           dict(cta_group=2, tile_m=256), dict(tile_n=128, epi_tile_n=32, accum_stages=1),
+           dict(target="sm_90a", tile_m=64, tile_n=128)]
+
+
+@pytest.mark.parametrize("kwargs", CONFIGS, ids=lambda k: "-".join(f"{a}={b}" for a, b in k.items()) or "default")
+def test_kernel_declares_the_layout_tables_barriers_and_regions(kwargs):
+    config = GemmConfig(**kwargs)
+    text = gemm.build(config).mlir
+    layout = gemm_layout(config)
+    barriers = [(m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)) for m in re.finditer(
+        r'sym_name = "(\w+)", num_barriers = (\d+), arrive_count = (\d+), arrival = "(\w+)"', text)]
+    assert barriers == [(b.name, len(b.counts), b.counts[0], b.arrival) for b in layout.barriers]
+    regions = {m.group(1): int(m.group(2)) for m in re.finditer(r'smem_region"\(\) \{sym_name = "(\w+)", bytes = (\d+)', text)}
+    expected = {r.name: r.bytes for r in layout.regions if r.name != "mbarriers"}
+    if "tmem_addr" in expected:
+        expected["tmem_addr"] = 4
+    assert regions == expected
+    tmem = {m.group(1): int(m.group(2)) for m in re.finditer(r'tmem_region"\(\) \{sym_name = "(\w+)", columns = (\d+)', text)}
+    assert tmem == {t.name: t.columns for t in layout.tmem}
+
+
+def test_source_describes_its_tensor_maps():
+    sm90 = gemm.build(GemmConfig(target="sm_90a", b_major="mn"))
+    maps = {p.name: p.tensor_map for p in sm90.params if p.tensor_map}
+    assert maps["a"].box == (64, 128) and maps["a"].swizzle == "128B"
+    assert maps["b"].box == (64, 64)  # a 128B-wide column block of the (K, N) matrix
+    assert maps["c"].box == (64, 128) and maps["d"].box == (64, 64) and maps["d"].swizzle == "128B"
+    pair = gemm.build(GemmConfig(cta_group=2, tile_m=256))
+    maps = {p.name: p.tensor_map for p in pair.params if p.tensor_map}
+    assert maps["a"].box == (64, 128) and maps["b"].box == (64, 128)  # each CTA loads half of A and of B
+    assert [p.name for p in pair.params] == ["a", "b", "c", "d", "num_m", "num_n", "k_tiles", "alpha", "beta", "has_c"]
+
+
+def test_launch_geometry_is_persistent_and_pairs_ctas():
+    config = GemmConfig(target="sm_90a")
+    grid, scalars = gemm.launch_geometry(config, 8192, 8192, 8192, 132)
+    assert grid == (132,) and scalars == {"num_m": 64, "num_n": 32, "k_tiles": 128}
+    assert gemm.launch_geometry(config, 100, 100, 1, 132) == ((1,), {"num_m": 1, "num_n": 1, "k_tiles": 1})
+    pair = GemmConfig(cta_group=2, tile_m=256)
+    assert gemm.launch_geometry(pair, 1000, 1000, 64, 148)[0] == (32,)  # 4 x 4 tiles, 2 CTAs each
+    assert gemm.launch_geometry(pair, 8192, 8192, 64, 147)[0] == (146,)  # whole pairs only
+
+
+@pytest.mark.parametrize("shape, message", [
+    ((0, 8, 8), r"gemm: the output must have 1 to 2147483647 tiles of 128x256, got 0 for 0x8"),
+    ((8, 8, 0), r"gemm: K must be >= 1, got 0"),
+])
+def test_launch_geometry_errors(shape, message):
+    with pytest.raises(LaunchError, match=message):
+        gemm.launch_geometry(GemmConfig(), *shape, 132)
+
+
+def test_build_rejects_configs_that_do_not_fit():
+    from fa4_mlir.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"smem needs \d+ B, sm_90a has 232448 B: lower num_stages"):
+        gemm.build(GemmConfig(target="sm_90a", num_stages=6))
