@@ -188,6 +188,16 @@ class SmemAliasOp(Op, name="smem_alias"):
                    f"got {self.offset + self.bytes}")
 
 
+def _check_stage(op, ring: str, total: int, size: int, field: str, what: str):
+    """A ring stage (smem or TMEM): ``size`` divides the ring's ``total``; a constant stage is in range."""
+    if total % size:
+        yield f"{field} must divide {what} of '{ring}' ({total}), got {size}"
+        return
+    s = constant_int(op.stage)
+    if s is not None and not 0 <= s < total // size:
+        yield f"stage must be in [0, {total // size}) for '{ring}', got {s}"
+
+
 class SmemStageOp(Op, name="smem_stage"):
     """Buffer ``stage`` of a ring: the ``bytes`` bytes at ``base + stage * bytes``.
 
@@ -205,13 +215,7 @@ class SmemStageOp(Op, name="smem_stage"):
         base = _def(self.base, (SmemRegionOp, SmemAliasOp))
         if base is None:
             return
-        if base.bytes % self.bytes:
-            yield f"bytes must divide the size of '{base.sym_name}' ({base.bytes}), got {self.bytes}"
-            return
-        s = constant_int(self.stage)
-        stages = base.bytes // self.bytes
-        if s is not None and not 0 <= s < stages:
-            yield f"stage must be in [0, {stages}) for '{base.sym_name}', got {s}"
+        yield from _check_stage(self, base.sym_name, base.bytes, self.bytes, "bytes", "the size")
 
 
 class SmemAddressOp(Op, name="smem_address"):
@@ -260,13 +264,7 @@ class TmemStageOp(Op, name="tmem_stage"):
         base = _def(self.base, TmemRegionOp)
         if base is None:
             return
-        if base.columns % self.columns:
-            yield f"columns must divide the columns of '{base.sym_name}' ({base.columns}), got {self.columns}"
-            return
-        s = constant_int(self.stage)
-        stages = base.columns // self.columns
-        if s is not None and not 0 <= s < stages:
-            yield f"stage must be in [0, {stages}) for '{base.sym_name}', got {s}"
+        yield from _check_stage(self, base.sym_name, base.columns, self.columns, "columns", "the columns")
 
 
 TMEM_ALLOC_MIN = 32  # tcgen05.alloc: a power of two in [32, 512] columns

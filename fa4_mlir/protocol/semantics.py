@@ -122,16 +122,20 @@ def _smem_alias(r, n, mask):
     r.set(n, [SmemRef(base.root, lo, lo + n.attrs["bytes"], f"smem '{n.attrs['sym_name']}'")])
 
 
-def _smem_stage(r, n, mask):
-    base, stage = r.get(n.operands[0]), uniform(r.get(n.operands[1]))
-    size = n.attrs["bytes"]
-    if not isinstance(base, SmemRef):
-        r.set(n, [opaque()])
-    elif isinstance(stage, int):
-        lo = base.lo + stage * size
-        r.set(n, [SmemRef(base.root, lo, lo + size, f"stage {stage} of {base.what}")])
-    else:
-        r.set(n, [base])
+def _stage(ref_type, size_attr: str):
+    """``fa4.smem_stage`` / ``fa4.tmem_stage``: stage ``i`` of a ring is ``[lo + i * size, + size)``;
+    an unknown stage stands for the whole ring."""
+    def handle(r, n, mask):
+        base, stage = r.get(n.operands[0]), uniform(r.get(n.operands[1]))
+        size = n.attrs[size_attr]
+        if not isinstance(base, ref_type):
+            r.set(n, [opaque()])
+        elif isinstance(stage, int):
+            lo = base.lo + stage * size
+            r.set(n, [ref_type(base.root, lo, lo + size, f"stage {stage} of {base.what}")])
+        else:
+            r.set(n, [base])
+    return handle
 
 
 def _smem_address(r, n, mask):
@@ -175,18 +179,6 @@ def _access(r, n, mask, acc: Access):
 def _tmem_region(r, n, mask):
     root = r.c.s.root_of[id(n)]
     r.set(n, [TmemRef(root, 0, n.attrs["columns"], f"TMEM '{n.attrs['sym_name']}'")])
-
-
-def _tmem_stage(r, n, mask):
-    base, stage = r.get(n.operands[0]), uniform(r.get(n.operands[1]))
-    size = n.attrs["columns"]
-    if not isinstance(base, TmemRef):
-        r.set(n, [opaque()])
-    elif isinstance(stage, int):
-        lo = base.lo + stage * size
-        r.set(n, [TmemRef(base.root, lo, lo + size, f"stage {stage} of {base.what}")])
-    else:
-        r.set(n, [base])
 
 
 def _has_tmem(r) -> bool:
@@ -523,8 +515,8 @@ HANDLERS = {
     "gpu.thread_id": _gpu_index("tid"), "gpu.block_id": _gpu_index("ctaid.x"), "gpu.lane_id": _sreg("lane"),
     "llvm.load": _load, "llvm.store": _store, "llvm.getelementptr": _pointer_passthrough,
     "llvm.addrspacecast": _pointer_passthrough, "llvm.bitcast": _pointer_passthrough,
-    "fa4.smem_region": _smem_region, "fa4.smem_alias": _smem_alias, "fa4.smem_stage": _smem_stage,
-    "fa4.smem_address": _smem_address, "fa4.tmem_region": _tmem_region, "fa4.tmem_stage": _tmem_stage, "fa4.tmem_alloc": _tmem_alloc,
+    "fa4.smem_region": _smem_region, "fa4.smem_alias": _smem_alias, "fa4.smem_stage": _stage(SmemRef, "bytes"),
+    "fa4.smem_address": _smem_address, "fa4.tmem_region": _tmem_region, "fa4.tmem_stage": _stage(TmemRef, "columns"), "fa4.tmem_alloc": _tmem_alloc,
     "fa4.tmem_dealloc": _tmem_dealloc, "fa4.tmem_load": _tmem_access(False), "fa4.tmem_store": _tmem_access(True),
     "fa4.mbarrier_alloc": _mbarrier_alloc, "fa4.mbarrier_init": _mbarrier_init,
     "fa4.mbarrier_arrive": _mbarrier_arrive, "fa4.mbarrier_arrive_expect_tx": _mbarrier_arrive_expect_tx,
