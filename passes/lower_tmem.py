@@ -8,12 +8,12 @@ from fa4_mlir._mlir import arith, ir, llvm, nvvm
 from fa4_mlir.core.diagnostics import Diagnostic
 from fa4_mlir.core.ir_utils import defining_op
 from fa4_mlir.passes.base import Fa4Pass
-from fa4_mlir.passes.lowering import KernelLowering, LoweringFailure, lower_kernels, replace_op
+from fa4_mlir.passes.lowering import (KernelLowering, LoweringFailure, canonical_offsets, lower_kernels,
+                                      replace_op)
 
 # Shared-memory matrix descriptor of tcgen05 (PTX ISA "Shared memory descriptor"): start address,
 # leading and stride byte offsets in 16-byte units at bits 0, 16 and 32, the fixed version bit 46,
 # the swizzle mode at bits 61-63.
-_SWIZZLE_BYTES = {"32B": 32, "64B": 64, "128B": 128}
 _LAYOUT = {"128B": 2, "64B": 4, "32B": 6}
 # Instruction descriptor of kind::f16 / kind::tf32: D format (f32 = 1) at bit 4, A and B formats
 # at bits 7 and 10, K-major A (bit 15 clear), B transposed (MN-major) at bit 16, N >> 3 at bit 17,
@@ -26,16 +26,7 @@ LANES_PER_WARP_SHIFT = 21  # (32 lanes) << 16: the lane field of a TMEM address
 def smem_descriptor_bits(swizzle: str, block_stride: int | None = None) -> int:
     """The constant part of a tcgen05 shared-memory descriptor: K-major, or MN-major when
     ``block_stride`` (bytes between blocks of one swizzle width along M/N) is given."""
-    return _offsets(swizzle, block_stride) | (1 << 46) | (_LAYOUT[swizzle] << 61)
-
-
-def _offsets(swizzle: str, block_stride: int | None) -> int:
-    """Leading and stride byte offsets (16-byte units at bits 16 and 32) of a swizzled canonical
-    layout. K-major: SBO steps 8 rows of one swizzle width, LBO is unused (1 by convention).
-    MN-major: LBO steps from one swizzle-width block along M/N to the next, SBO steps 8 K rows."""
-    sbo = 8 * _SWIZZLE_BYTES[swizzle]
-    lbo = 16 if block_stride is None else block_stride
-    return ((lbo >> 4) << 16) | ((sbo >> 4) << 32)
+    return canonical_offsets(swizzle, block_stride) | (1 << 46) | (_LAYOUT[swizzle] << 61)
 
 
 def instruction_descriptor(ab_type: str, m: int, n: int, b_major: str = "k") -> int:

@@ -7,21 +7,17 @@ import dataclasses
 from fa4_mlir._mlir import ir, nvvm
 from fa4_mlir.core.diagnostics import Diagnostic
 from fa4_mlir.passes.base import Fa4Pass
-from fa4_mlir.passes.lowering import KernelLowering, lower_kernels, replace_op
+from fa4_mlir.passes.lowering import KernelLowering, canonical_offsets, lower_kernels, replace_op
 
 # wgmma matrix descriptor (PTX ISA "Matrix Descriptor Format" for sm_90): start address, leading and
 # stride byte offsets in 16-byte units at bits 0, 16 and 32; the swizzle mode at bits 62-63.
-_SWIZZLE_BYTES = {"32B": 32, "64B": 64, "128B": 128}
 _LAYOUT = {"128B": 1, "64B": 2, "32B": 3}
 
 
 def wgmma_descriptor_bits(swizzle: str, block_stride: int | None = None) -> int:
-    """The constant part of a wgmma descriptor: K-major (SBO = 8 rows of one swizzle width, LBO
-    unused), or MN-major when ``block_stride`` is given (LBO = bytes between swizzle-width blocks
-    along M/N, SBO = 8 K rows)."""
-    sbo = 8 * _SWIZZLE_BYTES[swizzle]
-    lbo = 16 if block_stride is None else block_stride
-    return ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (_LAYOUT[swizzle] << 62)
+    """The constant part of a wgmma descriptor: K-major, or MN-major when ``block_stride`` is given
+    (``canonical_offsets``), and the swizzle mode."""
+    return canonical_offsets(swizzle, block_stride) | (_LAYOUT[swizzle] << 62)
 
 
 @dataclasses.dataclass(frozen=True)

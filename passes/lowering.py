@@ -56,6 +56,19 @@ def lower_kernels(module: ir.Operation, default_target: str,
     return errors
 
 
+SWIZZLE_BYTES = {"32B": 32, "64B": 64, "128B": 128}
+
+
+def canonical_offsets(swizzle: str, block_stride: int | None = None) -> int:
+    """Leading and stride byte offsets (16-byte units at bits 16 and 32) of a swizzled canonical
+    layout, the same fields in wgmma and tcgen05 descriptors. K-major: SBO steps 8 rows of one
+    swizzle width, LBO is unused (1 by convention). MN-major (``block_stride`` given): LBO steps from
+    one swizzle-width block along M/N to the next, SBO steps 8 K rows."""
+    sbo = 8 * SWIZZLE_BYTES[swizzle]
+    lbo = 16 if block_stride is None else block_stride
+    return ((lbo >> 4) << 16) | ((sbo >> 4) << 32)
+
+
 class KernelLowering:
     """Emission helpers for one kernel function. Build inside ``with kernel.at(op):``."""
 
