@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from fa4_mlir.configs import Depth512Config, FA4Config, GemmConfig
+from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.configs.fa4 import MBAR_BYTES, TMEM_ADDR_BYTES
 
 TILE_ALIGN = 1024  # a 128B-swizzled TMA/UMMA tile starts on a swizzle-atom boundary
@@ -240,3 +241,12 @@ def gemm_layout(c: GemmConfig) -> Layout:
     tail = _tail(barriers) if c.has_tmem else _tail(barriers)[:1]
     tmem = (TmemRegion("accum", c.accum_stages * c.tile_n),) if c.has_tmem else ()
     return Layout("gemm", config, tuple(regions + tail), tuple(barriers), tmem)
+
+
+def kernel_layout(config) -> Layout | None:
+    """The layout a built-in kernel's config declares (None for kernels without a layout table)."""
+    if isinstance(config, AttentionConfig):
+        return fa4_layout(config.fa4)
+    if isinstance(config, GemmConfig):
+        return gemm_layout(config)
+    return None

@@ -146,8 +146,9 @@ def _mma(k: KernelLowering, op, slots) -> None:
     if str(op.a.type) == "!fa4.tmem":
         a = _tmem(k, op.a, op, slots, op.a_offset // 4)  # 4 bytes per TMEM column
     else:
-        a = k.matrix_descriptor(op.a, op.a_offset, op, smem_descriptor_bits)
-    b = k.matrix_descriptor(op.b, op.b_offset, op, lambda swizzle: smem_descriptor_bits(swizzle, op.b_block_stride))
+        a = k.matrix_descriptor(op.a, op.a_offset, op, smem_descriptor_bits, pinned=True)
+    b = k.matrix_descriptor(op.b, op.b_offset, op, lambda swizzle: smem_descriptor_bits(swizzle, op.b_block_stride),
+                            pinned=True)
     idesc = k.const(instruction_descriptor(op.ab_type, op.m, op.n, op.b_major))
     nvvm.Tcgen05MMAOp(ir.Attribute.parse(f"#nvvm.tcgen05_mma_kind<{_KIND[op.ab_type]}>"), _group(op.cta_group),
                       d, a, b, idesc, op.accumulate)

@@ -147,14 +147,19 @@ class KernelLowering:
             return llvm.GEPOp(base.type, base, [], [static], i8, 0).result
         return llvm.GEPOp(base.type, base, [offset], [_DYNAMIC_INDEX], i8, 0).result
 
-    def matrix_descriptor(self, value: ir.Value, offset: int, user, constant_bits: Callable[[str], int]) -> ir.Value:
+    def matrix_descriptor(self, value: ir.Value, offset: int, user, constant_bits: Callable[[str], int],
+                          pinned: bool = False) -> ir.Value:
         """An MMA shared-memory matrix descriptor (tcgen05 or wgmma): the start address in 16-byte
-        units at bits 0-13, or'ed with ``constant_bits(swizzle of the value's region)``."""
+        units at bits 0-13, or'ed with ``constant_bits(swizzle of the value's region)``. ``pinned``
+        computes it where the MMA is (an opaque move), so LLVM does not hoist one live 64-bit
+        descriptor per MMA out of a loop: a single-thread MMA warp runs on few registers."""
         i64 = ir.IntegerType.get_signless(64)
         address = llvm.ptrtoint(i64, self.smem_address(value, offset, user=user))
         region = defining_op(value)
         while region.operation.name != "fa4.smem_region":
             region = defining_op(region.base)
+        if pinned:  # a fresh value per MMA: nothing derived from it is shared or hoisted
+            address = llvm.inline_asm(i64, [address], "mov.b64 $0, $1;", "=l,l", has_side_effects=True)
         start = arith.andi(arith.shrui(address, self.const(4, 64)), self.const(0x3FFF, 64))
         return arith.ori(start, self.const(constant_bits(region.swizzle), 64))
 

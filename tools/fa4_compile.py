@@ -1,5 +1,7 @@
 """fa4-compile: compile a built-in kernel or an fa4 MLIR file to PTX, cubin and a launch manifest.
 
+    fa4-compile attention                          # FA4 forward, sm_100a, bf16, head dim 128
+    fa4-compile attention --head-dim 64 --causal --num-q 1 --group 4 -o out
     fa4-compile copy-pipeline --target sm_90a -o out
     fa4-compile copy-pipeline --target sm_100a --stages 6 --consumers 1 -o out
     fa4-compile kernel.mlir --emit ptx -o out
@@ -66,6 +68,10 @@ def _kernel_options(parser: argparse.ArgumentParser, config_cls) -> None:
         if f.name == "target":
             continue
         default = f.default
+        if isinstance(default, bool):
+            group.add_argument(f"--{f.name.replace('_', '-')}", dest=f"cfg_{f.name}", default=default,
+                               action=argparse.BooleanOptionalAction, help=f"default: {default}")
+            continue
         group.add_argument(f"--{f.name.replace('_', '-')}", dest=f"cfg_{f.name}", type=type(default),
                            default=default, metavar=type(default).__name__.upper(),
                            help=f"default: {default}")
@@ -190,6 +196,13 @@ def _compile(args, builtin, progress) -> int:
               f"spill bytes, {len(m['params'])} params ({seconds:.2f} s)")
     else:
         print(f"{result.name} {result.target}: stopped after stage '{result.stop}' ({seconds:.2f} s)")
+    if builtin is not None and m:
+        from fa4_mlir.layouts import kernel_layout
+        from fa4_mlir.tools.fa4_layout import summary
+
+        layout = kernel_layout(config)
+        if layout is not None:
+            print(summary(layout, result.target))
     for path in written:
         print(f"  wrote {path}")
     return 0

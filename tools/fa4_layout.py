@@ -131,6 +131,18 @@ def _run(args, config) -> int:
     return 0
 
 
+def summary(layout, target: str) -> str:
+    """The placed table of ``layout`` (fa4-compile prints it for built-in kernels)."""
+    from fa4_mlir._mlir import ir
+    from fa4_mlir.core.context import make_context
+    from fa4_mlir.core.layout_ir import place_layout
+    from fa4_mlir.target import SMEM_CARVEOUT
+
+    with make_context(), ir.Location.unknown():
+        _, placed = place_layout(layout, target)
+    return _table(_report(layout, placed, target, SMEM_CARVEOUT))
+
+
 def _report(layout, placed, target: str, capacity: int) -> dict:
     regions = [{"name": r.name, "offset": placed.region_offsets[r.name], "bytes": r.bytes, "align": r.align,
                 "swizzle": r.swizzle, "alias_of": r.alias_of} for r in layout.regions]

@@ -3,8 +3,8 @@
 Each role runs as one process over the thread ids of its warps: values that depend on the thread
 (``tid.x``, ``elect_one``, ``tid % 128 == 0``) are evaluated per thread, so an ``scf.if`` narrows
 the set of threads that execute its protocol ops, and every arrival counts its threads. Loops with
-known bounds run their exact trip count; loops whose bounds depend on kernel arguments run the
-scenario's count; a branch on a kernel argument takes the scenario's decision for that condition
+known bounds run their exact trip count; a loop ``lb to N`` whose bound depends on kernel
+arguments takes N = the scenario's count + 1 (``1 to N`` runs the count, ``0 to N`` one more); a branch on a kernel argument takes the scenario's decision for that condition
 (the same in every role, so roles that test the same condition agree). Regions without protocol
 ops or shared-memory accesses are skipped.
 """
@@ -53,7 +53,7 @@ class Scenario:
     def describe(self) -> str:
         if not self.dynamic_loops and not self.branches:
             return ""
-        text = f"loops with unknown bounds run {self.trips} time{'s' if self.trips != 1 else ''}"
+        text = f"loops 1 to N with unknown N run {self.trips} time{'s' if self.trips != 1 else ''}"
         if self.branches:
             text += f", {sum(1 for v in self.branches.values() if not v)} unknown condition(s) false"
         return text
@@ -288,6 +288,11 @@ class _Run:
             if trips > MAX_UNROLL:
                 raise Unverifiable(n.site, f"this loop runs {trips} iterations with protocol ops; the verifier "
                                            f"unrolls at most {MAX_UNROLL}")
+        elif isinstance(lb, int) and isinstance(step, int) and step > 0:
+            # ``lb to N``: every unknown bound N is trips + 1, so a loop peeled by one (``1 to N``) and
+            # an unpeeled one (``0 to N``) of another role agree on the tiles they cover
+            trips = max(0, -(-(self.c.scenario.trips + 1 - lb) // step))
+            self.c.scenario.dynamic_loops += 1
         else:
             trips = self.c.scenario.trips
             self.c.scenario.dynamic_loops += 1

@@ -18,6 +18,12 @@ from fa4_mlir.protocol.model import Site
 MEMORY_OPS = ("llvm.load", "llvm.store")
 
 
+def _shared(op) -> bool:
+    """A load or store that may reach shared memory: the verifier does not model global memory."""
+    pointer = op.operands[0 if op.name == "llvm.load" else 1]
+    return str(pointer.type) != "!llvm.ptr<1>"
+
+
 @dataclasses.dataclass
 class Block:
     args: list[int]
@@ -107,6 +113,6 @@ class Mirror:
         node = Node(name, [self._id(v) for v in op.operands], [self._id(r) for r in results],
                     [_width(r.type) for r in results], attrs, [self._region(r) for r in op.regions],
                     Site(name, file, line, col), [str(r.type) for r in results])
-        node.relevant = (name.startswith("fa4.") or name in MEMORY_OPS
+        node.relevant = (name.startswith("fa4.") or (name in MEMORY_OPS and _shared(op))
                          or any(n.relevant for blocks in node.regions for b in blocks for n in b.ops))
         return node

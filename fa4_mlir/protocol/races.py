@@ -26,6 +26,7 @@ class Record:
     clocks: list[np.ndarray]
     end: Condition | None
     step: int
+    known: set = dataclasses.field(default_factory=set)  # warps whose clock already knows it ended
 
 
 class AccessLog:
@@ -46,13 +47,12 @@ class AccessLog:
         rec = Record(p.name, e, acc, clocks, end, self.sim.step)
         if acc.resource.space == "tmem" and acc.mode != "dealloc":
             self._check_allocated(rec)
+        warps = self.sim.warps(e)
         for records in self._lists(acc):
             for old in records:
                 if not (old.access.write or acc.write) or not old.access.resource.overlaps(acc.resource):
                     continue
-                if self._in_order(old, rec):
-                    continue
-                if all(satisfied(old.end, vc) for vc in clocks):
+                if self._in_order(old, rec) or self._known_ended(old, warps, clocks):
                     continue
                 self._report(old, rec)
         self.by_root.setdefault((acc.resource.space, acc.resource.cta, acc.resource.root), []).append(rec)
@@ -60,6 +60,18 @@ class AccessLog:
             for cta, warp in self.sim.warps(e):
                 groups = self.inflight.setdefault((acc.mode, cta, warp), [[]])
                 groups[-1].append(rec)
+
+    @staticmethod
+    def _known_ended(old: Record, warps, clocks) -> bool:
+        """Whether every warp of the new access knows ``old`` ended; a warp's clock only grows, so
+        once it knows, it is remembered."""
+        for warp, vc in zip(warps, clocks):
+            if warp in old.known:
+                continue
+            if not satisfied(old.end, vc):
+                return False
+            old.known.add(warp)
+        return True
 
     @staticmethod
     def _in_order(old: Record, new: Record) -> bool:

@@ -471,12 +471,18 @@ def _operand_access(r, ref, write, pair_ctas, n=None) -> list[Access]:
     return out
 
 
+MMA_K_COLUMNS = 8  # a TMEM A operand: one instruction reads K = 32 bytes of each row, 8 columns
+
+
 def _tcgen05_mma(r, n, mask):
     if not mask.any() or not _has_tmem(r):
         return
     d, a, b = (r.get(v) for v in n.operands[:3])
     pair = n.attrs.get("cta_group", 1) == 2
     ctas = [r.c.cta, r.c.cta ^ 1] if pair and r.c.s.cluster > 1 else [r.c.cta]
+    if isinstance(a, TmemRef):  # TS form: only the K step's columns, so P written later may follow
+        lo = a.lo + n.attrs.get("a_offset", 0) // 4
+        a = TmemRef(a.root, lo, lo + MMA_K_COLUMNS, a.what)
     accesses = (_operand_access(r, a, False, ctas) + _operand_access(r, b, False, ctas)
                 + _operand_access(r, d, True, ctas, n.attrs["n"]))
     r.emit("mma", n, mask, accesses=accesses, pair=pair)
@@ -497,6 +503,11 @@ def _wgmma_commit(r, n, mask):
 def _wgmma_wait(r, n, mask):
     if mask.any():
         r.emit("wgmma_wait", n, mask, pending=n.attrs.get("pending", 0))
+
+
+def _vote(r, n, mask):
+    """``vote.sync``: the same in every lane of a warp; a branch on it takes the scenario's decision."""
+    r.set(n, [Sym(("vote",))])
 
 
 def _nothing(r, n, mask):
@@ -527,5 +538,5 @@ HANDLERS = {
     "fa4.pipeline_consumer_release": _consumer_release, "fa4.warp_specialize": _nothing,
     "fa4.named_barrier": _named_barrier, "fa4.elect_one": _elect_one, "fa4.tma_load": _tma_load,
     "fa4.tma_store": _tma_store, "fa4.tma_store_wait": _tma_store_wait, "fa4.tcgen05_mma": _tcgen05_mma,
-    "fa4.wgmma": _wgmma, "fa4.wgmma_commit": _wgmma_commit, "fa4.wgmma_wait": _wgmma_wait,
+    "fa4.wgmma": _wgmma, "nvvm.vote.sync": _vote, "fa4.wgmma_commit": _wgmma_commit, "fa4.wgmma_wait": _wgmma_wait,
 }

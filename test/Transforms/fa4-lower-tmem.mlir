@@ -13,9 +13,12 @@
 // CHECK-NEXT: %[[C0:.*]] = arith.constant 0 : i32
 // CHECK-NEXT: %[[DCOL:.*]] = arith.addi %[[BASE]], %[[C0]] : i32
 // CHECK-NEXT: %[[D:.*]] = llvm.inttoptr %[[DCOL]] : i32 to !llvm.ptr<6>
+// The address passes through an opaque move, so LLVM cannot hoist one descriptor per MMA out of a
+// loop (the single-thread MMA warp runs on few registers).
 // CHECK: %[[AI:.*]] = llvm.ptrtoint %{{.*}} : !llvm.ptr<3> to i64
+// CHECK-NEXT: %[[AP:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[AI]] : (i64) -> i64
 // CHECK-NEXT: %[[FOUR:.*]] = arith.constant 4 : i64
-// CHECK-NEXT: %[[AS:.*]] = arith.shrui %[[AI]], %[[FOUR]] : i64
+// CHECK-NEXT: %[[AS:.*]] = arith.shrui %[[AP]], %[[FOUR]] : i64
 // CHECK-NEXT: %[[MASK:.*]] = arith.constant 16383 : i64
 // CHECK-NEXT: %[[AM:.*]] = arith.andi %[[AS]], %[[MASK]] : i64
 // CHECK-NEXT: %[[BITS:.*]] = arith.constant 4611756662049538048 : i64

@@ -1,0 +1,101 @@
+"""attention: the FlashAttention-4 forward (softmax(scale Q K') V) for sm_100a, warp-specialised.
+
+The reference system's SM100MHA2Q kernel (spec sections 2-4) as an fa4 program, with its shared
+memory, barriers and TMEM map taken from ``fa4_mlir.layouts.fa4_layout`` (SM100AttentionSMem,
+FA4MiscMBars, the S0/S1/O0/O1 columns). One CTA of 16 warps owns 256 query rows (2Q: halves Q0/Q1)
+or 128 (1Q) of one head (or of ``group`` heads sharing a K/V head):
+
+* warps 0-3 / 4-7, softmax warpgroups (184 registers): per K/V tile, read S_i from TMEM, mask,
+  take the row maximum, decide lazily (warp vote) whether to adopt a maximum that grew by more than
+  8 in log2 units, hand the rescale factor to the correction warpgroup, compute
+  ``exp2(s * scale_log2e - m * scale_log2e)`` (one FMA, ``ex2.approx``, optionally a polynomial
+  for some columns), write P as 16-bit pairs over S_i's first columns in two stages (3/4 of the
+  keys, then 1/4), and keep the row sum; at the end normalise O_i by 1/sum (1Q: merge O0 and O1),
+  write it over the dead Q tile and TMA-store it, and the log-sum-exp when asked;
+* warps 8-11, correction warpgroup (80): rescales O_i in TMEM only when a warp adopted a new
+  maximum, then signals S_i's consumer barrier 0 (count 256 = P stage 0 written + O_i rescaled);
+* warp 12, MMA (64, one elected thread): ``S0 <- Q0 Kn'; O1 += P1 V(n-1); S1 <- Q1 Kn';
+  O0 += P0 Vn``, Q@K' as SS MMAs over the K depth sub-stages, P@V as TS MMAs (P from TMEM, V
+  mn-major from shared memory) in the two P stages;
+* warp 13, TMA load (64): Q with the first K tile, Q1 on its own barriers, then K and V tiles
+  through one ring (fused) or a K ring with depth sub-stages and a V ring (split);
+* warps 14-15 idle.
+
+Registers 184/80/64 instead of the reference's 192/88/40/24: ``setmaxnreg`` is warpgroup-wide, so
+the idle pair cannot drop to 24 apart from the MMA and load warps, and at 40 (or 56) the MMA
+thread's loop spills (ptxas, every config); 184 * 256 + 80 * 128 + 64 * 128 = 65536, the whole
+register file, with no spills in any supported config.
+
+Causal attention skips the K/V tiles past the CTA's last row in every role (one trip count); keys at
+or past a row's limit (causal diagonal, end of the sequence) are masked to -inf in the tiles that
+reach it. Q and O are (B, Sq, H, D), K and V (B, Sk, H / group, D), row-major, D padded to 64-column
+blocks by TMA zero fill; the LSE is (B, H, Sq) fp32.
+"""
+
+from __future__ import annotations
+
+from fa4_mlir.configs.attention import AttentionConfig
+from fa4_mlir.errors import LaunchError
+from fa4_mlir.kernels.attention.dims import BLOCK, Dims
+from fa4_mlir.kernels.attention.producers import Producers
+from fa4_mlir.kernels.attention.softmax import Softmax
+from fa4_mlir.kernels.source import KernelSource, Param, TensorMapSpec
+
+NAME = "attention"
+NUM_WARPS = 16
+MAX_GRID_YZ = 65535
+
+
+def launch_geometry(config: AttentionConfig, batch: int, seq_q: int, heads: int, seq_k: int) -> tuple[int, int, int]:
+    """The grid: (query tiles, heads or K/V heads when GQA shares a CTA, batch)."""
+    if min(batch, seq_q, heads, seq_k) < 1:
+        raise LaunchError(f"attention: batch, seq_q, heads and seq_k must be >= 1, got "
+                          f"{batch}, {seq_q}, {heads}, {seq_k}")
+    if heads % config.group:
+        raise LaunchError(f"attention: heads ({heads}) must be a multiple of group ({config.group})")
+    ys = heads // config.fused_group
+    if ys > MAX_GRID_YZ or batch > MAX_GRID_YZ:
+        raise LaunchError(f"attention: heads / fused group and batch must be <= {MAX_GRID_YZ}, got {ys}, {batch}")
+    return -(-seq_q // config.cta_positions), ys, batch
+
+
+def build(config: AttentionConfig) -> KernelSource:
+    config.validate()
+    d = Dims(config)
+    prod, soft = Producers(d), Softmax(d)
+    lines = [
+        f'module attributes {{gpu.container_module, fa4.target = "{config.target}"}} {{',
+        f'  gpu.module @{NAME} [#nvvm.target<chip = "{config.target}", features = "+ptx86", O = 3>] {{',
+        f"    gpu.func @{NAME}(%q_map: !fa4.tensormap, %k_map: !fa4.tensormap, %v_map: !fa4.tensormap, "
+        "%o_map: !fa4.tensormap, %lse: !llvm.ptr<1>, %seq_q: i32, %seq_k: i32, %num_heads: i32, "
+        "%scale_log2e: f32, %write_lse: i32) kernel {",
+        *prod.prologue(),
+        '      "fa4.warp_specialize"() ({',
+        *soft.softmax(0), *soft.softmax(1), *soft.correction(), *prod.mma(), *prod.load(),
+        "        gpu.yield",
+        f"      }}) {{num_warps = {NUM_WARPS}}} : () -> ()",
+        "      gpu.return",
+        "    }",
+        "  }",
+        "}",
+    ]
+    g = config.fused_group
+    q_box = TensorMapSpec(config.dtype, (BLOCK, g, config.positions, 1), "128B")
+    kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, d.bn, 1), "128B")
+    return KernelSource(
+        name=NAME, target=config.target, mlir="\n".join(lines) + "\n",
+        params=(
+            Param("q", "tensormap", "Q[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
+            Param("k", "tensormap", "K[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
+            Param("v", "tensormap", "V[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
+            Param("o", "tensormap", "O[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
+            Param("lse", "ptr", "LSE[B, H, Sq] fp32 (written when write_lse != 0)"),
+            Param("seq_q", "i32", "query positions Sq"),
+            Param("seq_k", "i32", "key positions Sk, >= 1"),
+            Param("num_heads", "i32", "query heads H"),
+            Param("scale_log2e", "f32", "softmax scale * log2(e)"),
+            Param("write_lse", "i32", "1: write the LSE"),
+        ),
+        grid=f"(ceil(Sq / {config.cta_positions}), H / {g}, B) (launch_geometry)",
+        config={f: getattr(config, f) for f in ("dtype", "head_dim", "causal", "num_q", "group", "exp2_emulation")},
+    )
