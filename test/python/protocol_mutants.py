@@ -27,6 +27,24 @@ GEMM_CONFIGS = {
     "sm_100a-pair-small": dict(target="sm_100a", tile_n=64, epi_tile_n=32, num_stages=2, cta_group=2, tile_m=256),
 }
 MUTATED_GEMMS = ("gemm-sm_90a-small", "gemm-sm_100a-small", "gemm-sm_100a-pair-small")
+# The attention kernel: fused and split rings, 1Q and 2Q, causal, GQA; mutants start from 1Q d128
+# (a split K ring with two depth sub-stages, 3 stages: the shortest unrolls), a few per operator.
+ATTENTION_CONFIGS = {
+    "default": dict(), "causal-d64": dict(head_dim=64, causal=True), "1q": dict(num_q=1),
+    "1q-d96-causal-gqa4": dict(num_q=1, head_dim=96, causal=True, group=4, dtype="fp16"),
+    "gqa3-emu": dict(group=3, exp2_emulation=8),
+}
+MUTATED_ATTENTION = "attention-1q"
+ATTENTION_MUTANTS_PER_OPERATOR = 3
+# Equivalent mutants of the attention kernel, left out: the load warp's acquires in its first
+# iteration (the first pass over fresh rings, phase 1: they pass at once, and the reference omits
+# them) and a correction factor
+# released before it is read (S_i's consumer barrier 0, which the correction warpgroup signals after
+# the read, already orders the read before the softmax's next factor).
+ATTENTION_EQUIVALENT = (re.compile(r'producer_acquire"\(%\w+, %ld(_\w*i|0\w*)#0'), re.compile(r'consumer_release"\(%cq\d'))
+# A release missing in the MMA or correction warps stops the pipeline; the verifier reports where it
+# leaves the other roles (the final O waits: parity; TMEM never freed: tmem) next to the deadlock.
+ATTENTION_EXTRA_CLASSES = {"missing-release": frozenset({"parity", "tmem"})}
 
 
 def shipped_kernels() -> dict[str, str]:
@@ -45,7 +63,10 @@ def shipped_kernels() -> dict[str, str]:
     cls, build = KERNELS["gemm"]
     for name, extra in GEMM_CONFIGS.items():
         out[f"gemm-{name}"] = build(cls(**extra)).mlir
-    assert set(KERNELS) == {"copy-pipeline", "gemm"}, "add the new built-in kernel to the mutation corpus"
+    cls, build = KERNELS["attention"]
+    for name, extra in ATTENTION_CONFIGS.items():
+        out[f"attention-{name}"] = build(cls(**extra)).mlir
+    assert set(KERNELS) == {"attention", "copy-pipeline", "gemm"}, "add the new built-in kernel to the mutation corpus"
     for path in SHIPPED_FILES:
         out[path] = (ROOT / path).read_text()
     return out
@@ -175,7 +196,9 @@ MUTATIONS: dict[str, tuple[frozenset[str], Callable[[str], Iterator[Mutant]]]] =
     "arrive-count-down": (frozenset({"over-arrival"}), arrive_count_down),
     "tx-bytes": (frozenset({"tx-mismatch"}), tx_bytes),
     "consumer-phase": (frozenset({"parity"}), consumer_starts_at_phase_one),
-    "producer-phase": (frozenset({"deadlock"}), producer_starts_at_phase_zero),
+    # a producer that acquires after its commit (the attention MMA's S rings: P written) skips the
+    # wait instead of blocking: race
+    "producer-phase": (frozenset({"deadlock", "race"}), producer_starts_at_phase_zero),
     "missing-release": (frozenset({"deadlock", "under-arrival"}), missing_release),
     # an acquire also guards signal-only rings (the GEMM's load order: over-arrival, parity) and a
     # pair's drain (the peer exits while commits still reach it: cta-pair)
@@ -195,11 +218,27 @@ MUTATIONS: dict[str, tuple[frozenset[str], Callable[[str], Iterator[Mutant]]]] =
 }
 
 
+def _equivalent(source: str, what: str) -> bool:
+    """Whether the attention mutant ``what`` changes a line ATTENTION_EQUIVALENT names."""
+    m = re.search(r"line (\d+)", what)
+    line = source.split("\n")[int(m.group(1)) - 1] if m else what
+    return any(p.search(line) for p in ATTENTION_EQUIVALENT)
+
+
 def corpus() -> Iterator[tuple[str, str, str, frozenset[str], str]]:
     """(kernel, operator, what changed, expected classes, mutant source) for every mutant."""
     for kernel, source in shipped_kernels().items():
         if kernel.startswith("gemm-") and kernel not in MUTATED_GEMMS:
             continue  # the shipped GEMMs are accepted; their small variants carry the mutants
+        if kernel.startswith("attention-") and kernel != MUTATED_ATTENTION:
+            continue
         for op, (classes, make) in MUTATIONS.items():
-            for what, text in make(source):
+            mutants = list(make(source))
+            if kernel == MUTATED_ATTENTION:
+                mutants = [(what, text) for what, text in mutants if not _equivalent(source, what)]
+                if len(mutants) > ATTENTION_MUTANTS_PER_OPERATOR:
+                    step = len(mutants) / ATTENTION_MUTANTS_PER_OPERATOR  # spread over the kernel's roles
+                    mutants = [mutants[int(i * step)] for i in range(ATTENTION_MUTANTS_PER_OPERATOR)]
+                classes = classes | ATTENTION_EXTRA_CLASSES.get(op, frozenset())
+            for what, text in mutants:
                 yield kernel, op, what, classes, text

@@ -24,7 +24,7 @@ class Producers:
 
     # -- prologue ------------------------------------------------------------------------------------
     def prologue(self) -> list[str]:
-        d, c = self.d, self.c
+        d = self.d
         i = "      "
         smem = '"fa4.smem_region"() {{sym_name = "{}", bytes = {}, align = {}{}}} : () -> !fa4.smem'
         sw = ', swizzle = "128B"'
