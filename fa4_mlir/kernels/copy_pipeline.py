@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from fa4_mlir.configs.copy_pipeline import VECTOR_BYTES, WARPGROUP_THREADS, CopyPipelineConfig
 from fa4_mlir.errors import LaunchError
-from fa4_mlir.kernels.source import KernelSource, Param, TensorMapSpec
+from fa4_mlir.kernels.source import KernelSource, Param, TensorMapSpec, kernel_module
 
 NAME = "copy_pipeline"
 MAX_TILES = (1 << 31) - 1  # tile indices are i32
@@ -45,11 +45,8 @@ def build(config: CopyPipelineConfig) -> KernelSource:
     elem = c.elem.mlir
     vec = VECTOR_BYTES // c.elem.bytes
     steps = c.slice_bytes // (WARPGROUP_THREADS * VECTOR_BYTES)
+    args = "%src: !fa4.tensormap, %dst: !fa4.tensormap, %num_tiles: i32, %total_tiles: i32, %tiles_per_cta: i32, %scale: f32"
     lines = [
-        f'module attributes {{gpu.container_module, fa4.target = "{c.target}"}} {{',
-        f'  gpu.module @{NAME} [#nvvm.target<chip = "{c.target}", features = "+ptx86", O = 3>] {{',
-        f"    gpu.func @{NAME}(%src: !fa4.tensormap, %dst: !fa4.tensormap, %num_tiles: i32, %total_tiles: i32, "
-        "%tiles_per_cta: i32, %scale: f32) kernel {",
         "      %c0 = arith.constant 0 : i32",
         "      %c1 = arith.constant 1 : i32",
         f'      %ring = "fa4.smem_region"() {{sym_name = "ring", bytes = {c.stages * c.tile_bytes}, align = 1024}} : () -> !fa4.smem',
@@ -68,20 +65,13 @@ def build(config: CopyPipelineConfig) -> KernelSource:
         "      %last = arith.minui %end, %total_tiles : i32",
         f"      %rows = arith.constant {c.tile_rows} : i32",
         f"      %cols = arith.constant {c.tile_cols} : i32",
-        '      "fa4.warp_specialize"() ({',
-        *_producer(c),
-        *[line for i in range(c.consumers) for line in _consumer(c, i, elem, vec, steps)],
-        "        gpu.yield",
-        f"      }}) {{num_warps = {c.num_warps}}} : () -> ()",
-        "      gpu.return",
-        "    }",
-        "  }",
-        "}",
     ]
+    roles = [*_producer(c), *[line for i in range(c.consumers) for line in _consumer(c, i, elem, vec, steps)]]
+    mlir = kernel_module(NAME, c.target, args, lines, roles, c.num_warps)
     box_in = (c.tile_cols, c.tile_rows)
     box_out = (c.tile_cols, c.slice_rows)
     return KernelSource(
-        name=NAME, target=c.target, mlir="\n".join(lines) + "\n",
+        name=NAME, target=c.target, mlir=mlir,
         params=(
             Param("src", "tensormap", "in[M, N], row-major", TensorMapSpec(c.dtype, box_in)),
             Param("dst", "tensormap", "out[M, N], row-major", TensorMapSpec(c.dtype, box_out)),

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from fa4_mlir.configs.gemm import MMA_K_BYTES, GemmConfig
 from fa4_mlir.errors import LaunchError
-from fa4_mlir.kernels.source import KernelSource, Param, TensorMapSpec
+from fa4_mlir.kernels.source import KernelSource, Param, TensorMapSpec, kernel_module
 
 NAME = "gemm"
 MAX_TILES = (1 << 31) - 1  # tile indices are i32
@@ -59,30 +59,17 @@ def build(config: GemmConfig) -> KernelSource:
     c = config
     k = _Kernel(c)
     cluster = " attributes {nvvm.cluster_dim = array<i32: 2, 1, 1>}" if c.cta_group == 2 else ""
-    lines = [
-        f"!acc = !llvm.struct<({', '.join(['f32'] * (c.tile_n // 2))})>" if not c.has_tmem else "",
-        f'module attributes {{gpu.container_module, fa4.target = "{c.target}"}} {{',
-        f'  gpu.module @{NAME} [#nvvm.target<chip = "{c.target}", features = "+ptx86", O = 3>] {{',
-        f"    gpu.func @{NAME}(%a_map: !fa4.tensormap, %b_map: !fa4.tensormap, %c_map: !fa4.tensormap, "
-        "%d_map: !fa4.tensormap, %num_m: i32, %num_n: i32, %k_tiles: i32, %alpha: f32, %beta: f32, "
-        f"%has_c: i32) kernel{cluster} {{",
-        *k.prologue(),
-        '      "fa4.warp_specialize"() ({',
-        *k.main_load(),
-        *k.epilogue_load(),
-        *(k.sm100_roles() if c.has_tmem else k.sm90_roles()),
-        "        gpu.yield",
-        f"      }}) {{num_warps = {c.num_warps}}} : () -> ()",
-        "      gpu.return",
-        "    }",
-        "  }",
-        "}",
-    ]
+    preamble = (f"!acc = !llvm.struct<({', '.join(['f32'] * (c.tile_n // 2))})>",) if not c.has_tmem else ()
+    args = ("%a_map: !fa4.tensormap, %b_map: !fa4.tensormap, %c_map: !fa4.tensormap, %d_map: !fa4.tensormap, "
+            "%num_m: i32, %num_n: i32, %k_tiles: i32, %alpha: f32, %beta: f32, %has_c: i32")
+    prologue = k.prologue()
+    roles = [*k.main_load(), *k.epilogue_load(), *(k.sm100_roles() if c.has_tmem else k.sm90_roles())]
+    mlir = kernel_module(NAME, c.target, args, prologue, roles, c.num_warps, cluster, preamble)
     e = c.dtype
     b_box = (c.tile_k, c.b_tile_rows) if c.b_major == "k" else (c.swizzle_elems, c.tile_k)
     store_rows = c.rows_per_cta if c.has_tmem else 64
     return KernelSource(
-        name=NAME, target=c.target, mlir="\n".join(line for line in lines if line) + "\n",
+        name=NAME, target=c.target, mlir=mlir,
         params=(
             Param("a", "tensormap", "A[M, K], row-major", TensorMapSpec(e, (c.tile_k, c.rows_per_cta), "128B")),
             Param("b", "tensormap", "B[N, K] (b_major k) or B[K, N] (b_major mn), row-major",

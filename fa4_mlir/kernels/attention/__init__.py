@@ -39,7 +39,7 @@ from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention.dims import BLOCK, Dims
 from fa4_mlir.kernels.attention.producers import Producers
 from fa4_mlir.kernels.attention.softmax import Softmax
-from fa4_mlir.kernels.source import KernelSource, Param, TensorMapSpec
+from fa4_mlir.kernels.source import KernelSource, Param, TensorMapSpec, kernel_module
 
 NAME = "attention"
 NUM_WARPS = 16
@@ -63,27 +63,16 @@ def build(config: AttentionConfig) -> KernelSource:
     config.validate()
     d = Dims(config)
     prod, soft = Producers(d), Softmax(d)
-    lines = [
-        f'module attributes {{gpu.container_module, fa4.target = "{config.target}"}} {{',
-        f'  gpu.module @{NAME} [#nvvm.target<chip = "{config.target}", features = "+ptx86", O = 3>] {{',
-        f"    gpu.func @{NAME}(%q_map: !fa4.tensormap, %k_map: !fa4.tensormap, %v_map: !fa4.tensormap, "
-        "%o_map: !fa4.tensormap, %lse: !llvm.ptr<1>, %seq_q: i32, %seq_k: i32, %num_heads: i32, "
-        "%scale_log2e: f32, %write_lse: i32) kernel {",
-        *prod.prologue(),
-        '      "fa4.warp_specialize"() ({',
-        *soft.softmax(0), *soft.softmax(1), *soft.correction(), *prod.mma(), *prod.load(),
-        "        gpu.yield",
-        f"      }}) {{num_warps = {NUM_WARPS}}} : () -> ()",
-        "      gpu.return",
-        "    }",
-        "  }",
-        "}",
-    ]
+    args = ("%q_map: !fa4.tensormap, %k_map: !fa4.tensormap, %v_map: !fa4.tensormap, %o_map: !fa4.tensormap, "
+            "%lse: !llvm.ptr<1>, %seq_q: i32, %seq_k: i32, %num_heads: i32, %scale_log2e: f32, %write_lse: i32")
+    prologue = prod.prologue()
+    roles = [*soft.softmax(0), *soft.softmax(1), *soft.correction(), *prod.mma(), *prod.load()]
+    mlir = kernel_module(NAME, config.target, args, prologue, roles, NUM_WARPS)
     g = config.fused_group
     q_box = TensorMapSpec(config.dtype, (BLOCK, g, config.positions, 1), "128B")
     kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, d.bn, 1), "128B")
     return KernelSource(
-        name=NAME, target=config.target, mlir="\n".join(lines) + "\n",
+        name=NAME, target=config.target, mlir=mlir,
         params=(
             Param("q", "tensormap", "Q[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
             Param("k", "tensormap", "K[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
