@@ -498,3 +498,53 @@ func.func @unknown_threads(%data: !llvm.ptr<1>) {
   }) {num_warps = 1} : () -> ()
   return
 }
+
+// -----
+
+// The producer's loop starts one tile late (1 + loop 2 to N) while the consumer takes N tiles.
+func.func @peeled_one_short(%map: !fa4.tensormap, %tiles: i32) attributes {fa4.target = "sm_90a"} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c2 = arith.constant 2 : i32
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 8192, align = 1024} : () -> !fa4.smem
+  %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 2, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%full) : (!fa4.mbarriers) -> ()
+  "fa4.mbarrier_init"(%empty) : (!fa4.mbarriers) -> ()
+  %pipe = "fa4.pipeline_create"(%full, %empty) {sym_name = "ring", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "producer"} : (!fa4.pipeline) -> (i32, i32)
+        "fa4.pipeline_producer_acquire"(%pipe, %s0#0, %s0#1) : (!fa4.pipeline, i32, i32) -> ()
+        "fa4.pipeline_producer_commit"(%pipe, %s0#0) {tx_bytes = 4096} : (!fa4.pipeline, i32) -> ()
+        %b0 = "fa4.smem_stage"(%ring, %s0#0) {bytes = 4096} : (!fa4.smem, i32) -> !fa4.smem
+        "fa4.tma_load"(%map, %b0, %full, %s0#0, %c0, %c0) {bytes = 4096} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+        %s1:2 = "fa4.pipeline_advance"(%pipe, %s0#0, %s0#1) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+        %end:2 = scf.for %t = %c2 to %tiles step %c1 iter_args(%s = %s1#0, %p = %s1#1) -> (i32, i32) : i32 {
+          "fa4.pipeline_producer_acquire"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+          "fa4.pipeline_producer_commit"(%pipe, %s) {tx_bytes = 4096} : (!fa4.pipeline, i32) -> ()
+          %buf = "fa4.smem_stage"(%ring, %s) {bytes = 4096} : (!fa4.smem, i32) -> !fa4.smem
+          "fa4.tma_load"(%map, %buf, %full, %s, %c0, %t) {bytes = 4096} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+          %n:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+          scf.yield %n#0, %n#1 : i32, i32
+        }
+      }
+      gpu.yield
+    }) {sym_name = "load", warps = array<i32: 1>} : () -> ()
+    "fa4.warp_role"() ({
+      %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "consumer"} : (!fa4.pipeline) -> (i32, i32)
+      %end:2 = scf.for %t = %c0 to %tiles step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+        // expected-error @below {{protocol error [deadlock]: use waits at fa4.pipeline_consumer_wait}}
+        "fa4.pipeline_consumer_wait"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+        "fa4.pipeline_consumer_release"(%pipe, %s) : (!fa4.pipeline, i32) -> ()
+        %n:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+        scf.yield %n#0, %n#1 : i32, i32
+      }
+      gpu.yield
+    }) {sym_name = "use", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
