@@ -899,19 +899,31 @@ def _f32_struct(t) -> bool:
     return all(f == "f32" for f in fields)
 
 
+A_FRAGMENT = "vector<4xi32>"  # an m64k16 A fragment in registers: 8 16-bit values per thread
+
+
+def _smem_or_fragment(t) -> bool:
+    return str(t) in (SmemType.asm, A_FRAGMENT)
+
+
 class WgmmaOp(Op, name="wgmma"):
-    """One warpgroup MMA on sm_90a: acc (registers, f32) [+]= A (smem) x B (smem), M = 64, K = 16.
+    """One warpgroup MMA on sm_90a: acc (registers, f32) [+]= A x B (smem), M = 64, K = 16.
 
     All 128 threads of a warpgroup execute it; each holds ``n / 2`` f32 accumulators in an
-    ``!llvm.struct<(f32, ...)>``. Operands are tiles with their region's swizzle (A K-major, B K-major
-    or MN-major as for ``fa4.tcgen05_mma``), at byte
-    ``a_offset`` / ``b_offset``. The op is asynchronous: ``fa4.wgmma_commit`` closes a group and
-    ``fa4.wgmma_wait`` waits for it before the accumulators are read.
+    ``!llvm.struct<(f32, ...)>``. A is a shared-memory tile (SS form) or, in the RS form, the
+    thread's fragment of the 64 x 16 A tile in registers (``vector<4xi32>``: 16-bit pairs at rows
+    ``r`` and ``r + 8``, columns ``2q`` and ``8 + 2q``, with ``r = 16 * warp + lane / 4`` and
+    ``q = lane % 4``, the layout of the accumulator's columns ``16k .. 16k + 15``: FA3's P@V reads P
+    where softmax left it). Shared-memory operands are tiles with their region's swizzle (A
+    K-major, B K-major or MN-major as for ``fa4.tcgen05_mma``), at byte ``a_offset`` / ``b_offset``.
+    The op is asynchronous: ``fa4.wgmma_commit`` closes a group, ``fa4.wgmma_wait`` waits for it and
+    ``fa4.wgmma_fence_acc`` hands the accumulators to the code that reads them.
     Lowers to: ``wgmma.fence.sync.aligned`` (unless the previous op is a wgmma too), descriptors and
-    ``wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16}``.
+    ``wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16}`` (the RS form as inline PTX:
+    NVVM's op takes descriptors only).
     """
 
-    a = Operand(SmemType)
+    a = Operand(AnyOf(f"!fa4.smem (SS) or {A_FRAGMENT} (RS)", _smem_or_fragment))
     b = Operand(SmemType)
     acc = Operand(AnyOf("!llvm.struct<(f32, ...)> with n / 2 fields", _f32_struct))
     n = IntAttr(min=8, max=256, multiple_of=8, doc="columns of the accumulator tile")
@@ -929,7 +941,10 @@ class WgmmaOp(Op, name="wgmma"):
         fields = str(self.acc.type).count("f32")
         if fields != self.n // 2:
             yield f"acc must have n / 2 = {self.n // 2} f32 fields, got {fields}"
-        yield from _check_mma_operand("a", self.a)
+        if str(self.a.type) == SmemType.asm:
+            yield from _check_mma_operand("a", self.a)
+        elif self.a_offset:
+            yield f"a_offset must be 0 when a is a register fragment (RS form), got {self.a_offset}"
         yield from _check_mma_operand("b", self.b)
 
 
@@ -947,6 +962,20 @@ class WgmmaWaitOp(Op, name="wgmma_wait"):
     """
 
     pending = IntAttr(min=0, max=7, default=0, doc="groups allowed to stay in flight")
+
+
+class WgmmaFenceAccOp(Op, name="wgmma_fence_acc"):
+    """The accumulators ``acc`` as they are after the ``fa4.wgmma_wait`` before this op.
+
+    A wgmma writes its accumulator registers asynchronously, but LLVM sees the result defined when
+    the instruction is issued and may schedule its readers above the wait. Reading ``result``
+    instead of ``acc`` pins every reader after this op, which stays after the wait (CUTLASS's
+    ``warpgroup_fence_operand``). Lowers to: an empty inline PTX statement that takes and
+    returns every register of ``acc`` (no instruction is emitted).
+    """
+
+    acc = Operand(AnyOf("!llvm.struct<(f32, ...)>", _f32_struct))
+    result = Result(AnyOf("the type of acc", _f32_struct), type_of="acc")
 
 
 # ===================================================================================================

@@ -243,10 +243,42 @@ def gemm_layout(c: GemmConfig) -> Layout:
     return Layout("gemm", config, tuple(regions + tail), tuple(barriers), tmem)
 
 
+# ===================================================================================================
+# Attention on sm_90a (FA3's structure: Q resident, K and V rings, consumer warpgroups release)
+# ===================================================================================================
+
+
+def hopper_attention_barriers(c: AttentionConfig) -> list[BarrierArray]:
+    """The barriers of the sm_90a attention kernel, in its declaration order (the kernel reads them
+    from here). The consumer barriers count the 8 consumer warps: lane 0 of each arrives once the
+    wgmma group that read the stage retired."""
+    n = c.hopper.stages
+    return [BarrierArray("q_full", (1,), "tx", "load warp expect_tx (Q bytes) + TMA", "consumer warpgroups"),
+            BarrierArray("k_full", (1,) * n, "tx", "load warp expect_tx (K tile bytes) + TMA", "consumer warpgroups"),
+            BarrierArray("k_empty", (8,) * n, "threads", "lane 0 of each consumer warp once S = Q K' retired",
+                         "load warp"),
+            BarrierArray("v_full", (1,) * n, "tx", "load warp expect_tx (V tile bytes) + TMA", "consumer warpgroups"),
+            BarrierArray("v_empty", (8,) * n, "threads", "lane 0 of each consumer warp once O += P V retired",
+                         "load warp")]
+
+
+def hopper_attention_layout(c: AttentionConfig) -> Layout:
+    c.validate()
+    t = c.hopper
+    barriers = hopper_attention_barriers(c)
+    regions = [SmemRegion("q", t.q_bytes, TILE_ALIGN, "128B"),
+               SmemRegion("o", t.q_bytes, TILE_ALIGN, "128B", alias_of="q"),
+               SmemRegion("k", t.stages * t.kv_stage_bytes, TILE_ALIGN, "128B"),
+               SmemRegion("v", t.stages * t.kv_stage_bytes, TILE_ALIGN, "128B")]
+    config = {"BM": t.bm, "BN": t.bn, "num_kv_stages": t.stages, "consumers": 2, "target": c.target,
+              "smem_budget": t.smem_bytes}
+    return Layout("attention", config, tuple(regions + _tail(barriers)[:1]), tuple(barriers))
+
+
 def kernel_layout(config) -> Layout | None:
     """The layout a built-in kernel's config declares (None for kernels without a layout table)."""
     if isinstance(config, AttentionConfig):
-        return fa4_layout(config.fa4)
+        return fa4_layout(config.fa4) if config.target == "sm_100a" else hopper_attention_layout(config)
     if isinstance(config, GemmConfig):
         return gemm_layout(config)
     return None

@@ -19,7 +19,7 @@ LOWERED_BY = {
     "fa4-lower-warp-roles": ("warp_specialize", "warp_role", "named_barrier", "elect_one"),
     "fa4-lower-tma": ("tma_load", "tma_store", "tma_store_wait"),
     "fa4-lower-tmem": ("tmem_alloc", "tmem_dealloc", "tmem_load", "tmem_store", "tcgen05_mma"),
-    "fa4-lower-wgmma": ("wgmma", "wgmma_commit", "wgmma_wait"),
+    "fa4-lower-wgmma": ("wgmma", "wgmma_commit", "wgmma_wait", "wgmma_fence_acc"),
     "fa4-lower-barriers": ("mbarrier_init", "mbarrier_arrive", "mbarrier_arrive_expect_tx",
                            "mbarrier_try_wait_parity", "mma_commit"),
 }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fa4_mlir._mlir import ir, nvvm
+from fa4_mlir._mlir import ir, llvm, nvvm
 from fa4_mlir.core.diagnostics import Diagnostic
 from fa4_mlir.passes.base import Fa4Pass
 from fa4_mlir.passes.lowering import KernelLowering, canonical_offsets, lower_kernels, replace_op
@@ -22,12 +22,15 @@ def wgmma_descriptor_bits(swizzle: str, block_stride: int | None = None) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class LowerWgmmaPass(Fa4Pass):
-    """No fa4.wgmma, fa4.wgmma_commit or fa4.wgmma_wait is left; on sm_100a each one is an error.
+    """No fa4.wgmma, fa4.wgmma_commit, fa4.wgmma_wait or fa4.wgmma_fence_acc is left; on sm_100a
+    each one is an error.
 
     A wgmma becomes ``wgmma.mma_async.sync.aligned.m64nNk16.f32`` on swizzled descriptors (B
-    transposed, ``imm-trans-b = 1``, when it is MN-major),
-    preceded by ``wgmma.fence.sync.aligned`` unless the op before it is a wgmma of the same chain;
-    commit and wait become ``wgmma.commit_group`` and ``wgmma.wait_group pending``.
+    transposed, ``imm-trans-b = 1``, when it is MN-major), preceded by ``wgmma.fence.sync.aligned``
+    unless the op before it is a wgmma of the same chain. The RS form (A in registers) is inline PTX
+    whose accumulators are tied in/out operands. Commit and wait become ``wgmma.commit_group`` and
+    ``wgmma.wait_group pending``; an accumulator fence becomes an empty inline PTX statement whose
+    outputs are its inputs, so nothing that reads them moves above it.
     """
 
     name = "fa4-lower-wgmma"
@@ -37,7 +40,7 @@ class LowerWgmmaPass(Fa4Pass):
 
 
 def _lower(k: KernelLowering):
-    ops = k.ops("fa4.wgmma", "fa4.wgmma_commit", "fa4.wgmma_wait")
+    ops = k.ops("fa4.wgmma", "fa4.wgmma_commit", "fa4.wgmma_wait", "fa4.wgmma_fence_acc")
     for op in ops:
         k.require_sm90(op, "warpgroup MMA (wgmma)")
     for op in ops:
@@ -46,6 +49,9 @@ def _lower(k: KernelLowering):
                 nvvm.WgmmaGroupSyncAlignedOp()
             elif op.OPERATION_NAME == "fa4.wgmma_wait":
                 nvvm.WgmmaWaitGroupSyncOp(op.pending)
+            elif op.OPERATION_NAME == "fa4.wgmma_fence_acc":
+                replace_op(op, [_tied_asm(op.acc, "", [], "")])
+                continue
             else:
                 replace_op(op, [_wgmma(k, op)])
                 continue
@@ -53,15 +59,51 @@ def _lower(k: KernelLowering):
     return []
 
 
+_OPERAND_MOVES = ("llvm.extractvalue", "llvm.extractelement", "arith.constant")
+
+
 def _follows_wgmma(op) -> bool:
+    """The op before (past the moves that feed an RS wgmma's operands) is a wgmma of one chain."""
     block_ops = list(op.operation.block.operations)
     i = block_ops.index(op.operation) if op.operation in block_ops else 0
-    return i > 0 and block_ops[i - 1].operation.name in ("fa4.wgmma", "nvvm.wgmma.mma_async")
+    while i > 0 and block_ops[i - 1].operation.name in _OPERAND_MOVES:
+        i -= 1
+    if i == 0:
+        return False
+    prev = block_ops[i - 1].operation
+    if prev.name == "llvm.inline_asm":
+        return "wgmma.mma_async" in str(prev.attributes["asm_string"])
+    return prev.name in ("fa4.wgmma", "nvvm.wgmma.mma_async")
+
+
+def _tied_asm(acc: ir.Value, text: str, inputs: list[ir.Value], input_constraints: str) -> ir.Value:
+    """Inline PTX ``text`` whose outputs ``$0 .. $n-1`` are the f32 fields of ``acc``, tied to the
+    same registers as inputs ``$n .. $2n-1``, followed by ``inputs`` (from ``$2n``)."""
+    n = str(acc.type).count("f32")
+    f32 = ir.F32Type.get()
+    fields = [llvm.extractvalue(f32, acc, [i]) for i in range(n)]
+    constraints = ",".join(["=f"] * n + [str(i) for i in range(n)] + ([input_constraints] if inputs else []))
+    return llvm.inline_asm(acc.type, fields + inputs, text, constraints, has_side_effects=True)
+
+
+def _wgmma_rs(k: KernelLowering, op) -> ir.Value:
+    """``wgmma.mma_async`` with A from registers, as inline PTX (NVVM's op takes descriptors only)."""
+    n = op.n // 2  # accumulator registers
+    b = k.matrix_descriptor(op.b, op.b_offset, op, lambda swizzle: wgmma_descriptor_bits(swizzle, op.b_block_stride))
+    a = [llvm.extractelement(op.a, k.const(i)) for i in range(4)]
+    d = ", ".join(f"${i}" for i in range(n))
+    regs = ", ".join(f"${2 * n + i}" for i in range(4))
+    text = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, {op.accumulate}, 0;\n"
+            f"wgmma.mma_async.sync.aligned.m64n{op.n}k16.f32.{op.ab_type}.{op.ab_type} {{{d}}}, {{{regs}}}, "
+            f"${2 * n + 4}, p, 1, 1, {1 if op.b_major == 'mn' else 0};\n}}")
+    return _tied_asm(op.acc, text, a + [b], "r,r,r,r,l")
 
 
 def _wgmma(k: KernelLowering, op) -> ir.Value:
     if not _follows_wgmma(op):
         nvvm.WgmmaFenceAlignedOp()
+    if str(op.a.type) != "!fa4.smem":
+        return _wgmma_rs(k, op)
     a = k.matrix_descriptor(op.a, op.a_offset, op, wgmma_descriptor_bits)
     b = k.matrix_descriptor(op.b, op.b_offset, op, lambda swizzle: wgmma_descriptor_bits(swizzle, op.b_block_stride))
     attr = ir.Attribute.parse

@@ -1,8 +1,10 @@
 """AttentionConfig: the attention forward kernel as users pick it (head dim, mask, Q tiles, GQA).
 
-The kernel's resources (tile shape, K/V stages, fused or split K/V ring, barriers, TMEM map) are
-those of the reference FA4Config for the same dtype, depth, Q tiles and group: ``fa4`` returns it,
-so ``fa4-layout`` and the kernel read one derivation. No MLIR import.
+On sm_100a the kernel's resources (tile shape, K/V stages, fused or split K/V ring, barriers, TMEM
+map) are those of the reference FA4Config for the same dtype, depth, Q tiles and group: ``fa4``
+returns it, so ``fa4-layout`` and the kernel read one derivation. On sm_90a (FA3's structure: two
+consumer warpgroups of 64 query rows and a producer warp) ``hopper`` gives the tile and the smem
+budget. No MLIR import.
 """
 
 from __future__ import annotations
@@ -15,20 +17,58 @@ from fa4_mlir.configs.support import Checked, Support
 from fa4_mlir.errors import ConfigError
 from fa4_mlir.target import Target
 
-HEAD_DIMS = {"sm_100a": (64, 96, 128)}
+HEAD_DIMS = {"sm_100a": (64, 96, 128), "sm_90a": (64, 128, 256)}
 MAX_GROUP = 128  # a fused GQA tile holds 128 / group positions of group heads
 EXP2_BATCH = 32  # softmax columns per exp2 batch; exp2_emulation counts per batch
+
+
+SM90_SMEM_BYTES = 232448  # the opt-in shared memory of one CTA on sm_90 (227 KiB)
+SM90_KV_TILE = {64: 128, 128: 128, 256: 64}  # keys per K/V tile, by head dim: FA3's choices that fit 240 registers
+SM90_KV_STAGES = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class HopperTile:
+    """The sm_90a attention tile: 128 query rows (two consumer warpgroups of 64), ``bn`` keys per
+    K/V tile, ``stages`` K and V buffers each, Q resident (and reused for O); bf16/fp16 elements."""
+
+    head_dim: int
+    bm: int = 128
+    stages: int = SM90_KV_STAGES
+
+    @property
+    def bn(self) -> int:
+        return SM90_KV_TILE[self.head_dim]
+
+    @property
+    def q_bytes(self) -> int:
+        return self.bm * self.head_dim * 2
+
+    @property
+    def kv_stage_bytes(self) -> int:
+        return self.bn * self.head_dim * 2
+
+    @property
+    def smem_bytes(self) -> int:
+        """Q, the K and V rings and the barriers (with the 1024-byte alignment of each tile)."""
+        return self.q_bytes + 2 * self.stages * self.kv_stage_bytes + 1024
+
+    def supported(self) -> Support:
+        if self.smem_bytes > SM90_SMEM_BYTES:
+            return Support(False, f"shared memory must be <= {SM90_SMEM_BYTES} bytes, got {self.smem_bytes}")
+        return Support(True)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AttentionConfig(Checked):
     """One attention forward kernel: softmax(scale * Q K') V for Q (B, Sq, H, D), K/V (B, Sk, H/group, D).
 
-    ``num_q = 2``: a CTA owns 256 query rows as two 128-row halves Q0/Q1, one per softmax
+    sm_100a, ``num_q = 2``: a CTA owns 256 query rows as two 128-row halves Q0/Q1, one per softmax
     warpgroup; ``num_q = 1``: 128 rows, softmax warpgroup 0 takes the even K/V tiles and 1 the odd
     ones. ``group > 1`` is GQA; when it divides 128 the heads sharing a K/V head share the CTA
     (rows = 128 / group positions x group heads). ``exp2_emulation`` of every 32 exponentials use a
-    degree-3 polynomial on the FMA pipe instead of ``ex2.approx`` (0: none).
+    degree-3 polynomial on the FMA pipe instead of ``ex2.approx`` (0: none). On sm_90a a CTA owns
+    128 query rows of one head, 64 per consumer warpgroup (``num_q = 2``), and exp2 is ``ex2.approx``.
     """
 
     target: str = "sm_100a"
@@ -42,17 +82,18 @@ class AttentionConfig(Checked):
     def __post_init__(self):
         lookup_dtype(self.dtype, field="AttentionConfig.dtype", allowed=("bf16", "fp16"))
         Target.parse(self.target)
-        dims = HEAD_DIMS.get(self.target)
-        if dims is None:
-            raise ConfigError(f"AttentionConfig.target must be one of {', '.join(HEAD_DIMS)} (the sm_90a "
-                              f"attention lowering is not built yet), got '{self.target}'")
+        dims = HEAD_DIMS[self.target]
+        hopper = self.target == "sm_90a"
         rules = (
             ("head_dim", self.head_dim in dims, f"one of {', '.join(map(str, dims))} on {self.target}"),
             ("causal", isinstance(self.causal, bool), "True or False"),
-            ("num_q", self.num_q in (1, 2), "1 (BM 128) or 2 (BM 256)"),
+            ("num_q", self.num_q == 2 if hopper else self.num_q in (1, 2),
+             "2 on sm_90a (two consumer warpgroups of 64 rows)" if hopper else "1 (BM 128) or 2 (BM 256)"),
             ("group", isinstance(self.group, int) and 1 <= self.group <= MAX_GROUP,
              f"in [1, {MAX_GROUP}] (query heads per K/V head)"),
-            ("exp2_emulation", 0 <= self.exp2_emulation <= EXP2_BATCH and self.exp2_emulation % 2 == 0,
+            ("exp2_emulation", self.exp2_emulation == 0 if hopper else
+             0 <= self.exp2_emulation <= EXP2_BATCH and self.exp2_emulation % 2 == 0,
+             "0 on sm_90a (no polynomial exp2 there)" if hopper else
              f"even and in [0, {EXP2_BATCH}] (exponentials per {EXP2_BATCH} computed by polynomial)"),
         )
         for name, ok, expected in rules:
@@ -61,18 +102,29 @@ class AttentionConfig(Checked):
 
     @property
     def fa4(self) -> FA4Config:
-        """The reference configuration whose layout the kernel uses."""
+        """The reference configuration whose layout the sm_100a kernel uses."""
+        if self.target != "sm_100a":
+            raise ConfigError(f"AttentionConfig.fa4 is the sm_100a layout; target must be sm_100a, got "
+                              f"'{self.target}' (use .hopper)")
         return FA4Config(dtype=self.dtype, qk_depth=self.head_dim, num_q=self.num_q, group=self.group)
 
     @property
+    def hopper(self) -> HopperTile:
+        """The sm_90a kernel's tile and shared-memory plan."""
+        if self.target != "sm_90a":
+            raise ConfigError(f"AttentionConfig.hopper is the sm_90a tile; target must be sm_90a, got '{self.target}'")
+        return HopperTile(self.head_dim)
+
+    @property
     def fused_group(self) -> int:
-        """Heads that share one CTA's rows: ``group`` when it divides the 128 rows, else 1."""
-        return self.group if self.fa4.fuse_gqa else 1
+        """Heads that share one CTA's rows: ``group`` when it divides the 128 rows (sm_100a), else 1
+        (sm_90a: a CTA holds one head, and the heads of a group read the same K/V tiles from L2)."""
+        return self.group if self.target == "sm_100a" and self.fa4.fuse_gqa else 1
 
     @property
     def rows(self) -> int:
-        """Query rows of one softmax warpgroup (TMEM lanes)."""
-        return 128
+        """Query rows of one softmax (sm_100a, TMEM lanes) or consumer (sm_90a) warpgroup."""
+        return 128 if self.target == "sm_100a" else 64
 
     @property
     def positions(self) -> int:
@@ -84,7 +136,7 @@ class AttentionConfig(Checked):
         return self.positions * self.num_q
 
     def supported(self) -> Support:
-        return self.fa4.supported()
+        return self.fa4.supported() if self.target == "sm_100a" else self.hopper.supported()
 
     def describe(self) -> str:
         return (f"AttentionConfig {self.target} {self.dtype} d{self.head_dim} {self.num_q}Q"

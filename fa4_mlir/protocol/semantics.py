@@ -539,4 +539,5 @@ HANDLERS = {
     "fa4.named_barrier": _named_barrier, "fa4.elect_one": _elect_one, "fa4.tma_load": _tma_load,
     "fa4.tma_store": _tma_store, "fa4.tma_store_wait": _tma_store_wait, "fa4.tcgen05_mma": _tcgen05_mma,
     "fa4.wgmma": _wgmma, "nvvm.vote.sync": _vote, "fa4.wgmma_commit": _wgmma_commit, "fa4.wgmma_wait": _wgmma_wait,
+    "fa4.wgmma_fence_acc": _nothing,
 }

@@ -149,11 +149,19 @@ class ArtifactKey:
             from fa4_mlir.kernels import KERNELS
 
             defaults = KERNELS[self.kernel][0](target=self.target)
-            command += [f"--{name.replace('_', '-')}={value}" for name, value in self.config
+            command += [_option(name, value) for name, value in self.config
                         if name != "target" and getattr(defaults, name) != value]
         if self.debug_timeout_ms:
             command.append(f"--debug-timeout-ms={self.debug_timeout_ms}")
         return [*command, "--cache"]
+
+
+def _option(name: str, value) -> str:
+    """fa4-compile's option for a config field: ``--flag`` / ``--no-flag`` for booleans."""
+    flag = name.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{flag}" if value else f"--no-{flag}"
+    return f"--{flag}={value}"
 
 
 def lookup(key: ArtifactKey) -> Artifact | None:

@@ -8,6 +8,7 @@ eagerly first.
     import fa4_mlir.torch
     y = torch.ops.fa4.copy_pipeline(x, 2.0)
     d = fa4_mlir.torch.gemm_residual(a, b, c, alpha=1.0, beta=1.0)  # torch.addmm(c, a, b)
+    o = fa4_mlir.torch.flash_attention(q, k, v, causal=True)  # (B, S, H, D), like flash-attn
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ except ImportError:  # pragma: no cover - depends on the machine
     raise ImportError("fa4_mlir.torch needs PyTorch: pip install torch") from None
 
 from fa4_mlir.torch import ops  # noqa: F401  (registers torch.ops.fa4.*)
+from fa4_mlir.torch.attention import flash_attention
 
 copy_pipeline = torch.ops.fa4.copy_pipeline
 gemm_residual = torch.ops.fa4.gemm_residual
 
-__all__ = ["copy_pipeline", "gemm_residual"]
+__all__ = ["copy_pipeline", "flash_attention", "gemm_residual"]

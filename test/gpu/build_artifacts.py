@@ -13,6 +13,7 @@ import pathlib
 import sys
 
 from fa4_mlir import knobs
+from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.runtime.artifacts import ArtifactKey, fetch
@@ -28,6 +29,10 @@ def keys() -> list[ArtifactKey]:
     wanted.append(ArtifactKey.for_file(HERE / "kernels" / "broken_barrier.mlir", "sm_90a", debug))
     wanted += [ArtifactKey.for_config("gemm", GemmConfig(dtype=d, target="sm_90a", b_major=b))
                for d in ("bf16", "fp16") for b in ("k", "mn")]
+    # test_attention_gpu.py's GROUPS, every head dim, both masks, both dtypes
+    wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype=dt, head_dim=d, causal=c,
+                                                                   group=g))
+               for dt in ("bf16", "fp16") for d in (64, 128, 256) for c in (False, True) for g in (1, 4, 8)]
     if "--bench" in sys.argv:  # the variants bench/gemm.py --sweep times
         sys.path.insert(0, str(HERE.parent.parent / "bench"))
         from gemm_variants import SWEEP

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.errors import LaunchError
+from fa4_mlir.kernels.attention import hopper
 from fa4_mlir.kernels.attention.dims import BLOCK, Dims
 from fa4_mlir.kernels.attention.producers import Producers
 from fa4_mlir.kernels.attention.softmax import Softmax
@@ -60,6 +61,8 @@ def launch_geometry(config: AttentionConfig, batch: int, seq_q: int, heads: int,
 
 
 def build(config: AttentionConfig) -> KernelSource:
+    if config.target == "sm_90a":
+        return hopper.build(config)
     config.validate()
     d = Dims(config)
     prod, soft = Producers(d), Softmax(d)

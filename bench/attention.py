@@ -1,0 +1,100 @@
+"""fa4 flash_attention against torch SDPA (cuDNN and flash backends) and FlashAttention-4, in one run.
+
+    FA4_CACHE_DIR=.fa4-cache python bench/attention.py [--head-dims 64,128,256] [--seqlens 1024,4096,16384]
+        [--causal both|yes|no] [--repeats 200] [--json out.json]
+
+FA3's shapes: bf16, B * S = 16384 tokens, H * D = 2048, MHA. For each (D, S, causal): the median time
+(triton.testing.do_bench, CUDA events) of ``fa4_mlir.torch.flash_attention``, torch SDPA forced to the
+cuDNN backend, torch SDPA forced to the flash backend (FA2) and, when ``flash_attn.cute`` is
+installed, FlashAttention-4; TFLOP/s = 4 * B * H * S^2 * D (halved when causal) / time, and the
+ratios fa4 / cuDNN and fa4 / flash from the same run. Each case is checked against SDPA first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+
+import torch
+import triton.testing
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from fa4_mlir.torch import flash_attention
+
+TOKENS, WIDTH = 16384, 2048
+
+
+def peers():
+    """Name -> fn(q, k, v, causal) over (B, S, H, D) tensors, for what this machine has."""
+    def sdpa(backend):
+        def run(q, k, v, causal):
+            with sdpa_kernel(backend):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return run, True  # takes (B, H, S, D)
+
+    out = {"cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "flash": sdpa(SDPBackend.FLASH_ATTENTION)}
+    try:
+        from flash_attn.cute import flash_attn_func  # FlashAttention-4 (CuTe DSL)
+
+        out["fa4_cute"] = (lambda q, k, v, causal: flash_attn_func(q, k, v, causal=causal)), False
+    except Exception:  # not installed
+        pass
+    return out
+
+
+def measure(d: int, s: int, causal: bool, repeats: int) -> dict:
+    b, h = TOKENS // s, WIDTH // d
+    q, k, v = (torch.randn(b, s, h, d, device="cuda").bfloat16() for _ in range(3))
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+    ours = flash_attention(q, k, v, causal=causal)
+    cases = {"fa4-mlir": lambda: flash_attention(q, k, v, causal=causal)}
+    errors = {}
+    for name, (fn, bhsd) in peers().items():
+        args = (qt, kt, vt) if bhsd else (q, k, v)
+        try:
+            theirs = fn(*args, causal)
+            theirs = theirs[0] if isinstance(theirs, tuple) else theirs
+            theirs = theirs.transpose(1, 2) if bhsd else theirs
+            errors[name] = float((ours.float() - theirs.float()).norm() / theirs.float().norm())
+            cases[name] = (lambda fn=fn, args=args: fn(*args, causal))
+        except Exception as exc:  # a backend that refuses the shape
+            print(f"  {name} unavailable at D{d} S{s} causal={causal}: {type(exc).__name__}: {exc}"[:200])
+    if torch.isnan(ours).any() or any(e > 2e-2 for e in errors.values()):
+        raise SystemExit(f"fa4 flash_attention disagrees at D{d} S{s} causal={causal}: {errors}")
+    ms = {name: triton.testing.do_bench(fn, warmup=50, rep=repeats, return_mode="median") for name, fn in cases.items()}
+    flops = 4 * b * h * s * s * d / (2 if causal else 1)
+    return {"head_dim": d, "seqlen": s, "batch": b, "heads": h, "causal": causal, "ms": ms,
+            "tflops": {n: flops / (t * 1e-3) / 1e12 for n, t in ms.items()}, "rel_err": errors}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--head-dims", default="64,128,256")
+    parser.add_argument("--seqlens", default="1024,4096,16384")
+    parser.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    parser.add_argument("--repeats", type=int, default=200, help="ms of timed runs per case (do_bench rep)")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    masks = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    rows = [measure(d, s, c, args.repeats) for c in masks for d in map(int, args.head_dims.split(","))
+            for s in map(int, args.seqlens.split(","))]
+    names = [n for n in ("fa4-mlir", "cudnn", "flash", "fa4_cute") if n in rows[0]["tflops"]]
+    print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | {datetime.date.today()} | "
+          f"{' '.join(sys.argv)}")
+    print("| D | S | causal | " + " | ".join(f"{n} TFLOP/s" for n in names) + " | fa4-mlir / cudnn | fa4-mlir / flash |")
+    print("|---" * (len(names) + 5) + "|")
+    for r in rows:
+        t = r["tflops"]
+        ratio = [f"{t['fa4-mlir'] / t[n]:.2f}" if n in t else "-" for n in ("cudnn", "flash")]
+        print(f"| {r['head_dim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | "
+              + " | ".join(f"{t[n]:.0f}" if n in t else "-" for n in names) + f" | {ratio[0]} | {ratio[1]} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
