@@ -1,13 +1,15 @@
 """fa4 flash_attention against torch SDPA (cuDNN and flash backends) and FlashAttention-4, in one run.
 
     FA4_CACHE_DIR=.fa4-cache python bench/attention.py [--head-dims 64,128,256] [--seqlens 1024,4096,16384]
-        [--causal both|yes|no] [--repeats 200] [--json out.json]
+        [--causal both|yes|no] [--repeats 200] [--json out.json] [--block-n 128,176]
 
 FA3's shapes: bf16, B * S = 16384 tokens, H * D = 2048, MHA. For each (D, S, causal): the median time
 (triton.testing.do_bench, CUDA events) of ``fa4_mlir.torch.flash_attention``, torch SDPA forced to the
 cuDNN backend, torch SDPA forced to the flash backend (FA2) and, when ``flash_attn.cute`` is
 installed, FlashAttention-4; TFLOP/s = 4 * B * H * S^2 * D (halved when causal) / time, and the
 ratios fa4 / cuDNN and fa4 / flash from the same run. Each case is checked against SDPA first.
+``--block-n`` also times the sm_90a kernel with those keys per K/V tile (``AttentionConfig.block_n``;
+their artifacts come from ``test/gpu/build_artifacts.py --bench``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ import torch
 import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from fa4_mlir import runtime
+from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.torch import flash_attention
+from fa4_mlir.torch.attention import launch
 
 TOKENS, WIDTH = 16384, 2048
 
@@ -44,7 +49,19 @@ def peers():
     return out
 
 
-def measure(d: int, s: int, causal: bool, repeats: int) -> dict:
+def variant(d: int, causal: bool, block_n: int):
+    """fn(q, k, v) running the bf16 kernel with ``block_n`` keys per tile."""
+    config = AttentionConfig(target="sm_90a", head_dim=d, causal=causal, block_n=block_n)
+    kernel = runtime.load("attention", config)
+
+    def run(q, k, v):
+        out = torch.empty_like(q)
+        launch(config, kernel, q, k, v, out, None, d ** -0.5)
+        return out
+    return run
+
+
+def measure(d: int, s: int, causal: bool, repeats: int, block_ns=()) -> dict:
     b, h = TOKENS // s, WIDTH // d
     q, k, v = (torch.randn(b, s, h, d, device="cuda").bfloat16() for _ in range(3))
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
@@ -61,6 +78,10 @@ def measure(d: int, s: int, causal: bool, repeats: int) -> dict:
             cases[name] = (lambda fn=fn, args=args: fn(*args, causal))
         except Exception as exc:  # a backend that refuses the shape
             print(f"  {name} unavailable at D{d} S{s} causal={causal}: {type(exc).__name__}: {exc}"[:200])
+    for bn in block_ns:
+        fn = variant(d, causal, bn)
+        errors[f"bn{bn}"] = float((fn(q, k, v).float() - ours.float()).norm() / ours.float().norm())
+        cases[f"bn{bn}"] = (lambda fn=fn: fn(q, k, v))
     if torch.isnan(ours).any() or any(e > 2e-2 for e in errors.values()):
         raise SystemExit(f"fa4 flash_attention disagrees at D{d} S{s} causal={causal}: {errors}")
     ms = {name: triton.testing.do_bench(fn, warmup=50, rep=repeats, return_mode="median") for name, fn in cases.items()}
@@ -76,11 +97,14 @@ def main() -> int:
     parser.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     parser.add_argument("--repeats", type=int, default=200, help="ms of timed runs per case (do_bench rep)")
     parser.add_argument("--json")
+    parser.add_argument("--block-n", default="", help="also time these sm_90a keys-per-tile variants")
     args = parser.parse_args()
+    block_ns = [int(x) for x in args.block_n.split(",") if x]
     masks = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
-    rows = [measure(d, s, c, args.repeats) for c in masks for d in map(int, args.head_dims.split(","))
+    rows = [measure(d, s, c, args.repeats, block_ns) for c in masks for d in map(int, args.head_dims.split(","))
             for s in map(int, args.seqlens.split(","))]
-    names = [n for n in ("fa4-mlir", "cudnn", "flash", "fa4_cute") if n in rows[0]["tflops"]]
+    names = [n for n in ("fa4-mlir", "cudnn", "flash", "fa4_cute", *(f"bn{b}" for b in block_ns))
+             if n in rows[0]["tflops"]]
     print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | {datetime.date.today()} | "
           f"{' '.join(sys.argv)}")
     print("| D | S | causal | " + " | ".join(f"{n} TFLOP/s" for n in names) + " | fa4-mlir / cudnn | fa4-mlir / flash |")

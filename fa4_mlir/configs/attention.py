@@ -23,7 +23,7 @@ EXP2_BATCH = 32  # softmax columns per exp2 batch; exp2_emulation counts per bat
 
 
 SM90_SMEM_BYTES = 232448  # the opt-in shared memory of one CTA on sm_90 (227 KiB)
-SM90_KV_TILE = {64: 128, 128: 128, 256: 64}  # keys per K/V tile, by head dim: FA3's choices that fit 240 registers
+SM90_KV_TILE = {64: 192, 128: 128, 256: 80}  # keys per K/V tile by head dim: the fastest in bench/attention.py --block-n
 SM90_KV_STAGES = 2
 
 
@@ -33,12 +33,9 @@ class HopperTile:
     K/V tile, ``stages`` K and V buffers each, Q resident (and reused for O); bf16/fp16 elements."""
 
     head_dim: int
+    bn: int
     bm: int = 128
     stages: int = SM90_KV_STAGES
-
-    @property
-    def bn(self) -> int:
-        return SM90_KV_TILE[self.head_dim]
 
     @property
     def q_bytes(self) -> int:
@@ -78,6 +75,7 @@ class AttentionConfig(Checked):
     num_q: int = 2
     group: int = 1
     exp2_emulation: int = 0
+    block_n: int = 0  # sm_90a: keys per K/V tile (0: SM90_KV_TILE of the head dim)
 
     def __post_init__(self):
         lookup_dtype(self.dtype, field="AttentionConfig.dtype", allowed=("bf16", "fp16"))
@@ -95,6 +93,10 @@ class AttentionConfig(Checked):
              0 <= self.exp2_emulation <= EXP2_BATCH and self.exp2_emulation % 2 == 0,
              "0 on sm_90a (no polynomial exp2 there)" if hopper else
              f"even and in [0, {EXP2_BATCH}] (exponentials per {EXP2_BATCH} computed by polynomial)"),
+            ("block_n", (self.block_n == 0 or (self.block_n % 16 == 0 and 64 <= self.block_n <= 256)) if hopper
+             else self.block_n == 0,
+             "0 (the head dim's default) or a multiple of 16 in [64, 256] on sm_90a" if hopper
+             else "0 on sm_100a (the reference layout picks BN)"),
         )
         for name, ok, expected in rules:
             if not ok:
@@ -113,7 +115,7 @@ class AttentionConfig(Checked):
         """The sm_90a kernel's tile and shared-memory plan."""
         if self.target != "sm_90a":
             raise ConfigError(f"AttentionConfig.hopper is the sm_90a tile; target must be sm_90a, got '{self.target}'")
-        return HopperTile(self.head_dim)
+        return HopperTile(self.head_dim, self.block_n or SM90_KV_TILE[self.head_dim])
 
     @property
     def fused_group(self) -> int:

@@ -77,8 +77,10 @@ def diagnose_deadlock(sim, stuck: list[int]) -> list[Violation]:
             arrived = st.arrived if st else 0
             blocked.append(f"{p.name} waits at named barrier '{e.name}' ({arrived} of {e.expected} threads) "
                            f"at {e.site.where()}")
+            # a role that would still meet here later (blocked elsewhere first) makes this a wait
+            # cycle, diagnosed as a deadlock below, not a thread count that can never be met
             if not any(ev.kind == "named" and ev.name == e.name and ev.threads.cta == e.threads.cta
-                       for j in stuck if j != i for ev in procs[j].events[sim.pc[j]:sim.pc[j] + 1]):
+                       for j in range(len(procs)) if j != i for ev in procs[j].events[sim.pc[j]:]):
                 members = "; ".join(f"{n} ({ev.threads.describe()})" for n, ev in (st.members if st else []))
                 out.append(Violation(
                     "named-barrier", sim.step, e.site,

@@ -115,13 +115,22 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_layout(name, t)
     config, kernel = _kernel(device, dtype, d, bool(causal), h // hk)
-    grid = launch_geometry(config, b, sq, h, sk)
-    lse_ptr = lse.data_ptr() if return_lse else out.data_ptr()  # never written when write_lse = 0
-    kernel.launch(grid, {"q": _as_map(q, dtype), "k": _as_map(k, dtype), "v": _as_map(v, dtype),
-                         "o": _as_map(out, dtype), "lse": lse_ptr, "seq_q": sq, "seq_k": sk, "num_heads": h,
-                         "scale_log2e": scale * math.log2(math.e), "write_lse": int(return_lse)},
-                  stream=current_stream(device))
+    launch(config, kernel, q, k, v, out, lse if return_lse else None, scale)
     return out, lse
+
+
+def launch(config: AttentionConfig, kernel: runtime.Kernel, q, k, v, out, lse, scale: float) -> None:
+    """Run ``kernel`` (built for ``config``) on checked (B, S, H, D) tensors into ``out`` (and ``lse``
+    unless None) on the current stream; benchmarks use it to time other tile choices."""
+    b, sq, h, _ = q.shape
+    sk = k.shape[1]
+    dtype = fa4_dtype(q, "flash_attention: q")
+    grid = launch_geometry(config, b, sq, h, sk)
+    kernel.launch(grid, {"q": _as_map(q, dtype), "k": _as_map(k, dtype), "v": _as_map(v, dtype),
+                         "o": _as_map(out, dtype), "lse": (lse if lse is not None else out).data_ptr(),
+                         "seq_q": sq, "seq_k": sk, "num_heads": h, "scale_log2e": scale * math.log2(math.e),
+                         "write_lse": int(lse is not None)},
+                  stream=current_stream(q.device.index))
 
 
 def _flash_attention_fake(q, k, v, causal=False, softmax_scale=None, return_lse=False):

@@ -4,7 +4,8 @@ Run where the compiler is installed; copy the cache to the GPU machine (same FA4
 
     FA4_CACHE_DIR=.fa4-cache python test/gpu/build_artifacts.py [--bench]
 
-``--bench`` adds the GEMM variants ``bench/gemm.py --sweep`` times.
+``--bench`` adds the GEMM variants ``bench/gemm.py --sweep`` times and the attention tiles
+``bench/attention.py --block-n`` times.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.runtime.artifacts import ArtifactKey, fetch
 
 HERE = pathlib.Path(__file__).parent
+ATTENTION_SWEEP = {64: (128, 176, 256), 128: (96, 144, 176, 192), 256: (64,)}
 
 
 def keys() -> list[ArtifactKey]:
@@ -33,6 +35,9 @@ def keys() -> list[ArtifactKey]:
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype=dt, head_dim=d, causal=c,
                                                                    group=g))
                for dt in ("bf16", "fp16") for d in (64, 128, 256) for c in (False, True) for g in (1, 4, 8)]
+    if "--bench" in sys.argv:  # the attention tiles bench/attention.py --block-n times
+        wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", head_dim=d, causal=c, block_n=bn))
+                   for d, bns in ATTENTION_SWEEP.items() for bn in bns for c in (False, True)]
     if "--bench" in sys.argv:  # the variants bench/gemm.py --sweep times
         sys.path.insert(0, str(HERE.parent.parent / "bench"))
         from gemm_variants import SWEEP

@@ -33,18 +33,29 @@ ATTENTION_CONFIGS = {
     "default": dict(), "causal-d64": dict(head_dim=64, causal=True), "1q": dict(num_q=1),
     "1q-d96-causal-gqa4": dict(num_q=1, head_dim=96, causal=True, group=4, dtype="fp16"),
     "gqa3-emu": dict(group=3, exp2_emulation=8),
+    "sm90": dict(target="sm_90a"), "sm90-d64-causal-gqa4": dict(target="sm_90a", head_dim=64, causal=True, group=4),
+    "sm90-d256-fp16": dict(target="sm_90a", head_dim=256, dtype="fp16"),
+    "sm90-small": dict(target="sm_90a", head_dim=64, block_n=64),
 }
-MUTATED_ATTENTION = "attention-1q"
+# sm_100a: 1Q; sm_90a: d64 with 64-key tiles (one wgmma chain per MMA, the shortest unrolls)
+MUTATED_ATTENTION = ("attention-1q", "attention-sm90-small")
 ATTENTION_MUTANTS_PER_OPERATOR = 3
 # Equivalent mutants of the attention kernel, left out: the load warp's acquires in its first
 # iteration (the first pass over fresh rings, phase 1: they pass at once, and the reference omits
 # them) and a correction factor
 # released before it is read (S_i's consumer barrier 0, which the correction warpgroup signals after
 # the read, already orders the read before the softmax's next factor).
-ATTENTION_EQUIVALENT = (re.compile(r'producer_acquire"\(%\w+, %ld(_\w*i|0\w*)#0'), re.compile(r'consumer_release"\(%cq\d'))
+# On sm_90a, consumer warpgroup 1's K and V waits: it issues its MMAs only after warpgroup 0 handed
+# over the turn (named barrier sched1), which warpgroup 0 does after its own wait on the same stage.
+ATTENTION_EQUIVALENT = (re.compile(r'producer_acquire"\(%\w+, %ld(_\w*i|0\w*)#0'), re.compile(r'consumer_release"\(%cq\d'),
+                        re.compile(r'consumer_wait"\(%[kv]p, %c1_'))
 # A release missing in the MMA or correction warps stops the pipeline; the verifier reports where it
 # leaves the other roles (the final O waits: parity; TMEM never freed: tmem) next to the deadlock.
-ATTENTION_EXTRA_CLASSES = {"missing-release": frozenset({"parity", "tmem"})}
+# On sm_90a the two consumer warpgroups take turns: warpgroup 1 starting a ring from the wrong phase
+# waits, after warpgroup 0 consumed the phase it needed, for one that never comes (deadlock), and
+# a renamed turn barrier leaves both waiting for their turn (deadlock).
+ATTENTION_EXTRA_CLASSES = {"missing-release": frozenset({"parity", "tmem"}), "consumer-phase": frozenset({"deadlock"}),
+                           "named-barrier-renamed": frozenset({"deadlock"})}
 
 
 def shipped_kernels() -> dict[str, str]:
@@ -230,11 +241,11 @@ def corpus() -> Iterator[tuple[str, str, str, frozenset[str], str]]:
     for kernel, source in shipped_kernels().items():
         if kernel.startswith("gemm-") and kernel not in MUTATED_GEMMS:
             continue  # the shipped GEMMs are accepted; their small variants carry the mutants
-        if kernel.startswith("attention-") and kernel != MUTATED_ATTENTION:
+        if kernel.startswith("attention-") and kernel not in MUTATED_ATTENTION:
             continue
         for op, (classes, make) in MUTATIONS.items():
             mutants = list(make(source))
-            if kernel == MUTATED_ATTENTION:
+            if kernel in MUTATED_ATTENTION:
                 mutants = [(what, text) for what, text in mutants if not _equivalent(source, what)]
                 if len(mutants) > ATTENTION_MUTANTS_PER_OPERATOR:
                     step = len(mutants) / ATTENTION_MUTANTS_PER_OPERATOR  # spread over the kernel's roles

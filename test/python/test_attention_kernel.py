@@ -1,4 +1,4 @@
-"""The sm_100a attention kernel: every supported config through the whole compiler (protocol
+"""The sm_100a attention kernel (sm_90a: test_attention_hopper.py): every supported config through the whole compiler (protocol
 verifier on, ptxas -arch=sm_100a), with zero spills and exactly the shared memory and barrier
 placement fa4-layout prints for its FA4Config; plus the config and launch rules."""
 
@@ -83,8 +83,7 @@ def test_launch_geometry_errors(args, message):
     (dict(group=0), r"AttentionConfig.group must be in \[1, 128\]"),
     (dict(dtype="fp8_e4m3"), r"AttentionConfig.dtype must be one of bf16, fp16, got 'fp8_e4m3'"),
     (dict(exp2_emulation=3), r"AttentionConfig.exp2_emulation must be even and in \[0, 32\]"),
-    (dict(target="sm_90a"), r"AttentionConfig.target must be one of sm_100a \(the sm_90a attention lowering "
-                            r"is not built yet\), got 'sm_90a'"),
+    (dict(block_n=128), r"AttentionConfig.block_n must be 0 on sm_100a \(the reference layout picks BN\), got 128"),
     (dict(causal=1), r"AttentionConfig.causal must be True or False, got 1"),
 ])
 def test_config_errors(kwargs, message):

@@ -74,7 +74,8 @@ def build(config: AttentionConfig) -> KernelSource:
             Param("write_lse", "i32", "1: write the LSE"),
         ),
         grid=f"(ceil(Sq / {k.t.bm}), H, B) (launch_geometry)",
-        config={f: getattr(config, f) for f in ("dtype", "head_dim", "causal", "num_q", "group", "exp2_emulation")},
+        config={**{f: getattr(config, f) for f in ("dtype", "head_dim", "causal", "num_q", "group", "exp2_emulation")},
+                "block_n": k.bn},
     )
 
 
@@ -111,7 +112,12 @@ class _Kernel:
             out.append(f'{i}%{name} = "fa4.pipeline_create"(%{full}, %{empty}) {{sym_name = "{name}", '
                        f"num_stages = {t.stages}}} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline")
         out += [f'{i}"fa4.mbarrier_init"(%{_SSA[b.name]}) : (!fa4.mbarriers) -> ()' for b in barriers]
-        out += [f"{i}%qt = nvvm.read.ptx.sreg.ctaid.x : i32",
+        if self.c.causal:  # the longest rows first: the last wave holds the short ones
+            out += [f"{i}%qx = nvvm.read.ptx.sreg.ctaid.x : i32", f"{i}%nqx = nvvm.read.ptx.sreg.nctaid.x : i32",
+                    f"{i}%qlast = arith.subi %nqx, %c1 : i32", f"{i}%qt = arith.subi %qlast, %qx : i32"]
+        else:
+            out.append(f"{i}%qt = nvvm.read.ptx.sreg.ctaid.x : i32")
+        out += [
                 f"{i}%head = nvvm.read.ptx.sreg.ctaid.y : i32",
                 f"{i}%bz = nvvm.read.ptx.sreg.ctaid.z : i32",
                 f"{i}%bm = arith.constant {t.bm} : i32",

@@ -1,0 +1,107 @@
+"""The sm_90a attention kernel: every shipped config through the whole compiler (protocol verifier
+on, ptxas -arch=sm_90a) with zero spills and the shared memory and barriers of its layout; the
+config, tile and launch rules. Its numerics run on the GPU (test/gpu/test_attention_gpu.py)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+
+from fa4_mlir.configs.attention import SM90_KV_TILE, AttentionConfig
+from fa4_mlir.errors import ConfigError
+from fa4_mlir.kernels import attention
+from fa4_mlir.layouts import hopper_attention_layout, kernel_layout
+
+SUPPORTED = [dict(dtype=dt, head_dim=hd, causal=ca)
+             for dt, hd, ca in itertools.product(("bf16", "fp16"), (64, 128, 256), (False, True))]
+SUPPORTED += [dict(group=4), dict(group=8, causal=True, head_dim=64), dict(head_dim=128, block_n=176),
+              dict(head_dim=128, block_n=96, causal=True), dict(head_dim=256, block_n=64)]
+
+
+def _ids(kw):
+    return "-".join(f"{k}={v}" for k, v in kw.items()) or "default"
+
+
+@pytest.mark.parametrize("kwargs", SUPPORTED, ids=_ids)
+def test_every_config_assembles_without_spills_on_its_layout(ctx, kwargs):
+    from fa4_mlir.core.compiler import compile_kernel
+    from fa4_mlir.core.layout_ir import place_layout
+
+    config = AttentionConfig(target="sm_90a", **kwargs)
+    placed_ir = compile_kernel(attention.build(config), stop="fa4").mlir  # the protocol verifier runs here
+    result = compile_kernel(attention.build(config), stop="cubin", verify_protocol=False)
+    m = result.manifest
+    assert (m["spill_stores"], m["spill_loads"]) == (0, 0), m
+    assert m["threads"][0] == 384
+    _, placed = place_layout(hopper_attention_layout(config), "sm_90a")
+    assert m["smem_bytes"] == placed.smem_bytes
+    indices = {n: int(i) for i, n in re.findall(r'index = (\d+) : i64, num_barriers = \d+ : i64, sym_name = "(\w+)"',
+                                                placed_ir)}
+    assert indices == placed.barrier_index
+    ptx = result.ptx
+    # the MMAs: S = Q K' as SS wgmma (n = BN), O += P V as RS wgmma (n = D, B transposed: V is mn-major)
+    bn, d = config.hopper.bn, config.head_dim
+    assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{config.dtype.replace('fp', 'f')}" in ptx
+    rs = re.findall(rf"wgmma.mma_async.sync.aligned.m64n{d}k16\S+ \{{[^}}]+\}}, \{{%r\d+, %r\d+, %r\d+, %r\d+\}}, "
+                    r"%rd\d+, p, 1, 1, 1;", ptx)
+    assert len(rs) == 2 * 2 * bn // 16  # two warpgroups, the loop and the last tile
+    assert re.search(r"setmaxnreg.inc.sync.aligned.u32\s+240;", ptx) and re.search(r"setmaxnreg.dec.sync.aligned.u32\s+24;", ptx)
+
+
+def test_kernel_declares_the_layout_barriers_and_regions():
+    for kwargs in (dict(), dict(head_dim=256, causal=True)):
+        config = AttentionConfig(target="sm_90a", **kwargs)
+        text = attention.build(config).mlir
+        barriers = [(m.group(1), int(m.group(2)), int(m.group(3))) for m in re.finditer(
+            r'mbarrier_alloc"\(\) \{sym_name = "(\w+)", num_barriers = (\d+), arrive_count = (\d+)', text)]
+        layout = hopper_attention_layout(config)
+        assert barriers == [(b.name, len(b.counts), b.counts[0]) for b in layout.barriers]
+        regions = dict(re.findall(r'smem_region"\(\) \{sym_name = "(\w+)", bytes = (\d+)', text))
+        assert {n: int(b) for n, b in regions.items()} == {r.name: r.bytes for r in layout.regions
+                                                           if r.alias_of is None and r.name != "mbarriers"}
+        assert kernel_layout(config) == layout
+
+
+def test_tiles_tensor_maps_and_grid():
+    assert {d: AttentionConfig(target="sm_90a", head_dim=d).hopper.bn for d in (64, 128, 256)} == SM90_KV_TILE
+    source = attention.build(AttentionConfig(target="sm_90a", head_dim=256))
+    maps = {p.name: p.tensor_map for p in source.params if p.tensor_map}
+    assert maps["q"].box == maps["o"].box == (64, 1, 64, 1)  # one warpgroup's 64 rows per 64-column block
+    assert maps["k"].box == maps["v"].box == (64, 1, 80, 1) and maps["k"].swizzle == "128B"
+    assert source.config["block_n"] == 80
+    config = AttentionConfig(target="sm_90a", group=4)
+    assert attention.launch_geometry(config, 2, 1000, 32, 1000) == (8, 32, 2)  # one head per CTA
+    assert attention.launch_geometry(config, 1, 129, 4, 5) == (2, 4, 1)
+
+
+def test_causal_ctas_take_the_longest_rows_first():
+    causal = attention.build(AttentionConfig(target="sm_90a", causal=True)).mlir
+    plain = attention.build(AttentionConfig(target="sm_90a")).mlir
+    assert "%qt = arith.subi %qlast, %qx" in causal and "nctaid.x" not in plain
+    assert "%kv_end = arith.minsi %seq_k, %q_end" in causal
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(head_dim=96), r"AttentionConfig.head_dim must be one of 64, 128, 256 on sm_90a, got 96"),
+    (dict(num_q=1), r"AttentionConfig.num_q must be 2 on sm_90a \(two consumer warpgroups of 64 rows\), got 1"),
+    (dict(exp2_emulation=8), r"AttentionConfig.exp2_emulation must be 0 on sm_90a \(no polynomial exp2 there\), got 8"),
+    (dict(block_n=72), r"AttentionConfig.block_n must be 0 \(the head dim's default\) or a multiple of 16 in "
+                       r"\[64, 256\] on sm_90a, got 72"),
+    (dict(block_n=272), r"AttentionConfig.block_n must be 0 .* got 272"),
+])
+def test_config_errors(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        AttentionConfig(target="sm_90a", **kwargs)
+
+
+def test_unsupported_tile_is_named():
+    config = AttentionConfig(target="sm_90a", head_dim=256, block_n=128)
+    with pytest.raises(ConfigError, match=r"AttentionConfig sm_90a bf16 d256 2Q: shared memory must be <= 232448 "
+                                          r"bytes, got 328704"):
+        config.validate()
+    with pytest.raises(ConfigError, match=r"AttentionConfig.fa4 is the sm_100a layout; target must be sm_100a"):
+        config.fa4
+    with pytest.raises(ConfigError, match=r"AttentionConfig.hopper is the sm_90a tile; target must be sm_90a"):
+        AttentionConfig().hopper
