@@ -460,7 +460,6 @@ class _Kernel:
     # -- epilogue ------------------------------------------------------------------------------------
     def _epilogue(self, ind: str, p: str, w: int, o: str, res: dict) -> list[str]:
         """1 / row sum, O over the warpgroup's dead Q rows (128B swizzle), TMA store, LSE."""
-        t = self.t
         out = []
         inv = []
         for r in (0, 1):

@@ -930,6 +930,33 @@ func.func @wgmma_acc_fields(%acc: !llvm.struct<(f32, f32)>) {
 
 // -----
 
+func.func @wgmma_rs_a_offset(%acc: !llvm.struct<(f32, f32, f32, f32)>, %p: vector<4xi32>) {
+  %b = "fa4.smem_region"() {sym_name = "b", bytes = 8192, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  // expected-error @+1 {{'fa4.wgmma' a_offset must be 0 when a is a register fragment (RS form), got 32}}
+  %r = "fa4.wgmma"(%p, %b, %acc) {n = 8, ab_type = "bf16", a_offset = 32} : (vector<4xi32>, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
+  return
+}
+
+// -----
+
+func.func @wgmma_rs_fragment_type(%acc: !llvm.struct<(f32, f32, f32, f32)>, %p: vector<8xi16>) {
+  %b = "fa4.smem_region"() {sym_name = "b", bytes = 8192, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  // expected-error @+1 {{'fa4.wgmma' a must be !fa4.smem (SS) or vector<4xi32> (RS), got vector<8xi16>}}
+  %r = "fa4.wgmma"(%p, %b, %acc) {n = 8, ab_type = "bf16"} : (vector<8xi16>, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
+  return
+}
+
+// -----
+
+func.func @wgmma_fence_acc_type(%acc: !llvm.struct<(f32, i32)>) {
+  // expected-error @+2 {{'fa4.wgmma_fence_acc' acc must be !llvm.struct<(f32, ...)>, got !llvm.struct<(f32, i32)>}}
+  // expected-error @+1 {{'fa4.wgmma_fence_acc' result must be the type of acc, got !llvm.struct<(f32, i32)>}}
+  %r = "fa4.wgmma_fence_acc"(%acc) : (!llvm.struct<(f32, i32)>) -> !llvm.struct<(f32, i32)>
+  return
+}
+
+// -----
+
 func.func @registers_need_whole_warpgroups() {
   // expected-error @+1 {{'fa4.warp_specialize' num_warps must be a multiple of 4 when a role sets registers (setmaxnreg needs whole warpgroups), got 6}}
   "fa4.warp_specialize"() ({
