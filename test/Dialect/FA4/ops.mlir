@@ -125,13 +125,17 @@ func.func @tensor_memory(%v: vector<8xi32>, %acc: i1) {
 }
 
 // CHECK-LABEL: func.func @warpgroup_mma
-func.func @warpgroup_mma(%acc: !llvm.struct<(f32, f32, f32, f32)>) {
+func.func @warpgroup_mma(%acc: !llvm.struct<(f32, f32, f32, f32)>, %p: vector<4xi32>) {
   %a = "fa4.smem_region"() {sym_name = "a", bytes = 8192, align = 1024, swizzle = "128B"} : () -> !fa4.smem
   // CHECK: "fa4.wgmma"(%{{.*}}, %{{.*}}, %{{.*}}) {ab_type = "bf16", accumulate = 0 : i64, n = 8 : i64} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
   %r = "fa4.wgmma"(%a, %a, %acc) {n = 8, ab_type = "bf16", accumulate = 0} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
+  // CHECK: "fa4.wgmma"(%{{.*}}, %{{.*}}, %{{.*}}) {ab_type = "bf16", b_block_stride = 4096 : i64, b_major = "mn", n = 8 : i64} : (vector<4xi32>, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
+  %rs = "fa4.wgmma"(%p, %a, %r) {n = 8, ab_type = "bf16", b_major = "mn", b_block_stride = 4096} : (vector<4xi32>, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
   // CHECK: "fa4.wgmma_commit"() : () -> ()
   "fa4.wgmma_commit"() : () -> ()
   // CHECK: "fa4.wgmma_wait"() {pending = 1 : i64} : () -> ()
   "fa4.wgmma_wait"() {pending = 1} : () -> ()
+  // CHECK: "fa4.wgmma_fence_acc"(%{{.*}}) : (!llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
+  %f = "fa4.wgmma_fence_acc"(%rs) : (!llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
   return
 }
