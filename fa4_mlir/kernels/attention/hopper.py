@@ -25,22 +25,18 @@ per row when asked. GQA: the CTA of head ``h`` reads K/V head ``h / group``.
 from __future__ import annotations
 
 from fa4_mlir.configs.attention import AttentionConfig
+from fa4_mlir.kernels.attention.dims import BLOCK
+from fa4_mlir.kernels.attention.dims import ROW_BYTES as ROW
+from fa4_mlir.kernels.attention.softmax import EX2, LG2, LN2, NEG_INF, PIPE2
 from fa4_mlir.kernels.source import KernelSource, Param, TensorMapSpec, kernel_module
 from fa4_mlir.layouts import hopper_attention_barriers
 
 NAME = "attention"
 NUM_WARPS = 12
 LOAD_WARP = 8
-BLOCK = 64  # elements of a 128B swizzle row
-ROW = 128  # bytes of a swizzle row
-WG_ROWS = 64
+WG_ROWS = 64  # query rows of a consumer warpgroup: the M of one wgmma
 CONSUMER_REGISTERS = 240  # 2 x 128 x 240 + 128 x 24 = 64512 <= 65536
 PRODUCER_REGISTERS = 24
-LN2 = 0.6931471805599453
-EX2 = 'llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f"'
-LG2 = 'llvm.call_intrinsic "llvm.nvvm.lg2.approx.ftz.f"'
-NEG_INF = "0xFF800000"
-PIPE2 = "(!fa4.pipeline, i32, i32)"
 TMA4 = "(!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32, i32, i32) -> ()"
 
 
@@ -80,7 +76,9 @@ def build(config: AttentionConfig) -> KernelSource:
 
 
 class _Kernel:
-    """Emits the kernel's MLIR text; every method returns lines."""
+    """Emits the kernel's MLIR text; every method returns lines. ``consumer(w)`` sets ``self.p``, the
+    warpgroup's name prefix, whose constants (shuffle operands, -inf, row limits) the softmax helpers
+    read while it emits."""
 
     def __init__(self, c: AttentionConfig):
         self.c = c
