@@ -37,10 +37,11 @@ from __future__ import annotations
 from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import hopper
+from fa4_mlir.kernels.attention.abi import ARGS, CONFIG_FIELDS, params
 from fa4_mlir.kernels.attention.dims import BLOCK, Dims
 from fa4_mlir.kernels.attention.producers import Producers
 from fa4_mlir.kernels.attention.softmax import Softmax
-from fa4_mlir.kernels.source import KernelSource, Param, TensorMapSpec, kernel_module
+from fa4_mlir.kernels.source import KernelSource, TensorMapSpec, kernel_module
 
 NAME = "attention"
 NUM_WARPS = 16
@@ -66,28 +67,15 @@ def build(config: AttentionConfig) -> KernelSource:
     config.validate()
     d = Dims(config)
     prod, soft = Producers(d), Softmax(d)
-    args = ("%q_map: !fa4.tensormap, %k_map: !fa4.tensormap, %v_map: !fa4.tensormap, %o_map: !fa4.tensormap, "
-            "%lse: !llvm.ptr<1>, %seq_q: i32, %seq_k: i32, %num_heads: i32, %scale_log2e: f32, %write_lse: i32")
     prologue = prod.prologue()
     roles = [*soft.softmax(0), *soft.softmax(1), *soft.correction(), *prod.mma(), *prod.load()]
-    mlir = kernel_module(NAME, config.target, args, prologue, roles, NUM_WARPS)
+    mlir = kernel_module(NAME, config.target, ARGS, prologue, roles, NUM_WARPS)
     g = config.fused_group
     q_box = TensorMapSpec(config.dtype, (BLOCK, g, config.positions, 1), "128B")
     kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, d.bn, 1), "128B")
     return KernelSource(
         name=NAME, target=config.target, mlir=mlir,
-        params=(
-            Param("q", "tensormap", "Q[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
-            Param("k", "tensormap", "K[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
-            Param("v", "tensormap", "V[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
-            Param("o", "tensormap", "O[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
-            Param("lse", "ptr", "LSE[B, H, Sq] fp32 (written when write_lse != 0)"),
-            Param("seq_q", "i32", "query positions Sq"),
-            Param("seq_k", "i32", "key positions Sk, >= 1"),
-            Param("num_heads", "i32", "query heads H"),
-            Param("scale_log2e", "f32", "softmax scale * log2(e)"),
-            Param("write_lse", "i32", "1: write the LSE"),
-        ),
+        params=params(q_box, kv_box, q_box),
         grid=f"(ceil(Sq / {config.cta_positions}), H / {g}, B) (launch_geometry)",
-        config={f: getattr(config, f) for f in ("dtype", "head_dim", "causal", "num_q", "group", "exp2_emulation")},
+        config={f: getattr(config, f) for f in CONFIG_FIELDS},
     )

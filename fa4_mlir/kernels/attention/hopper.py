@@ -25,10 +25,11 @@ per row when asked. GQA: the CTA of head ``h`` reads K/V head ``h / group``.
 from __future__ import annotations
 
 from fa4_mlir.configs.attention import AttentionConfig
+from fa4_mlir.kernels.attention.abi import ARGS, CONFIG_FIELDS, params
 from fa4_mlir.kernels.attention.dims import BLOCK
 from fa4_mlir.kernels.attention.dims import ROW_BYTES as ROW
 from fa4_mlir.kernels.attention.softmax import EX2, LG2, LN2, NEG_INF, PIPE2
-from fa4_mlir.kernels.source import KernelSource, Param, TensorMapSpec, kernel_module
+from fa4_mlir.kernels.source import KernelSource, TensorMapSpec, kernel_module
 from fa4_mlir.layouts import hopper_attention_barriers
 
 NAME = "attention"
@@ -46,31 +47,18 @@ _SSA = {"q_full": "qbar", "k_full": "k_full", "k_empty": "k_empty", "v_full": "v
 def build(config: AttentionConfig) -> KernelSource:
     config.validate()
     k = _Kernel(config)
-    args = ("%q_map: !fa4.tensormap, %k_map: !fa4.tensormap, %v_map: !fa4.tensormap, %o_map: !fa4.tensormap, "
-            "%lse: !llvm.ptr<1>, %seq_q: i32, %seq_k: i32, %num_heads: i32, %scale_log2e: f32, %write_lse: i32")
     preamble = [f"!sacc = !llvm.struct<({', '.join(['f32'] * (k.bn // 2))})>"]
     if k.d != k.bn:
         preamble.append(f"!oacc = !llvm.struct<({', '.join(['f32'] * (k.d // 2))})>")
     roles = [*k.consumer(0), *k.consumer(1), *k.load()]
-    mlir = kernel_module(NAME, config.target, args, k.prologue(), roles, NUM_WARPS, preamble=tuple(preamble))
+    mlir = kernel_module(NAME, config.target, ARGS, k.prologue(), roles, NUM_WARPS, preamble=tuple(preamble))
     q_box = o_box = TensorMapSpec(config.dtype, (BLOCK, 1, WG_ROWS, 1), "128B")
     kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, k.bn, 1), "128B")
     return KernelSource(
         name=NAME, target=config.target, mlir=mlir,
-        params=(
-            Param("q", "tensormap", "Q[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
-            Param("k", "tensormap", "K[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
-            Param("v", "tensormap", "V[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
-            Param("o", "tensormap", "O[B, Sq, H, D] as dims (D, H, Sq, B)", o_box),
-            Param("lse", "ptr", "LSE[B, H, Sq] fp32 (written when write_lse != 0)"),
-            Param("seq_q", "i32", "query positions Sq"),
-            Param("seq_k", "i32", "key positions Sk, >= 1"),
-            Param("num_heads", "i32", "query heads H"),
-            Param("scale_log2e", "f32", "softmax scale * log2(e)"),
-            Param("write_lse", "i32", "1: write the LSE"),
-        ),
+        params=params(q_box, kv_box, o_box),
         grid=f"(ceil(Sq / {k.t.bm}), H, B) (launch_geometry)",
-        config={**{f: getattr(config, f) for f in ("dtype", "head_dim", "causal", "num_q", "group", "exp2_emulation")},
+        config={**{f: getattr(config, f) for f in CONFIG_FIELDS},
                 "block_n": k.bn},
     )
 

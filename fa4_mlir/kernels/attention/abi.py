@@ -1,0 +1,26 @@
+"""The attention kernel's parameters, one ABI for both targets: the torch op and the runtime launch
+either lowering with the same arguments."""
+
+from __future__ import annotations
+
+from fa4_mlir.kernels.source import Param, TensorMapSpec
+
+ARGS = ("%q_map: !fa4.tensormap, %k_map: !fa4.tensormap, %v_map: !fa4.tensormap, %o_map: !fa4.tensormap, "
+        "%lse: !llvm.ptr<1>, %seq_q: i32, %seq_k: i32, %num_heads: i32, %scale_log2e: f32, %write_lse: i32")
+CONFIG_FIELDS = ("dtype", "head_dim", "causal", "num_q", "group", "exp2_emulation")
+
+
+def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec) -> tuple[Param, ...]:
+    """The kernel's parameters in ``ARGS`` order, with the target's TMA boxes."""
+    return (
+        Param("q", "tensormap", "Q[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
+        Param("k", "tensormap", "K[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
+        Param("v", "tensormap", "V[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
+        Param("o", "tensormap", "O[B, Sq, H, D] as dims (D, H, Sq, B)", o_box),
+        Param("lse", "ptr", "LSE[B, H, Sq] fp32 (written when write_lse != 0)"),
+        Param("seq_q", "i32", "query positions Sq"),
+        Param("seq_k", "i32", "key positions Sk, >= 1"),
+        Param("num_heads", "i32", "query heads H"),
+        Param("scale_log2e", "f32", "softmax scale * log2(e)"),
+        Param("write_lse", "i32", "1: write the LSE"),
+    )
