@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import pathlib
+import shutil
 import subprocess
 import sys
+import zipfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_importing_fa4_mlir_does_not_import_mlir():
@@ -17,15 +21,13 @@ def test_importing_fa4_mlir_does_not_import_mlir():
 
 
 def test_only_the_facade_imports_the_bindings():
-    root = pathlib.Path(__file__).resolve().parents[2]
     offenders = []
-    for folder in ("fa4_mlir", "dialects", "passes", "tools"):
-        for path in (root / folder).rglob("*.py"):
-            if path.name == "_mlir.py":
-                continue
-            text = path.read_text()
-            if "from mlir" in text or "import mlir" in text:
-                offenders.append(str(path.relative_to(root)))
+    for path in (ROOT / "fa4_mlir").rglob("*.py"):
+        if path.name == "_mlir.py":
+            continue
+        text = path.read_text()
+        if "from mlir" in text or "import mlir" in text:
+            offenders.append(str(path.relative_to(ROOT)))
     assert offenders == []
 
 
@@ -37,3 +39,37 @@ def test_every_registered_pass_has_a_summary_and_a_lit_test():
         cls = load()
         assert cls.name == name and cls.summary()
         assert (transforms / f"{name}.mlir").is_file(), f"missing test/Transforms/{name}.mlir"
+
+
+def _source_files() -> set[str]:
+    """Every file of the package source tree, as its path inside a wheel."""
+    return {str(p.relative_to(ROOT)) for p in (ROOT / "fa4_mlir").rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+
+
+def test_the_wheel_holds_every_module_of_the_source_tree(tmp_path):
+    # Build from a copy holding only what the build reads, so a stale build/ folder in the checkout
+    # can neither hide a missing module nor add a deleted one.
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "fa4_mlir", src / "fa4_mlir", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"),
+                            str(src)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("fa4_mlir-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    packaged = {n for n in names if not n.split("/", 1)[0].endswith((".dist-info", ".data"))}
+    expected = _source_files()
+    assert expected - packaged == set(), f"missing from the wheel: {sorted(expected - packaged)}"
+    assert packaged - expected == set(), f"in the wheel but not in fa4_mlir/: {sorted(packaged - expected)}"
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
+    for tool in ("fa4-opt", "fa4-compile", "fa4-layout"):
+        assert f"{tool} = fa4_mlir.tools." in scripts, scripts
+
+
+def test_every_source_folder_is_a_package():
+    # find-based packaging only picks up folders with an __init__.py
+    folders = {p.parent for p in (ROOT / "fa4_mlir").rglob("*.py") if "__pycache__" not in p.parts}
+    assert sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").is_file()) == []
