@@ -33,7 +33,7 @@ import dataclasses
 
 from fa4_mlir._mlir import ir
 from fa4_mlir.core.diagnostics import Diagnostic
-from fa4_mlir.protocol.extract import Scenario, Unverifiable, extract, kernel_shape
+from fa4_mlir.protocol.extract import Infeasible, Scenario, Unverifiable, extract, kernel_shape
 from fa4_mlir.protocol.mirror import Mirror
 from fa4_mlir.protocol.model import Kernel, Site
 from fa4_mlir.protocol.simulate import Simulation
@@ -59,27 +59,50 @@ def trip_counts(max_stages: int) -> list[int]:
     return sorted({0, 1, 2, s, s + 1, 2 * s + 1})
 
 
+def plans(max_stages: int, trips: list[int] | None = None) -> list[tuple[int, str, bool]]:
+    """(trip count, CTA, spread) of every scenario family: the first CTA at every trip count; the
+    last CTA of the grid (a trailing, possibly empty, tile range) at short ones; and loop bounds
+    solved for one more trip each, which tells roles that loop over different arguments apart."""
+    counts = trips if trips is not None else trip_counts(max_stages)
+    out = [(k, "first", False) for k in counts]
+    out += [(k, "last", False) for k in counts if k <= 2]
+    out += [(k, "first", True) for k in counts if k == 1]
+    return out
+
+
 def verify_kernel(func: ir.Operation, target_sm: int, witness: int = 6, trips: list[int] | None = None) -> Report | None:
     """Verify one kernel function; None if it uses no barriers, pipelines or TMEM."""
     mirror = Mirror(func)
     shape = kernel_shape(mirror, target_sm)
     if shape is None:
         return None
-    runs, last = 0, None
-    for k in trips if trips is not None else trip_counts(shape.max_stages):
+    runs, last, done, preconditions = 0, None, set(), []
+    for k, cta, spread in plans(shape.max_stages, trips):
         queue = [{}]
         tried = 0
+        scenario = None
         while queue and tried < MAX_BRANCH_RUNS:
-            scenario = Scenario(k, queue.pop(0))
+            branches = queue.pop(0)
+            scenario = Scenario(k, branches, cta=cta, spread=spread, preconditions=preconditions)
             tried += 1
-            runs += 1
+            known = len(preconditions)
             try:
                 kernel = extract(shape, scenario)
+            except Infeasible:
+                if len(preconditions) > known:
+                    queue.insert(0, branches)  # it learnt a precondition: run it again knowing it
+                continue  # its decisions contradict each other: no run takes them
             except Unverifiable as exc:
                 hint = ("; turn the verifier off for this kernel (fa4-compile --no-verify-protocol) if it is right"
                         if exc.cls == "unsupported" else "")
                 v = Violation(exc.cls, 0, exc.site, f"{exc}{hint}")
-                return Report(mirror.name, [v], scenario.describe(), runs)
+                return Report(mirror.name, [v], scenario.describe(), runs + 1)
+            for term in scenario.seen:
+                queue.append({**scenario.branches, term: False})
+            if scenario.signature() in done:
+                continue  # the same run as a scenario already simulated
+            done.add(scenario.signature())
+            runs += 1
             sim = Simulation(kernel)
             violations = _ranked(sim.run())
             last = sim
@@ -87,10 +110,8 @@ def verify_kernel(func: ir.Operation, target_sm: int, witness: int = 6, trips: l
                 for v in violations:
                     v.witness = sim.witness.explain(v, witness)
                 return Report(mirror.name, violations, scenario.describe(), runs, sim)
-            for term in scenario.seen:
-                queue.append({**scenario.branches, term: False})
-        if not scenario.dynamic_loops and not scenario.seen:
-            break  # no loop depends on the trip count
+        if scenario is not None and not scenario.dynamic_loops and not scenario.seen and not scenario.uses_cta:
+            break  # nothing depends on the trip count or the CTA
     return Report(mirror.name, [], "", runs, last)
 
 
@@ -114,4 +135,4 @@ def to_diagnostics(report: Report, max_errors: int) -> list[Diagnostic]:
     return out
 
 
-__all__ = ["CLASSES", "Kernel", "Report", "Site", "Violation", "to_diagnostics", "trip_counts", "verify_kernel"]
+__all__ = ["CLASSES", "Kernel", "Report", "Site", "Violation", "plans", "to_diagnostics", "trip_counts", "verify_kernel"]

@@ -17,8 +17,8 @@ import numpy as np
 
 from fa4_mlir.protocol.mirror import Block, Mirror, Node
 from fa4_mlir.protocol.model import (WARP, BarrierArray, Event, Kernel, Process, Site, Threads)
-from fa4_mlir.protocol.values import (Sym, is_int, opaque,
-                                      uniform)
+from fa4_mlir.protocol.solve import Bindings, Infeasible, describe, evaluable, trip_count
+from fa4_mlir.protocol.values import Sym, is_int, opaque, uniform
 
 PROTOCOL_OPS = ("fa4.mbarrier_init", "fa4.mbarrier_arrive", "fa4.mbarrier_arrive_expect_tx",
                 "fa4.mbarrier_try_wait_parity", "fa4.mma_commit", "fa4.pipeline_create", "fa4.named_barrier",
@@ -35,28 +35,70 @@ class Unverifiable(Exception):
         self.site, self.cls = site, cls
 
 
+GRID_CLUSTERS = 3  # clusters in the grid a scenario places its CTA in (first or last of them)
+
+
 @dataclasses.dataclass
 class Scenario:
-    """How to resolve what the IR leaves to run time: the trip count of loops with unknown bounds,
-    and the branch taken for each unknown uniform condition (default: the then-branch)."""
+    """How to resolve what the IR leaves to run time: the trip count that loops with unknown bounds
+    are solved for (``fa4_mlir.protocol.solve``), the branch taken for each unknown condition
+    (default: the then-branch), and which cluster of the grid runs (the first, or the last of
+    ``GRID_CLUSTERS``: a trailing CTA, whose tile range may be short or empty). With ``spread``
+    each loop bound solved gets one more trip than the one before, so roles that loop over
+    different arguments disagree."""
 
     trips: int
     branches: dict = dataclasses.field(default_factory=dict)
+    cta: str = "first"
+    spread: bool = False
     seen: list = dataclasses.field(default_factory=list)
-    dynamic_loops: int = 0  # loops that took ``trips`` (none: every trip count gives the same run)
+    dynamic_loops: int = 0  # loops whose bounds were unknown (none: every trip count gives the same run)
+    uses_cta: bool = False  # the kernel reads its block index or the grid size
+    bindings: Bindings = dataclasses.field(init=False)
+
+    preconditions: list = dataclasses.field(default_factory=list)  # shared by a kernel's scenarios
+    opaque_loops: int = 0  # loops whose bounds no binding resolves (they take ``trips`` as is)
+
+    def __post_init__(self):
+        self.bindings = Bindings(self.spread, self.preconditions)
+
+    def precondition(self, term) -> None:
+        """Record a fact about the kernel arguments that every run has, for this scenario and the
+        ones after it (a scenario that contradicts one is run again, knowing it)."""
+        if term not in self.preconditions:
+            self.preconditions.append(term)
+        self.bindings.require(term)
 
     def branch(self, term) -> bool:
         if term not in self.branches and term not in self.seen:
             self.seen.append(term)
         return self.branches.get(term, True)
 
+    def grid(self, cluster: int) -> int:
+        return GRID_CLUSTERS * cluster
+
+    def block_index(self, cta: int, cluster: int) -> int:
+        return cta + (self.grid(cluster) - cluster if self.cta == "last" else 0)
+
+    def signature(self) -> tuple:
+        """What the run depends on: equal signatures give equal runs."""
+        return (self.cta if self.uses_cta else "", tuple(sorted(self.bindings.bound.items())),
+                tuple(self.bindings.constraints), tuple(sorted(self.branches.items())),
+                self.trips if self.opaque_loops else None)
+
     def describe(self) -> str:
-        if not self.dynamic_loops and not self.branches:
-            return ""
-        text = f"loops 1 to N with unknown N run {self.trips} time{'s' if self.trips != 1 else ''}"
-        if self.branches:
-            text += f", {sum(1 for v in self.branches.values() if not v)} unknown condition(s) false"
-        return text
+        parts = []
+        if self.uses_cta:
+            parts.append(f"{'the last' if self.cta == 'last' else 'the first'} CTA of {GRID_CLUSTERS} "
+                         f"{'clusters' if self.cta == 'last' else ''}".rstrip())
+        if self.bindings.bound:
+            parts.append(", ".join(f"{describe(leaf)} = {v}" for leaf, v in sorted(self.bindings.bound.items())))
+        elif self.dynamic_loops:
+            parts.append(f"loops with unknown bounds run {self.trips} time{'s' if self.trips != 1 else ''}")
+        false = sum(1 for v in self.branches.values() if not v)
+        if false:
+            parts.append(f"{false} unknown condition(s) false")
+        return "; ".join(parts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,6 +243,21 @@ class _Run:
             return Sym(("undefined", vid))
         return v
 
+    def value(self, vid: int):
+        """The value of ``vid``, with a term whose arguments the scenario has bound resolved to an int."""
+        v = self.get(vid)
+        if isinstance(v, Sym) and not v.varying:
+            x = self.c.scenario.bindings.value(v.term)
+            if x is not None:
+                return x
+        return v
+
+    def commit(self, v):
+        """``v`` as an int, binding the arguments of a term (None if it cannot be known)."""
+        if isinstance(v, Sym):
+            return None if v.varying else self.c.scenario.bindings.commit(v.term)
+        return v
+
     def set(self, node: Node, values) -> None:
         for rid, v in zip(node.results, values):
             self.env[rid] = v
@@ -212,6 +269,8 @@ class _Run:
 
     def known(self, node: Node, v, what: str) -> int:
         v = uniform(v)
+        if isinstance(v, Sym) and not v.varying and evaluable(v.term):
+            v = self.c.scenario.bindings.commit(v.term)
         if isinstance(v, int):
             return v
         raise Unverifiable(node.site, f"the {what} of {node.name} must be known at compile time and the same "
@@ -247,14 +306,14 @@ class _Run:
         return []
 
     def scf_if(self, n: Node, mask: np.ndarray) -> None:
-        cond = uniform(self.get(n.operands[0]))
+        cond = uniform(self.value(n.operands[0]))
         then_blocks, else_blocks = n.regions[0], (n.regions[1] if len(n.regions) > 1 else [])
         if isinstance(cond, Sym):
             if cond.varying:
                 raise Unverifiable(n.site, "the verifier cannot tell which threads take this branch: its "
                                            "condition depends on a value that differs per thread and is not "
                                            "known at compile time")
-            cond = 1 if self.c.scenario.branch(cond.term) else 0
+            cond = 1 if self._decide(cond.term) else 0
         if isinstance(cond, int):
             blocks = then_blocks if cond else else_blocks
             self.set(n, self.block(blocks[0], mask) if blocks else [])
@@ -275,27 +334,51 @@ class _Run:
                 out.append(t if t == f else opaque(t, f, self.tids))
         self.set(n, out)
 
+    def _decide(self, term) -> bool:
+        """A branch on a value unknown at compile time: the scenario's decision, kept consistent
+        with the decisions before it when the condition depends on kernel arguments."""
+        sc = self.c.scenario
+        want = sc.branch(term)
+        if not evaluable(term):
+            return want
+        taken, forced = sc.bindings.decide(term, want)
+        if forced and term in sc.seen and term not in sc.branches:
+            sc.seen.remove(term)  # the other way contradicts earlier decisions: nothing to explore
+        return taken
+
     def scf_for(self, n: Node, mask: np.ndarray) -> None:
-        lb, ub, step = (uniform(self.get(v)) for v in n.operands[:3])
+        lb, ub, step = (uniform(self.value(v)) for v in n.operands[:3])
         values = [self.get(v) for v in n.operands[3:]]
         for bound in (lb, ub, step):
             if isinstance(bound, np.ndarray) or (isinstance(bound, Sym) and bound.varying):
                 raise Unverifiable(n.site, "the verifier needs loop bounds that are the same in every thread")
+        sc = self.c.scenario
+        upper = self.get(n.operands[1])
+        if isinstance(lb, int) and lb > 0 and isinstance(upper, Sym) and evaluable(upper.term):
+            # ``c to n`` with c > 0: the first c iterations are peeled, so every run has n >= c
+            sc.precondition(("cmp", 5, 64, upper.term, lb))
+        if not all(isinstance(x, int) for x in (lb, ub, step)):
+            terms = [x.term if isinstance(x, Sym) else x for x in (lb, ub, step)]
+            if sc.bindings.solve_trips(*terms, sc.trips) is not None:
+                sc.dynamic_loops += 1
+                lb, ub, step = (sc.bindings.value(t) for t in terms)
         if all(isinstance(x, int) for x in (lb, ub, step)):
-            if step <= 0:
+            trips = trip_count(lb, ub, step)
+            if trips is None:
                 raise Unverifiable(n.site, f"scf.for step must be positive, got {step}")
-            trips = max(0, -(-(ub - lb) // step))
             if trips > MAX_UNROLL:
                 raise Unverifiable(n.site, f"this loop runs {trips} iterations with protocol ops; the verifier "
                                            f"unrolls at most {MAX_UNROLL}")
         elif isinstance(lb, int) and isinstance(step, int) and step > 0:
-            # ``lb to N``: every unknown bound N is trips + 1, so a loop peeled by one (``1 to N``) and
-            # an unpeeled one (``0 to N``) of another role agree on the tiles they cover
-            trips = max(0, -(-(self.c.scenario.trips + 1 - lb) // step))
-            self.c.scenario.dynamic_loops += 1
+            # an opaque bound N (a loaded value): N = trips + 1, so a loop peeled by one (``1 to N``)
+            # and an unpeeled one (``0 to N``) of another role agree on the tiles they cover
+            trips = max(0, -(-(sc.trips + 1 - lb) // step))
+            sc.dynamic_loops += 1
+            sc.opaque_loops += 1
         else:
-            trips = self.c.scenario.trips
-            self.c.scenario.dynamic_loops += 1
+            trips = sc.trips
+            sc.dynamic_loops += 1
+            sc.opaque_loops += 1
         body = n.regions[0][0]
         for i in range(trips):
             if isinstance(lb, int) and isinstance(step, int):
@@ -320,4 +403,4 @@ def _origin(v) -> str:
 from fa4_mlir.protocol import semantics  # noqa: E402  (the op handlers need _Run)
 
 _HANDLERS = {"scf.if": _Run.scf_if, "scf.for": _Run.scf_for, **semantics.HANDLERS}
-__all__ = ["KernelShape", "Scenario", "Unverifiable", "extract", "kernel_shape"]
+__all__ = ["Infeasible", "KernelShape", "Scenario", "Unverifiable", "extract", "kernel_shape"]

@@ -27,41 +27,44 @@ def _constant(r, n, mask):
 
 def _binary(op):
     def handle(r, n, mask):
-        a, b = r.get(n.operands[0]), r.get(n.operands[1])
+        a, b = r.value(n.operands[0]), r.value(n.operands[1])
         width = n.widths[0]
         if is_int(a) and is_int(b):
             v = binary(op, a, b, width)
             r.set(n, [v if v is not None else opaque(a, b)])
             return
         s = simplify(op, a, b)
-        if s is not None:
-            r.set(n, [s])
-        elif isinstance(a, (Sym, int, np.ndarray)) and isinstance(b, (Sym, int, np.ndarray)):
-            varying = any(isinstance(x, np.ndarray) or (isinstance(x, Sym) and x.varying) for x in (a, b))
-            r.set(n, [Sym((op, _key(a), _key(b)), varying)])
-        else:
-            r.set(n, [opaque(a, b)])
+        r.set(n, [s if s is not None else _term(r, a, b, lambda x, y: binary(op, x, y, width),
+                                               lambda x, y: ("bin", op, width, x, y))])
     return handle
 
 
+def _term(r, a, b, compute, build):
+    """``build(a, b)`` as a term when an operand is one; a per-thread operand next to a term binds
+    the term's arguments (a branch on the result must know which threads take it)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = (r.commit(x) if isinstance(x, Sym) else x for x in (a, b))
+        if is_int(a) and is_int(b):
+            v = compute(a, b)
+            return v if v is not None else opaque(a, b)
+        return opaque(a, b)
+    if isinstance(a, (Sym, int)) and isinstance(b, (Sym, int)):
+        varying = any(isinstance(x, Sym) and x.varying for x in (a, b))
+        return Sym(build(_key(a), _key(b)), varying)
+    return opaque(a, b)
+
+
 def _key(v):
-    if isinstance(v, Sym):
-        return v.term
-    if isinstance(v, np.ndarray):
-        return ("per-thread",)
-    return v
+    return v.term if isinstance(v, Sym) else v
 
 
 def _cmpi(r, n, mask):
-    a, b = r.get(n.operands[0]), r.get(n.operands[1])
-    pred = n.attrs["predicate"]
+    a, b = r.value(n.operands[0]), r.value(n.operands[1])
+    pred, width = n.attrs["predicate"], _operand_width(n)
     if is_int(a) and is_int(b):
-        r.set(n, [compare(pred, a, b, _operand_width(n))])
-    elif isinstance(a, (Sym, int, np.ndarray)) and isinstance(b, (Sym, int, np.ndarray)):
-        varying = any(isinstance(x, np.ndarray) or (isinstance(x, Sym) and x.varying) for x in (a, b))
-        r.set(n, [Sym(("cmpi", pred, _key(a), _key(b)), varying)])
+        r.set(n, [compare(pred, a, b, width)])
     else:
-        r.set(n, [opaque(a, b)])
+        r.set(n, [_term(r, a, b, lambda x, y: compare(pred, x, y, width), lambda x, y: ("cmp", pred, width, x, y))])
 
 
 def _operand_width(n):
@@ -69,7 +72,7 @@ def _operand_width(n):
 
 
 def _select(r, n, mask):
-    c, a, b = (r.get(v) for v in n.operands)
+    c, a, b = (r.value(v) for v in n.operands)
     c = uniform(c)
     if isinstance(c, int):
         r.set(n, [a if c else b])
@@ -77,20 +80,32 @@ def _select(r, n, mask):
         r.set(n, [np.where(c != 0, a, b)])
     elif isinstance(c, Sym) and not c.varying and a == b:
         r.set(n, [a])
+    elif isinstance(c, Sym) and not c.varying and all(isinstance(x, (Sym, int)) and not isinstance(x, bool)
+                                                       for x in (a, b)):
+        r.set(n, [Sym(("select", c.term, _key(a), _key(b)), any(isinstance(x, Sym) and x.varying for x in (a, b)))])
     else:
         r.set(n, [opaque(c, a, b)])
 
 
 def _cast(r, n, mask):
-    v = r.get(n.operands[0])
-    r.set(n, [wrap(v, n.widths[0]) if is_int(v) else v])
+    v = r.value(n.operands[0])
+    width = n.widths[0]
+    if is_int(v):
+        r.set(n, [wrap(v, width)])
+    elif isinstance(v, Sym):
+        r.set(n, [Sym(("cast", width, v.term), v.varying)])
+    else:
+        r.set(n, [v])
 
 
 def _sreg(kind):
     def handle(r, n, mask):
-        cta = r.c.cta
-        value = {"tid": r.tids, "lane": r.tids % WARP, "warp": r.tids // WARP, "ctaid.x": cta,
-                 "ctaid.y": 0, "ctaid.z": 0, "rank": cta, "tid.y": 0, "tid.z": 0}.get(kind)
+        sc = r.c.scenario
+        value = {"tid": r.tids, "lane": r.tids % WARP, "warp": r.tids // WARP, "rank": r.c.cta,
+                 "ctaid.x": sc.block_index(r.c.cta, r.c.s.cluster), "nctaid.x": sc.grid(r.c.s.cluster),
+                 "ctaid.y": 0, "ctaid.z": 0, "nctaid.y": 1, "nctaid.z": 1, "tid.y": 0, "tid.z": 0}.get(kind)
+        if kind.startswith(("ctaid", "nctaid")):
+            sc.uses_cta = True
         r.set(n, [Sym(("sreg", kind)) if value is None else value])
     return handle
 
@@ -100,7 +115,7 @@ def _gpu_index(kind):
         dim = n.attrs.get("dimension")
         dim = "xyz"[dim] if isinstance(dim, int) else "x"
         if dim != "x":
-            r.set(n, [0])
+            r.set(n, [1 if kind.startswith("n") else 0])
         else:
             _sreg(kind)(r, n, mask)
     return handle
@@ -122,16 +137,27 @@ def _smem_alias(r, n, mask):
     r.set(n, [SmemRef(base.root, lo, lo + n.attrs["bytes"], f"smem '{n.attrs['sym_name']}'")])
 
 
-def _stage(ref_type, size_attr: str):
-    """``fa4.smem_stage`` / ``fa4.tmem_stage``: stage ``i`` of a ring is ``[lo + i * size, + size)``;
-    an unknown stage stands for the whole ring."""
+def _stage(ref_type, size_attr: str, unit: str):
+    """``fa4.smem_stage`` / ``fa4.tmem_stage``: stage ``i`` of a ring is ``[lo + i * size, + size)``,
+    which must lie inside the ring for every stage the run reaches; an unknown stage stands for the
+    whole ring."""
     def handle(r, n, mask):
-        base, stage = r.get(n.operands[0]), uniform(r.get(n.operands[1]))
+        base, stage = r.get(n.operands[0]), uniform(r.value(n.operands[1]))
         size = n.attrs[size_attr]
         if not isinstance(base, ref_type):
             r.set(n, [opaque()])
-        elif isinstance(stage, int):
+            return
+        if isinstance(stage, Sym) and not stage.varying:
+            stage = r.known(n, stage, "stage")
+        if isinstance(stage, int):
             lo = base.lo + stage * size
+            if mask.any() and (stage < 0 or lo + size > base.hi):
+                from fa4_mlir.protocol.extract import Unverifiable
+                raise Unverifiable(n.site, (
+                    f"stage {stage} of {base.what} is {unit} [{stage * size}, {stage * size + size}) of a ring "
+                    f"of {base.hi - base.lo} {unit}: every stage the kernel reaches must lie inside its ring "
+                    f"(stage index * {size} + {size} <= {base.hi - base.lo}); make the ring hold "
+                    f"num_stages stages or the stage smaller"), cls="bounds")
             r.set(n, [ref_type(base.root, lo, lo + size, f"stage {stage} of {base.what}")])
         else:
             r.set(n, [base])
@@ -245,7 +271,8 @@ def _barrier(r, n, array: int, index, cta=None) -> Barrier:
     if not 0 <= idx < count:
         from fa4_mlir.protocol.extract import Unverifiable
         raise Unverifiable(n.site, f"barrier index {idx} is out of range for "
-                                   f"'{r.c.s.arrays[array].name}' ({count} barriers)")
+                                   f"'{r.c.s.arrays[array].name}' ({count} barriers): every index the "
+                                   f"kernel reaches must be in [0, {count})", cls="bounds")
     return Barrier(r.c.cta if cta is None else cta, array, idx)
 
 
@@ -522,12 +549,14 @@ HANDLERS = {
     "nvvm.read.ptx.sreg.tid.z": _sreg("tid.z"), "nvvm.read.ptx.sreg.laneid": _sreg("lane"),
     "nvvm.read.ptx.sreg.warpid": _sreg("warp"), "nvvm.read.ptx.sreg.ctaid.x": _sreg("ctaid.x"),
     "nvvm.read.ptx.sreg.ctaid.y": _sreg("ctaid.y"), "nvvm.read.ptx.sreg.ctaid.z": _sreg("ctaid.z"),
+    "nvvm.read.ptx.sreg.nctaid.x": _sreg("nctaid.x"), "nvvm.read.ptx.sreg.nctaid.y": _sreg("nctaid.y"),
+    "nvvm.read.ptx.sreg.nctaid.z": _sreg("nctaid.z"), "gpu.grid_dim": _gpu_index("nctaid.x"),
     "nvvm.read.ptx.sreg.cluster.ctarank": _sreg("rank"),
     "gpu.thread_id": _gpu_index("tid"), "gpu.block_id": _gpu_index("ctaid.x"), "gpu.lane_id": _sreg("lane"),
     "llvm.load": _load, "llvm.store": _store, "llvm.getelementptr": _pointer_passthrough,
     "llvm.addrspacecast": _pointer_passthrough, "llvm.bitcast": _pointer_passthrough,
-    "fa4.smem_region": _smem_region, "fa4.smem_alias": _smem_alias, "fa4.smem_stage": _stage(SmemRef, "bytes"),
-    "fa4.smem_address": _smem_address, "fa4.tmem_region": _tmem_region, "fa4.tmem_stage": _stage(TmemRef, "columns"), "fa4.tmem_alloc": _tmem_alloc,
+    "fa4.smem_region": _smem_region, "fa4.smem_alias": _smem_alias, "fa4.smem_stage": _stage(SmemRef, "bytes", "bytes"),
+    "fa4.smem_address": _smem_address, "fa4.tmem_region": _tmem_region, "fa4.tmem_stage": _stage(TmemRef, "columns", "columns"), "fa4.tmem_alloc": _tmem_alloc,
     "fa4.tmem_dealloc": _tmem_dealloc, "fa4.tmem_load": _tmem_access(False), "fa4.tmem_store": _tmem_access(True),
     "fa4.mbarrier_alloc": _mbarrier_alloc, "fa4.mbarrier_init": _mbarrier_init,
     "fa4.mbarrier_arrive": _mbarrier_arrive, "fa4.mbarrier_arrive_expect_tx": _mbarrier_arrive_expect_tx,

@@ -7,8 +7,8 @@ import dataclasses
 from fa4_mlir.protocol.model import Barrier, Event, Kernel, Process, Site
 
 # Every bug class, in the order ties at one step are reported (the likelier cause first).
-CLASSES = ("init", "deadlock", "under-arrival", "over-arrival", "tx-mismatch", "parity", "named-barrier",
-           "race", "tmem", "cta-pair", "unsupported", "limit")
+CLASSES = ("init", "bounds", "deadlock", "under-arrival", "over-arrival", "tx-mismatch", "parity",
+           "named-barrier", "race", "fence", "tmem", "cta-pair", "unsupported", "limit")
 
 
 @dataclasses.dataclass
