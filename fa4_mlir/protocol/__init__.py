@@ -83,7 +83,8 @@ def verify_kernel(func: ir.Operation, target_sm: int, witness: int = 6, trips: l
         scenario = None
         while queue and tried < MAX_BRANCH_RUNS:
             branches = queue.pop(0)
-            scenario = Scenario(k, branches, cta=cta, spread=spread, preconditions=preconditions)
+            scenario = Scenario(k, branches, cta=cta, spread=spread, preconditions=preconditions,
+                                cluster=shape.cluster)
             tried += 1
             known = len(preconditions)
             try:

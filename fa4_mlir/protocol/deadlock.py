@@ -17,8 +17,21 @@ def _future_arrivers(sim, b: Barrier) -> list[tuple[str, object]]:
     return found
 
 
+def loop_mismatch(procs) -> str:
+    """A note naming the loops with run-time bounds when roles ran them a different number of
+    times (the usual cause of a role left waiting: one loop bound off by one, or another argument)."""
+    loops = [(p.name, site, trips, text) for p in procs for site, trips, text in p.loops]
+    if len({trips for _, _, trips, _ in loops}) < 2:
+        return ""
+    runs = "; ".join(f"{name} {trips} time{'s' if trips != 1 else ''} ({text}) at {site.where()}"
+                     for name, site, trips, text in loops[:6])
+    return (f"the roles' loops with run-time bounds ran different numbers of times: {runs}; loops that "
+            f"walk one ring must run the same number of times (the same bound)")
+
+
 def diagnose_deadlock(sim, stuck: list[int]) -> list[Violation]:
     procs = sim.k.processes
+    loops = loop_mismatch([p for p in procs if p.cta == 0])
     blocked = []
     out: list[Violation] = []
     for i in stuck:
@@ -70,7 +83,8 @@ def diagnose_deadlock(sim, stuck: list[int]) -> list[Violation]:
                 out.append(Violation(
                     "deadlock", sim.step, e.site,
                     f"{p.name} waits at {e.site.where()} for {sim.label(b)} parity {e.parity}, which can never "
-                    f"pass: no role arrives on it again ({state}); check the phase the wait starts from",
+                    f"pass: no role arrives on it again ({state}); "
+                    + (loops or "check the phase the wait starts from"),
                     key=("deadlock", b.cta, b.array), barriers=[b]))
         elif e.kind == "named":
             st = sim.named.get((e.threads.cta, e.name))
@@ -93,7 +107,7 @@ def diagnose_deadlock(sim, stuck: list[int]) -> list[Violation]:
         first = procs[stuck[0]].events[sim.pc[stuck[0]]]
         out.append(Violation(
             "deadlock", sim.step, first.site,
-            "deadlock: every remaining wait depends on another: " + "; ".join(blocked),
+            "deadlock: every remaining wait depends on another: " + "; ".join(blocked) + (f"; {loops}" if loops else ""),
             key=("deadlock", "cycle"),
             barriers=[procs[i].events[sim.pc[i]].barrier for i in stuck if procs[i].events[sim.pc[i]].barrier]))
     return out

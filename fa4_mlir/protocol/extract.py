@@ -17,7 +17,8 @@ import numpy as np
 
 from fa4_mlir.protocol.mirror import Block, Mirror, Node
 from fa4_mlir.protocol.model import (WARP, BarrierArray, Event, Kernel, Process, Site, Threads)
-from fa4_mlir.protocol.solve import Bindings, Infeasible, describe, evaluable, trip_count
+from fa4_mlir.protocol.solve import (GRID_LEAVES, Bindings, Infeasible, describe, evaluable, grid_dependent,
+                                     trip_count)
 from fa4_mlir.protocol.values import Sym, is_int, opaque, uniform
 
 PROTOCOL_OPS = ("fa4.mbarrier_init", "fa4.mbarrier_arrive", "fa4.mbarrier_arrive_expect_tx",
@@ -59,8 +60,14 @@ class Scenario:
     preconditions: list = dataclasses.field(default_factory=list)  # shared by a kernel's scenarios
     opaque_loops: int = 0  # loops whose bounds no binding resolves (they take ``trips`` as is)
 
+    cluster: int = 1
+
     def __post_init__(self):
-        self.bindings = Bindings(self.spread, self.preconditions)
+        # The grid leaves stay terms (bound from the start) so that what depends on the CTA's place
+        # is known as such: a loop peeled in one CTA's range says nothing about every run.
+        grid = {("sreg", "nctaid.x"): self.grid(self.cluster),
+                ("sreg", "ctaid.x"): self.block_index(0, self.cluster)}
+        self.bindings = Bindings(self.spread, self.preconditions, grid)
 
     def precondition(self, term) -> None:
         """Record a fact about the kernel arguments that every run has, for this scenario and the
@@ -89,10 +96,13 @@ class Scenario:
     def describe(self) -> str:
         parts = []
         if self.uses_cta:
-            parts.append(f"{'the last' if self.cta == 'last' else 'the first'} CTA of {GRID_CLUSTERS} "
-                         f"{'clusters' if self.cta == 'last' else ''}".rstrip())
-        if self.bindings.bound:
-            parts.append(", ".join(f"{describe(leaf)} = {v}" for leaf, v in sorted(self.bindings.bound.items())))
+            block = self.block_index(0, self.cluster)
+            parts.append(f"{'the last' if self.cta == 'last' else 'the first'} "
+                         f"{'cluster' if self.cluster > 1 else 'CTA'} of a grid of {self.grid(self.cluster)} CTAs "
+                         f"(%ctaid.x = {block}{f'..{block + self.cluster - 1}' if self.cluster > 1 else ''})")
+        args = {leaf: v for leaf, v in self.bindings.bound.items() if leaf not in GRID_LEAVES}
+        if args:
+            parts.append(", ".join(f"{describe(leaf)} = {v}" for leaf, v in sorted(args.items())))
         elif self.dynamic_loops:
             parts.append(f"loops with unknown bounds run {self.trips} time{'s' if self.trips != 1 else ''}")
         false = sum(1 for v in self.branches.values() if not v)
@@ -209,12 +219,12 @@ class _Cta:
             run = _Run(self, role.attrs["sym_name"], warps, pro.env)
             run.block(role.regions[0][0], run.mask)
             run.ops(epilogue, run.mask)
-            out.append(Process(run.name, self.cta, warps, run.events))
+            out.append(Process(run.name, self.cta, warps, run.events, loops=run.loops))
         idle = tuple(w for w in all_warps if w not in busy)
         if idle and any(n.relevant for n in epilogue):
             run = _Run(self, "idle warps", idle, pro.env)
             run.ops(epilogue, run.mask)
-            out.append(Process(run.name, self.cta, idle, run.events))
+            out.append(Process(run.name, self.cta, idle, run.events, loops=run.loops))
         return out
 
 
@@ -228,6 +238,7 @@ class _Run:
         self.outer = outer
         self.env: dict = {}
         self.events: list[Event] = []
+        self.loops: list[tuple[Site, int, str]] = []  # loops with run-time bounds, first execution each
         self.prologue = prologue
         self.cta_threads = cta.s.num_warps * WARP
 
@@ -353,10 +364,13 @@ class _Run:
             if isinstance(bound, np.ndarray) or (isinstance(bound, Sym) and bound.varying):
                 raise Unverifiable(n.site, "the verifier needs loop bounds that are the same in every thread")
         sc = self.c.scenario
-        upper = self.get(n.operands[1])
-        if isinstance(lb, int) and lb > 0 and isinstance(upper, Sym) and evaluable(upper.term):
-            # ``c to n`` with c > 0: the first c iterations are peeled, so every run has n >= c
-            sc.precondition(("cmp", 5, 64, upper.term, lb))
+        lower, upper = self.get(n.operands[0]), self.get(n.operands[1])
+        if (isinstance(lower, int) and lower > 0 and isinstance(upper, Sym) and evaluable(upper.term)
+                and not grid_dependent(upper.term)):
+            # ``c to n`` with a constant c > 0 and n from kernel arguments alone: the first c
+            # iterations are peeled, so every launch has n >= c (a CTA's own range may be empty)
+            sc.precondition(("cmp", 5, 64, upper.term, lower))
+        bounds = [self.get(v) for v in n.operands[:3]]
         if not all(isinstance(x, int) for x in (lb, ub, step)):
             terms = [x.term if isinstance(x, Sym) else x for x in (lb, ub, step)]
             if sc.bindings.solve_trips(*terms, sc.trips) is not None:
@@ -379,6 +393,10 @@ class _Run:
             trips = sc.trips
             sc.dynamic_loops += 1
             sc.opaque_loops += 1
+        if any(isinstance(b, Sym) for b in bounds) and all(site != n.site for site, _, _ in self.loops):
+            terms = [b.term if isinstance(b, Sym) else b for b in bounds]
+            text = f"{describe(terms[0])} to {describe(terms[1])}" + (f" step {describe(terms[2])}" if terms[2] != 1 else "")
+            self.loops.append((n.site, trips, text))
         body = n.regions[0][0]
         for i in range(trips):
             if isinstance(lb, int) and isinstance(step, int):

@@ -16,6 +16,7 @@ from fa4_mlir.protocol.model import Site
 
 # Ops whose regions are entered even without protocol ops inside (their values matter).
 MEMORY_OPS = ("llvm.load", "llvm.store")
+FENCE_OPS = ("nvvm.fence.proxy",)  # generic -> async proxy ordering of shared memory
 
 
 def _shared(op) -> bool:
@@ -108,11 +109,13 @@ class Mirror:
             attrs["_width"] = _width(op.operands[0].type)
         elif name == "fa4.tmem_store":
             attrs["_value_type"] = str(op.operands[1].type)
+        elif name in FENCE_OPS:
+            attrs["_kind"] = str(op.attributes["kind"]) if "kind" in op.attributes else ""
         file, line, col = file_line_col(op.location)
         results = list(op.results)
         node = Node(name, [self._id(v) for v in op.operands], [self._id(r) for r in results],
                     [_width(r.type) for r in results], attrs, [self._region(r) for r in op.regions],
                     Site(name, file, line, col), [str(r.type) for r in results])
-        node.relevant = (name.startswith("fa4.") or (name in MEMORY_OPS and _shared(op))
+        node.relevant = (name.startswith("fa4.") or (name in MEMORY_OPS and _shared(op)) or name in FENCE_OPS
                          or any(n.relevant for blocks in node.regions for b in blocks for n in b.ops))
         return node

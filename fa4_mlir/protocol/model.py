@@ -108,7 +108,7 @@ class Event:
     tma_load (``tx`` and ``accesses``); commit (``arrivals``; completes the issuer's MMAs);
     mma (``accesses``, ``pair``); wgmma_commit; wgmma_wait (``pending``); tma_store (``accesses``);
     store_wait (``pending``); access (``accesses``); named (``name``, ``expected``, ``sync``);
-    tmem_alloc; tmem_dealloc; init (``array``); cta_barrier (``scope``: cta | cluster).
+    proxy_fence; tmem_alloc; tmem_dealloc; init (``array``); cta_barrier (``scope``: cta | cluster).
     """
 
     kind: str
@@ -139,6 +139,7 @@ class Process:
     warps: tuple[int, ...]
     events: list[Event]
     prologue: bool = False
+    loops: list[tuple[Site, int, str]] = dataclasses.field(default_factory=list)  # run-time bounds: trips, bound
 
 
 @dataclasses.dataclass

@@ -27,7 +27,7 @@ def _constant(r, n, mask):
 
 def _binary(op):
     def handle(r, n, mask):
-        a, b = r.value(n.operands[0]), r.value(n.operands[1])
+        a, b = r.get(n.operands[0]), r.get(n.operands[1])  # terms stay terms: resolved where used
         width = n.widths[0]
         if is_int(a) and is_int(b):
             v = binary(op, a, b, width)
@@ -59,7 +59,7 @@ def _key(v):
 
 
 def _cmpi(r, n, mask):
-    a, b = r.value(n.operands[0]), r.value(n.operands[1])
+    a, b = r.get(n.operands[0]), r.get(n.operands[1])
     pred, width = n.attrs["predicate"], _operand_width(n)
     if is_int(a) and is_int(b):
         r.set(n, [compare(pred, a, b, width)])
@@ -72,7 +72,7 @@ def _operand_width(n):
 
 
 def _select(r, n, mask):
-    c, a, b = (r.value(v) for v in n.operands)
+    c, a, b = (r.get(v) for v in n.operands)
     c = uniform(c)
     if isinstance(c, int):
         r.set(n, [a if c else b])
@@ -88,7 +88,7 @@ def _select(r, n, mask):
 
 
 def _cast(r, n, mask):
-    v = r.value(n.operands[0])
+    v = r.get(n.operands[0])
     width = n.widths[0]
     if is_int(v):
         r.set(n, [wrap(v, width)])
@@ -102,10 +102,12 @@ def _sreg(kind):
     def handle(r, n, mask):
         sc = r.c.scenario
         value = {"tid": r.tids, "lane": r.tids % WARP, "warp": r.tids // WARP, "rank": r.c.cta,
-                 "ctaid.x": sc.block_index(r.c.cta, r.c.s.cluster), "nctaid.x": sc.grid(r.c.s.cluster),
                  "ctaid.y": 0, "ctaid.z": 0, "nctaid.y": 1, "nctaid.z": 1, "tid.y": 0, "tid.z": 0}.get(kind)
-        if kind.startswith(("ctaid", "nctaid")):
+        if kind in ("ctaid.x", "nctaid.x"):
             sc.uses_cta = True
+            leaf = ("sreg", kind)
+            # CTA c of a cluster is block (the cluster's first block) + c
+            value = Sym(("bin", "addi", 32, leaf, r.c.cta) if kind == "ctaid.x" and r.c.cta else leaf)
         r.set(n, [Sym(("sreg", kind)) if value is None else value])
     return handle
 
@@ -532,6 +534,14 @@ def _wgmma_wait(r, n, mask):
         r.emit("wgmma_wait", n, mask, pending=n.attrs.get("pending", 0))
 
 
+def _fence_proxy(r, n, mask):
+    """``fence.proxy.async[.shared::cta]``: the executing threads' generic shared-memory writes
+    become visible to the async proxy (TMA, MMA operands). Other proxy kinds order nothing here."""
+    kind = n.attrs.get("_kind", "")
+    if mask.any() and ("async>" in kind or "async.shared" in kind):
+        r.emit("proxy_fence", n, mask)
+
+
 def _vote(r, n, mask):
     """``vote.sync``: the same in every lane of a warp; a branch on it takes the scenario's decision."""
     r.set(n, [Sym(("vote",))])
@@ -568,5 +578,5 @@ HANDLERS = {
     "fa4.named_barrier": _named_barrier, "fa4.elect_one": _elect_one, "fa4.tma_load": _tma_load,
     "fa4.tma_store": _tma_store, "fa4.tma_store_wait": _tma_store_wait, "fa4.tcgen05_mma": _tcgen05_mma,
     "fa4.wgmma": _wgmma, "nvvm.vote.sync": _vote, "fa4.wgmma_commit": _wgmma_commit, "fa4.wgmma_wait": _wgmma_wait,
-    "fa4.wgmma_fence_acc": _nothing,
+    "fa4.wgmma_fence_acc": _nothing, "nvvm.fence.proxy": _fence_proxy,
 }

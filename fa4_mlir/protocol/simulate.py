@@ -344,6 +344,11 @@ class Simulation:
         for acc in e.accesses:
             self.log.record(p, e, acc, clocks, self.warp_condition(e))
 
+    def _proxy_fence(self, p: Process, e: Event) -> None:
+        self.tick(e)
+        self.log.fence(e)
+        self.witness.record(self.step, p, e, "fence.proxy.async", barriers=[])
+
     def _init(self, p: Process, e: Event) -> None:
         self.tick(e)
         for b, s in self.bars.items():
@@ -456,8 +461,14 @@ class Simulation:
     def _check_end(self) -> None:
         procs = self.k.processes
         finished = all(self.pc[i] >= len(p.events) for i, p in enumerate(procs))
+        exits = {}
+        for c in range(self.k.cluster):
+            vc = self.space.zero()
+            for w in range(self.k.num_warps):
+                np.maximum(vc, self.clock[(c, w)], out=vc)
+            exits[c] = vc
         if finished:
-            self.log.check_exit()
+            self.log.check_exit(exits)
         for (cta, name), st in self.named.items():
             if finished and st.arrived and not name.startswith("__"):
                 who = "; ".join(f"{n} ({ev.threads.describe()}, {ev.site.where()})" for n, ev in st.members)
@@ -476,12 +487,6 @@ class Simulation:
                     f"last use", key=("tmem", cta, "leak")))
         if self.k.cluster == 1:
             return
-        exits = {}
-        for c in range(self.k.cluster):
-            vc = self.space.zero()
-            for w in range(self.k.num_warps):
-                np.maximum(vc, self.clock[(c, w)], out=vc)
-            exits[c] = vc
         done = {c: all(self.pc[i] >= len(p.events) for i, p in enumerate(procs) if p.cta == c)
                 for c in range(self.k.cluster)}
         for e, cta, b, acc, step in self.remote:

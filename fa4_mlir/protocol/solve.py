@@ -1,7 +1,8 @@
 """Values the IR leaves to run time, bound per scenario so that every role sees the same run.
 
 A value that depends on kernel arguments is a *term*: a tuple tree whose leaves are
-``("arg", i)`` (kernel argument ``i``) and whose inner nodes are the integer ops that computed it
+``("arg", i)`` (kernel argument ``i``) or ``("sreg", "ctaid.x" | "nctaid.x")`` (the CTA's place in
+the grid, which a scenario binds from the start) and whose inner nodes are the integer ops that computed it
 (``("bin", op, width, a, b)``, ``("cmp", pred, width, a, b)``, ``("select", c, a, b)``,
 ``("cast", width, a)``). Terms are structural, so two roles that compute a bound the same way hold
 the same term. Anything else the verifier cannot know (a loaded value, a warp vote) is an
@@ -31,10 +32,17 @@ from fa4_mlir.protocol.values import binary, compare, wrap
 CANDIDATES = (1, 0, 2, 3, 4, 5, 7, 8, 9, 16, 63, 64, 65, 127, 128, 129, 255, 256, 1000, 4096, -1)
 DEFAULTS = (1, 4096)  # values of the other leaves of a trip count while one leaf is searched
 SEARCH_LIMIT = 1 << 24
+LEAVES = ("arg", "sreg")
+GRID_LEAVES = (("sreg", "ctaid.x"), ("sreg", "nctaid.x"))
 
 
 class Infeasible(Exception):
     """The scenario's decisions contradict each other: no run takes them all."""
+
+
+def grid_dependent(term) -> bool:
+    """Whether ``term`` depends on the CTA's place in the grid."""
+    return any(x in GRID_LEAVES for x in leaves(term))
 
 
 def is_term(v) -> bool:
@@ -46,7 +54,7 @@ def leaves(term, out: dict | None = None) -> dict:
     out = {} if out is None else out
     if not is_term(term):
         return out
-    if term[0] == "arg":
+    if term[0] in LEAVES:
         out[term] = None
     elif term[0] in ("bin", "cmp"):
         leaves(term[3], out)
@@ -64,8 +72,8 @@ def evaluable(term) -> bool:
     if not is_term(term):
         return True
     kind = term[0]
-    if kind == "arg":
-        return True
+    if kind in LEAVES:
+        return kind == "arg" or term in GRID_LEAVES
     if kind in ("bin", "cmp"):
         return evaluable(term[3]) and evaluable(term[4])
     if kind == "select":
@@ -80,7 +88,7 @@ def evaluate(term, env: dict):
     if not is_term(term):
         return term
     kind = term[0]
-    if kind == "arg":
+    if kind in LEAVES:
         return env.get(term)
     if kind == "bin":
         a, b = evaluate(term[3], env), evaluate(term[4], env)
@@ -106,8 +114,8 @@ def trip_count(lb: int, ub: int, step: int) -> int | None:
 class Bindings:
     """The leaf values of one scenario and the branch decisions they must keep."""
 
-    def __init__(self, spread: bool = False, preconditions=()):
-        self.bound: dict = {}
+    def __init__(self, spread: bool = False, preconditions=(), grid: dict | None = None):
+        self.bound: dict = dict(grid or {})
         self.constraints: list[tuple[tuple, bool]] = [(t, True) for t in preconditions]
         self.spread = spread  # each loop bound solved gets one more trip than the one before
         self.solves = 0
@@ -281,7 +289,9 @@ def describe(term) -> str:
         return str(term)
     kind = term[0]
     if kind == "arg":
-        return f"argument #{term[1]}"
+        return f"%arg{term[1]}"
+    if kind == "sreg":
+        return f"%{term[1]}"
     if kind == "bin":
         sym = {"addi": "+", "subi": "-", "muli": "*", "divui": "/", "divsi": "/", "remui": "%", "remsi": "%",
                "andi": "&", "ori": "|", "xori": "^", "shli": "<<", "shrui": ">>", "shrsi": ">>"}.get(term[1])
