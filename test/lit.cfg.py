@@ -10,7 +10,7 @@ import lit.formats
 config.name = "fa4-mlir"
 config.test_format = lit.formats.ShTest(execute_external=False)  # lit's internal shell: `not`, pipes, %if
 config.suffixes = [".mlir", ".py", ".test"]
-config.excludes = ["Inputs", "lit.cfg.py", "python", "gpu", "run_tests.py", "conftest.py"]
+config.excludes = ["Inputs", "lit.cfg.py", "python", "gpu", "fuzz", "run_tests.py", "conftest.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.environ.get("FA4_LIT_OUT") or os.path.join(tempfile.gettempdir(), "fa4-lit-out")
 
