@@ -121,8 +121,9 @@ def compile_kernel(source: KernelSource | str, *, target: str | None = None, sto
     """
     if stop not in STAGES:
         raise Fa4Error(f"stop must be one of {', '.join(STAGES)}, got '{stop}'")
-    if not isinstance(debug_timeout_ms, int) or debug_timeout_ms < 0:
-        raise Fa4Error(f"debug_timeout_ms must be an int >= 0, got {debug_timeout_ms!r}")
+    if not isinstance(debug_timeout_ms, int) or not 0 <= debug_timeout_ms <= knobs.MAX_DEBUG_TIMEOUT_MS:
+        raise Fa4Error(f"debug_timeout_ms must be an int in [0, {knobs.MAX_DEBUG_TIMEOUT_MS}], "
+                       f"got {debug_timeout_ms!r}")
     report = progress or (lambda what: None)
     spec = source if isinstance(source, KernelSource) else None
     text = spec.mlir if spec else source

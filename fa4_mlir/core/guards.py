@@ -1,5 +1,6 @@
-"""Checks on IR that must run before upstream serialization, because MLIR 22 aborts instead of
-reporting an error for these inputs (toolchain notes, cases F and G)."""
+"""Checks that stand in for MLIR 22 aborts: on the text before parsing (``check_parsable``) and on
+IR before upstream serialization (``check_serializable``; toolchain notes, cases F and G), because
+MLIR aborts instead of reporting an error for these inputs."""
 
 from __future__ import annotations
 
@@ -15,6 +16,46 @@ MIN_PTX = {"sm_90": 78, "sm_90a": 80, "sm_100": 86, "sm_100a": 86, "sm_101a": 86
 _TARGET = re.compile(r'#nvvm\.target<([^>]*)>')
 _FIELD = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
 _TMA_CTA_ONLY = "nvvm.cp.async.bulk.tensor.shared.cluster.global"
+
+
+# `array<index: ...>`: the parser asks an index type for its bit width and asserts
+# ("only integers and floats have a bitwidth"); every other non-int/float element type is an error.
+_INDEX_ARRAY = re.compile(r"\barray\s*<\s*(index)\b")
+
+
+def _code_only(text: str) -> str:
+    """``text`` with comments and string literals blanked to spaces (offsets and lines kept)."""
+    out, i, n = list(text), 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] not in '"\n':
+                j += 2 if text[j] == "\\" else 1
+            for k in range(i + 1, min(j, n)):
+                out[k] = " " if text[k] != "\n" else "\n"
+            i = j + 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out[i:j] = " " * (j - i)
+            i = j
+        else:
+            i += 1
+    return "".join(out)
+
+
+def check_parsable(text: str, name: str) -> list[Diagnostic]:
+    """Errors for MLIR text that would abort MLIR 22's parser, located in ``name``."""
+    if not _INDEX_ARRAY.search(text):  # the common case, without the character walk
+        return []
+    errors = []
+    for m in _INDEX_ARRAY.finditer(_code_only(text)):
+        line = text.count("\n", 0, m.start(1)) + 1
+        col = m.start(1) - (text.rfind("\n", 0, m.start(1)) + 1) + 1
+        errors.append(Diagnostic("error", "array element type must be an integer or float type, got 'index' "
+                                 "(write array<i64: ...>)", name, line, col))
+    return errors
 
 
 def _ptx_version(features: str) -> int | None:

@@ -199,7 +199,11 @@ def _process(text: str, name: str, steps, args, progress):
 def _parse(text: str, name: str):
     """The module in ``text`` (wrapped in one if it holds other top-level ops), or (None, errors)."""
     from fa4_mlir._mlir import ir
+    from fa4_mlir.core.guards import check_parsable
 
+    errors = check_parsable(text, name)
+    if errors:
+        return None, errors
     try:
         op = ir.Operation.parse(text, source_name=name).operation
     except ir.MLIRError as exc:

@@ -38,6 +38,12 @@
 // PTXVER: ptx80-sm100a.mlir:2:3: error: #nvvm.target features must be +ptx86 or newer for chip 'sm_100a', got +ptx80
 // RUN: not fa4-opt %S/Inputs/cta-only-tma-sm90a.mlir -p 'gpu-module-to-binary{format=isa}' 2>&1 | FileCheck %s --check-prefix=CTAONLY --implicit-check-not=Traceback
 // CTAONLY: cta-only-tma-sm90a.mlir:5:7: error: 'nvvm.cp.async.bulk.tensor.shared.cluster.global' with isCTAOnly needs PTX 8.6 on sm_90a
+// The parser asserts on an index-typed dense array; fa4-opt and fa4-compile refuse the text first.
+// RUN: not fa4-opt %S/Inputs/index-array.mlir 2>&1 | FileCheck %s --check-prefix=INDEXARRAY --implicit-check-not=aborted
+// INDEXARRAY: index-array.mlir:7:42: error: array element type must be an integer or float type, got 'index' (write array<i64: ...>)
+// RUN: not fa4-compile %S/Inputs/index-array.mlir -o %t 2>&1 | FileCheck %s --check-prefix=INDEXCOMPILE --implicit-check-not=aborted
+// INDEXCOMPILE: fa4-compile: error: stage 'parse' failed: the input would abort MLIR's parser
+// INDEXCOMPILE-NEXT: index-array.mlir:7:42: error: array element type must be an integer or float type, got 'index'
 
 // A missing input file and an unwritable output file.
 // RUN: not fa4-opt %S/Inputs/does-not-exist.mlir 2>&1 | FileCheck %s --check-prefix=NOFILE --implicit-check-not=Traceback

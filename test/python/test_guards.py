@@ -30,3 +30,14 @@ def test_cta_only_tma_needs_ptx86_on_sm90a(ctx):
     }}"""
     assert check_serializable(ir.Module.parse(src.format(feat="")).operation)
     assert not check_serializable(ir.Module.parse(src.format(feat=', features = "+ptx86"')).operation)
+
+
+def test_index_array_is_refused_before_the_parser_sees_it():
+    from fa4_mlir.core.guards import check_parsable
+
+    src = 'func.func @f() attributes {a = array<i32: 1>, b = array< index : 0>} { return }'
+    (error,) = check_parsable(src, "in.mlir")
+    assert str(error) == ("in.mlir:1:58: error: array element type must be an integer or float type, got 'index' "
+                          "(write array<i64: ...>)")
+    # the words in a comment or a string literal are not code
+    assert not check_parsable('// array<index: 0>\nfunc.func @f() attributes {s = "x\\"array<index>"} { return }', "x")
