@@ -24,6 +24,9 @@ def isolate() -> bool:
 
 
 DEFAULT_DEBUG_TIMEOUT_MS = 100
+# A debug build compares the wait's elapsed %globaltimer nanoseconds with timeout * 10^6 as a
+# 64-bit integer: longer timeouts do not fit (about 292 years).
+MAX_DEBUG_TIMEOUT_MS = ((1 << 63) - 1) // 1_000_000
 
 
 def debug_timeout_ms() -> int:
@@ -35,10 +38,11 @@ def debug_timeout_ms() -> int:
     text = os.environ.get("FA4_DEBUG_TIMEOUT_MS", "").strip()
     if not text:
         return DEFAULT_DEBUG_TIMEOUT_MS
-    if not text.isdigit() or int(text) == 0:
+    if not text.isdigit() or not 0 < int(text) <= MAX_DEBUG_TIMEOUT_MS:
         from fa4_mlir.errors import ConfigError
 
-        raise ConfigError(f"FA4_DEBUG_TIMEOUT_MS must be a whole number of milliseconds > 0, got '{text}'")
+        raise ConfigError(f"FA4_DEBUG_TIMEOUT_MS must be a whole number of milliseconds in "
+                          f"[1, {MAX_DEBUG_TIMEOUT_MS}], got '{text}'")
     return int(text)
 
 

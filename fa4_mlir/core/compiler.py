@@ -18,12 +18,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from fa4_mlir import __version__
+from fa4_mlir import __version__, knobs
 from fa4_mlir._mlir import gpu, ir
 from fa4_mlir.core import ptxas
 from fa4_mlir.core.context import make_context
 from fa4_mlir.core.diagnostics import Diagnostic, DiagnosticCollector
-from fa4_mlir.core.guards import check_serializable
+from fa4_mlir.core.guards import check_parsable, check_serializable
 from fa4_mlir.core.pipeline import build_pass_manager, parse_pipeline
 from fa4_mlir.core.verify import verify_fa4
 from fa4_mlir.errors import Fa4Error
@@ -166,6 +166,9 @@ def compile_kernel(source: KernelSource | str, *, target: str | None = None, sto
 # -- input ----------------------------------------------------------------------------------------------
 
 def _parse(text: str, source_name: str) -> ir.Operation:
+    refused = check_parsable(text, source_name)
+    if refused:
+        raise CompileError("parse", "the input would abort MLIR's parser", [str(d) for d in refused])
     try:
         op = ir.Operation.parse(text, source_name=source_name).operation
     except ir.MLIRError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from fa4_mlir._mlir import arith, gpu, ir, llvm, nvvm, scf
+from fa4_mlir.knobs import MAX_DEBUG_TIMEOUT_MS
 from fa4_mlir.core.diagnostics import Diagnostic
 from fa4_mlir.passes.base import Fa4Pass
 from fa4_mlir.passes.lowering import WARP, KernelLowering, lower_kernels
@@ -44,6 +45,10 @@ class LowerBarriersPass(Fa4Pass):
         if self.timeout < 0:
             return [Diagnostic.at(module.location, "error",
                                   f"option 'timeout' of fa4-lower-barriers must be >= 0 ms, got {self.timeout}")]
+        if self.timeout > MAX_DEBUG_TIMEOUT_MS:
+            return [Diagnostic.at(module.location, "error", (
+                f"option 'timeout' of fa4-lower-barriers must be <= {MAX_DEBUG_TIMEOUT_MS} ms (the 64-bit "
+                f"nanosecond timer), got {self.timeout}"))]
         return lower_kernels(module, "sm_100a", lambda k: _lower(k, self.timeout))
 
 

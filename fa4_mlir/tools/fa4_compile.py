@@ -113,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         return _error(f"--emit must be one of {', '.join(STAGES)}, got '{args.emit}'")
     if args.debug_timeout_ms is not None and args.debug_timeout_ms <= 0:
         return _error(f"--debug-timeout-ms must be > 0, got {args.debug_timeout_ms}")
+    if args.debug_timeout_ms is not None and args.debug_timeout_ms > knobs.MAX_DEBUG_TIMEOUT_MS:
+        return _error(f"--debug-timeout-ms must be <= {knobs.MAX_DEBUG_TIMEOUT_MS} (the 64-bit nanosecond "
+                      f"timer), got {args.debug_timeout_ms}")
     args.timeout = args.debug_timeout_ms or (knobs.DEFAULT_DEBUG_TIMEOUT_MS if args.debug else 0)
     if args.cache and args.emit != "cubin":
         return _error(f"--cache stores cubin artifacts, so --emit must be cubin, got '{args.emit}'")

@@ -1,5 +1,6 @@
 // RUN: fa4-opt %s -p 'fa4-lower-barriers{timeout=250}' | FileCheck %s
 // RUN: not fa4-opt %s -p 'fa4-lower-barriers{timeout=-1}' 2>&1 | FileCheck %s --check-prefix=NEG
+// RUN: not fa4-opt %s -p 'fa4-lower-barriers{timeout=9223372036855}' 2>&1 | FileCheck %s --check-prefix=BIG
 
 // Debug builds: the wait polls try_wait, and after 250 ms (250000000 ns of %globaltimer) prints the
 // kernel, barrier, index, phase, block and thread, then traps.
@@ -26,6 +27,7 @@
 // CHECK-NOT: fa4.mbarrier_try_wait_parity
 
 // NEG: error: option 'timeout' of fa4-lower-barriers must be >= 0 ms, got -1
+// BIG: error: option 'timeout' of fa4-lower-barriers must be <= 9223372036854 ms (the 64-bit nanosecond timer), got 9223372036855
 module attributes {fa4.target = "sm_90a"} {
 func.func @waits(%i: i32, %ph: i32) attributes {fa4.mbarrier_region = "mbarriers"} {
   %bars = "fa4.smem_region"() {sym_name = "mbarriers", bytes = 16, align = 8, offset = 0} : () -> !fa4.smem

@@ -176,6 +176,8 @@ def test_api_errors_name_the_argument():
 
     with pytest.raises(Fa4Error, match="stop must be one of fa4, nvvm, llvm, ptx, cubin, got 'sass'"):
         compile_kernel("module {}", stop="sass")
+    with pytest.raises(Fa4Error, match=r"debug_timeout_ms must be an int in \[0, 9223372036854\], got 10000000000000"):
+        compile_kernel("module {}", debug_timeout_ms=10**13)
     kernel = ('module attributes {gpu.container_module} { gpu.module @m { '
               'gpu.func @k(%i: index) kernel { gpu.return } } }')
     with pytest.raises(CompileError, match="kernel argument 0 must be one of .*, got index"):

@@ -208,7 +208,11 @@ def test_debug_knobs(monkeypatch):
     monkeypatch.setenv("FA4_DEBUG_TIMEOUT_MS", "250")
     assert knobs.debug_timeout_ms() == 250
     monkeypatch.setenv("FA4_DEBUG_TIMEOUT_MS", "soon")
-    with pytest.raises(ConfigError, match="FA4_DEBUG_TIMEOUT_MS must be a whole number of milliseconds > 0, got 'soon'"):
+    with pytest.raises(ConfigError, match=r"FA4_DEBUG_TIMEOUT_MS must be a whole number of milliseconds in "
+                                          r"\[1, 9223372036854\], got 'soon'"):
+        knobs.debug_timeout_ms()
+    monkeypatch.setenv("FA4_DEBUG_TIMEOUT_MS", "9223372036855")  # timeout * 10^6 ns overflows 64 bits
+    with pytest.raises(ConfigError, match=r"in \[1, 9223372036854\], got '9223372036855'"):
         knobs.debug_timeout_ms()
 
 
