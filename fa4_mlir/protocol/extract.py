@@ -125,12 +125,15 @@ class KernelShape:
     root_of: dict[int, int]  # node id -> root id
     specialize: Node | None
     max_stages: int
+    tmem_columns: int = 0  # columns the TMEM regions span (placed, or as the allocator packs them)
+    tmem_regions: str = ""  # 'S0' 128, 'S1' 128, ... for messages
 
 
 def kernel_shape(mirror: Mirror, target_sm: int) -> KernelShape | None:
     """The shape of ``mirror``'s kernel, or None if it has no barrier, pipeline or TMEM op."""
     arrays, array_of, roots, root_of = [], {}, {}, {}
     specialize, stages, relevant = None, 1, False
+    tmem = []  # (first column or None, columns, name)
 
     def visit(blocks: list[Block]):
         nonlocal specialize, stages, relevant
@@ -146,6 +149,8 @@ def kernel_shape(mirror: Mirror, target_sm: int) -> KernelShape | None:
                     space = "smem" if n.name == "fa4.smem_region" else "tmem"
                     root_of[id(n)] = len(root_of)
                     roots[(space, root_of[id(n)])] = a["sym_name"]
+                    if space == "tmem":
+                        tmem.append((a.get("column"), a["columns"], a["sym_name"]))
                 elif n.name == "fa4.warp_specialize" and specialize is None:
                     specialize = n
                 elif n.name == "fa4.pipeline_create":
@@ -165,7 +170,11 @@ def kernel_shape(mirror: Mirror, target_sm: int) -> KernelShape | None:
         cluster = int(np.prod(dims))
     elif any(a.cta_group == 2 for a in arrays) or _uses_pairs(mirror.body):
         cluster = 2
-    return KernelShape(mirror, target_sm, num_warps, cluster, arrays, array_of, roots, root_of, specialize, stages)
+    placed = all(col is not None for col, _, _ in tmem)
+    span = max((col + cols for col, cols, _ in tmem), default=0) if placed else sum(c for _, c, _ in tmem)
+    names = ", ".join(f"'{name}' {cols}" for _, cols, name in tmem)
+    return KernelShape(mirror, target_sm, num_warps, cluster, arrays, array_of, roots, root_of, specialize, stages,
+                       span, names)
 
 
 def _block_warps(mirror: Mirror) -> int:
@@ -187,7 +196,7 @@ def extract(shape: KernelShape, scenario: Scenario) -> Kernel:
     for cta in range(shape.cluster):
         processes += _Cta(shape, scenario, cta).processes()
     return Kernel(shape.mirror.name, shape.target_sm, shape.num_warps, shape.cluster, shape.arrays,
-                  shape.roots, processes, scenario.describe())
+                  shape.roots, processes, scenario.describe(), shape.tmem_columns, shape.tmem_regions)
 
 
 class _Cta:

@@ -155,3 +155,5 @@ class Kernel:
     roots: dict[tuple[str, int], str]  # (space, root id) -> region name
     processes: list[Process]
     scenario: str  # e.g. "dynamic loops run 5 times"
+    tmem_columns: int = 0  # TMEM columns the regions span
+    tmem_regions: str = ""

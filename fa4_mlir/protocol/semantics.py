@@ -246,7 +246,10 @@ def _tmem_alloc(r, n, mask):
     if not _has_tmem(r):
         return
     if mask.any():
-        r.emit("tmem_alloc", n, mask)
+        # an explicit count, else the function's (fa4-allocate-tmem); absent both, the allocation
+        # is sized from the regions when lowered
+        columns = n.attrs.get("columns") or r.c.s.mirror.attrs.get("fa4.tmem_columns")
+        r.emit("tmem_alloc", n, mask, detail={"columns": columns})
 
 
 def _tmem_dealloc(r, n, mask):

@@ -358,16 +358,59 @@ class Simulation:
 
     def _tmem_alloc(self, p: Process, e: Event) -> None:
         self.tick(e)
-        self.tmem_alloc[e.threads.cta] = (e, self.own_times(e))
-        self.tmem_freed.pop(e.threads.cta, None)
+        cta = e.threads.cta
+        self._one_warp(p, e, "fa4.tmem_alloc", "allocates for the CTA")
+        if cta in self.tmem_alloc and cta not in self.tmem_freed:
+            first = self.tmem_alloc[cta][0]
+            self.violations.append(Violation(
+                "tmem", self.step, e.site,
+                f"{p.name} allocates TMEM at {e.site.where()} while the allocation at {first.site.where()} "
+                f"({first.role}) is still live: allocate once per CTA and deallocate before allocating again",
+                key=("tmem", cta, "twice")))
+        columns, need = e.detail.get("columns"), self.k.tmem_columns
+        if columns is not None and columns < need:
+            self.violations.append(Violation(
+                "tmem", self.step, e.site,
+                f"fa4.tmem_alloc allocates {columns} columns, but the kernel's TMEM regions span {need} "
+                f"({self.k.tmem_regions}): allocate at least {need} columns (a power of two >= 32)",
+                key=("tmem", cta, "columns")))
+        self.tmem_alloc[cta] = (e, self.own_times(e))
+        self.tmem_freed.pop(cta, None)
+
+    def _one_warp(self, p: Process, e: Event, op: str, what: str) -> None:
+        if len(e.threads.warps) == 1 and e.threads.count == WARP:
+            return
+        self.violations.append(Violation(
+            "tmem", self.step, e.site,
+            f"{op} (TMEM regions {self.k.tmem_regions or 'none'}) must be executed by exactly one whole warp "
+            f"(its tcgen05 instruction is .sync.aligned, and one warp {what}), got {e.threads.describe()} of "
+            f"{p.name}: guard it with a warp index test",
+            key=("tmem", e.threads.cta, "warps", e.site)))
 
     def _tmem_dealloc(self, p: Process, e: Event) -> None:
         clocks = self.tick(e)
         cta = e.threads.cta
+        self._one_warp(p, e, "fa4.tmem_dealloc", "frees the CTA's allocation")
         if cta not in self.tmem_alloc:
             self.violations.append(Violation(
                 "tmem", self.step, e.site, f"{p.name} deallocates TMEM that no fa4.tmem_alloc allocated",
                 key=("tmem", cta, "dealloc")))
+        elif cta in self.tmem_freed:
+            self.violations.append(Violation(
+                "tmem", self.step, e.site,
+                f"{p.name} deallocates TMEM at {e.site.where()} that {self.tmem_freed[cta].site.where()} "
+                f"({self.tmem_freed[cta].role}) already freed: deallocate once",
+                key=("tmem", cta, "double-free")))
+        else:
+            alloc = self.tmem_alloc[cta][0]
+            if alloc.threads.warps != e.threads.warps and len(alloc.threads.warps) == 1:
+                self.violations.append(Violation(
+                    "tmem", self.step, e.site,
+                    f"TMEM (regions {self.k.tmem_regions or 'none'}) allocated by warp {alloc.threads.warps[0]} "
+                    f"({alloc.role}, {alloc.site.where()}) is "
+                    f"deallocated by warp {','.join(map(str, e.threads.warps))} ({p.name}): one warp of the CTA "
+                    f"must perform both the allocation and the deallocation (PTX ISA, tcgen05.alloc); "
+                    f"deallocate in the allocating warp", key=("tmem", cta, "owner")))
         for acc in e.accesses:
             self.log.record(p, e, acc, clocks, self.warp_condition(e))
         self.tmem_freed[cta] = e
@@ -458,6 +501,26 @@ class Simulation:
                 f"phase the wait starts from",
                 key=("parity", b.cta, b.array, w.event.site), barriers=[b]))
 
+    def _check_partial_phases(self) -> None:
+        """A phase some role arrived on that never completes before the kernel exits: the roles
+        that arrive on the barrier did so a different number of times (one skipped its last tile)."""
+        from fa4_mlir.protocol.deadlock import loop_mismatch
+
+        for b, s in self.bars.items():
+            arrived = s.count - s.pending
+            if not s.initialised or not (0 < arrived or s.expected or s.delivered):
+                continue
+            who = "; ".join(sorted({f"{a.process} ({a.event.site.where()})" for a in s.arrivals[-1]}))
+            loops = loop_mismatch([p for p in self.k.processes if p.cta == b.cta])
+            site = s.arrivals[-1][0].event.site if s.arrivals[-1] else self.k.arrays[b.array].site
+            self.violations.append(Violation(
+                "under-arrival", self.step, site,
+                f"{self.label(b, s.completed)} has {arrived} of its {s.count} arrivals"
+                + (f" and {s.delivered} of {s.expected} tx bytes" if s.expected or s.delivered else "")
+                + f" when the kernel exits (from {who}): the roles that arrive on it must do so equally "
+                f"often; " + (loops or "one of them arrives fewer times than the others"),
+                key=("under-arrival", b.cta, b.array, "exit"), barriers=[b]))
+
     def _check_end(self) -> None:
         procs = self.k.processes
         finished = all(self.pc[i] >= len(p.events) for i, p in enumerate(procs))
@@ -469,6 +532,7 @@ class Simulation:
             exits[c] = vc
         if finished:
             self.log.check_exit(exits)
+            self._check_partial_phases()
         for (cta, name), st in self.named.items():
             if finished and st.arrived and not name.startswith("__"):
                 who = "; ".join(f"{n} ({ev.threads.describe()}, {ev.site.where()})" for n, ev in st.members)

@@ -25,7 +25,8 @@
 // CHECK-DAG: tcgen05.mma.cta_group::1.kind::f16.collector::a::discard [%r{{[0-9]+}}], %rd{{[0-9]+}}, %rd{{[0-9]+}}, %r{{[0-9]+}}, %p{{[0-9]+}};
 // CHECK-DAG: bar.arrive 1, 160;
 // CHECK-DAG: bar.sync 1, 160;
-// CHECK-DAG: bar.sync 2, 128;
+// CHECK-DAG: bar.arrive 2, 160;
+// CHECK-DAG: bar.sync 2, 160;
 // CHECK-DAG: tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [fa4_smem+24592];
 // CHECK-DAG: tcgen05.ld.sync.aligned.32x32b.x8.b32
 // CHECK-DAG: tcgen05.wait::ld.sync.aligned;
@@ -34,7 +35,6 @@ module attributes {gpu.container_module} {
   gpu.module @tile_mma {
     gpu.func @tile_mma(%a_map: !fa4.tensormap, %b_map: !fa4.tensormap, %out: !llvm.ptr<1>) kernel {
       %c0 = arith.constant 0 : i32
-      %c32 = arith.constant 32 : i32
       %a = "fa4.smem_region"() {sym_name = "a", bytes = 16384, align = 1024, swizzle = "128B"} : () -> !fa4.smem
       %b = "fa4.smem_region"() {sym_name = "b", bytes = 8192, align = 1024, swizzle = "128B"} : () -> !fa4.smem
       %slot = "fa4.smem_region"() {sym_name = "tmem_slot", bytes = 4, align = 4} : () -> !fa4.smem
@@ -65,6 +65,9 @@ module attributes {gpu.container_module} {
             "fa4.tcgen05_mma"(%d, %a, %b, %true) {m = 128, n = 64, ab_type = "bf16", a_offset = 32, b_offset = 32} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
             "fa4.mma_commit"(%done, %c0) : (!fa4.mbarriers, i32) -> ()
           }
+          // the warp that allocated frees TMEM once the epilogue has read it
+          "fa4.named_barrier"() {sym_name = "epilogue_done", threads = 160} : () -> ()
+          "fa4.tmem_dealloc"(%slot) : (!fa4.smem) -> ()
           gpu.yield
         }) {sym_name = "mma", warps = array<i32: 5>, registers = 56} : () -> ()
         "fa4.warp_role"() ({
@@ -74,12 +77,7 @@ module attributes {gpu.container_module} {
           %tid = nvvm.read.ptx.sreg.tid.x : i32
           %p = llvm.getelementptr %out[%tid] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, vector<8xi32>
           llvm.store %acc, %p : vector<8xi32>, !llvm.ptr<1>
-          "fa4.named_barrier"() {sym_name = "epilogue_done", threads = 128} : () -> ()
-          %warp = arith.divui %tid, %c32 : i32
-          %first = arith.cmpi eq, %warp, %c0 : i32
-          scf.if %first {
-            "fa4.tmem_dealloc"(%slot) : (!fa4.smem) -> ()
-          }
+          "fa4.named_barrier"() {sym_name = "epilogue_done", threads = 160, kind = "arrive"} : () -> ()
           gpu.yield
         }) {sym_name = "epilogue", warps = array<i32: 0, 1, 2, 3>, registers = 232} : () -> ()
         gpu.yield

@@ -548,3 +548,438 @@ func.func @peeled_one_short(%map: !fa4.tensormap, %tiles: i32) attributes {fa4.t
   }) {num_warps = 2} : () -> ()
   return
 }
+
+// -----
+
+// ===== Run-time values: loop trip counts over kernel arguments, the CTA index (first and last CTA of the
+// grid, an empty tile range), TMEM ownership, stage bounds, races inside a role, proxy fences. =====
+
+// deadlock from trip counts: the producer loops n - 1 times, the consumer n times; the consumer
+// waits for a tile that never comes, and the message names both loops and their bounds.
+func.func @consumer_loops_one_more(%map: !fa4.tensormap, %n: i32, %m: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 2048, align = 1024} : () -> !fa4.smem
+  %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 2, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%full) : (!fa4.mbarriers) -> ()
+  "fa4.mbarrier_init"(%empty) : (!fa4.mbarriers) -> ()
+  %pipe = "fa4.pipeline_create"(%full, %empty) {sym_name = "ring", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  %n1 = arith.subi %n, %c1 : i32
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "producer"} : (!fa4.pipeline) -> (i32, i32)
+        %end:2 = scf.for %t = %c0 to %n1 step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+          "fa4.pipeline_producer_acquire"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+          "fa4.pipeline_producer_commit"(%pipe, %s) {tx_bytes = 1024} : (!fa4.pipeline, i32) -> ()
+          %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+          "fa4.tma_load"(%map, %buf, %full, %s, %c0, %t) {bytes = 1024} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+          %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+          scf.yield %nx#0, %nx#1 : i32, i32
+        }
+      }
+      gpu.yield
+    }) {sym_name = "producer", warps = array<i32: 1>} : () -> ()
+    "fa4.warp_role"() ({
+      %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "consumer"} : (!fa4.pipeline) -> (i32, i32)
+      %end:2 = scf.for %t = %c0 to %n step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+        // expected-error @below {{no role arrives on it again (phase 0: 0 of 1 arrivals); the roles' loops with run-time bounds ran different numbers of times: producer 0 times (0 to (%arg1 - 1))}}
+        "fa4.pipeline_consumer_wait"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+        %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+        %a = "fa4.smem_address"(%buf) : (!fa4.smem) -> !llvm.ptr<3>
+        %x = llvm.load %a : !llvm.ptr<3> -> i32
+        "fa4.pipeline_consumer_release"(%pipe, %s) : (!fa4.pipeline, i32) -> ()
+        %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+        scf.yield %nx#0, %nx#1 : i32, i32
+      }
+      gpu.yield
+    }) {sym_name = "consumer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+
+// -----
+
+// The producer loops n times, the consumer n - 1: the last load is never waited for, so the CTA can
+// exit while TMA still writes shared memory.
+func.func @producer_loops_one_more(%map: !fa4.tensormap, %n: i32, %m: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 2048, align = 1024} : () -> !fa4.smem
+  %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 2, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%full) : (!fa4.mbarriers) -> ()
+  "fa4.mbarrier_init"(%empty) : (!fa4.mbarriers) -> ()
+  %pipe = "fa4.pipeline_create"(%full, %empty) {sym_name = "ring", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  %n1 = arith.subi %n, %c1 : i32
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "producer"} : (!fa4.pipeline) -> (i32, i32)
+        %end:2 = scf.for %t = %c0 to %n step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+          "fa4.pipeline_producer_acquire"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+          "fa4.pipeline_producer_commit"(%pipe, %s) {tx_bytes = 1024} : (!fa4.pipeline, i32) -> ()
+          %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+          // expected-error @below {{(producer) still writes stage 0 of smem 'ring': nothing waits for it to finish; add a wait on full[0] (every load must be consumed before the CTA exits; a producer loop that runs more times than its consumer's leaves one in flight) before the role ends [%arg1 = 1]}}
+          "fa4.tma_load"(%map, %buf, %full, %s, %c0, %t) {bytes = 1024} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+          %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+          scf.yield %nx#0, %nx#1 : i32, i32
+        }
+      }
+      gpu.yield
+    }) {sym_name = "producer", warps = array<i32: 1>} : () -> ()
+    "fa4.warp_role"() ({
+      %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "consumer"} : (!fa4.pipeline) -> (i32, i32)
+      %end:2 = scf.for %t = %c0 to %n1 step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+        "fa4.pipeline_consumer_wait"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+        %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+        %a = "fa4.smem_address"(%buf) : (!fa4.smem) -> !llvm.ptr<3>
+        %x = llvm.load %a : !llvm.ptr<3> -> i32
+        "fa4.pipeline_consumer_release"(%pipe, %s) : (!fa4.pipeline, i32) -> ()
+        %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+        scf.yield %nx#0, %nx#1 : i32, i32
+      }
+      gpu.yield
+    }) {sym_name = "consumer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+
+// -----
+
+// The producer loops over %n, the consumer over %m: the scenario that gives each argument its own
+// trip count (1 and 2) tells them apart.
+func.func @loops_over_different_arguments(%map: !fa4.tensormap, %n: i32, %m: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 2048, align = 1024} : () -> !fa4.smem
+  %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 2, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%full) : (!fa4.mbarriers) -> ()
+  "fa4.mbarrier_init"(%empty) : (!fa4.mbarriers) -> ()
+  %pipe = "fa4.pipeline_create"(%full, %empty) {sym_name = "ring", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  %n1 = arith.subi %n, %c1 : i32
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "producer"} : (!fa4.pipeline) -> (i32, i32)
+        %end:2 = scf.for %t = %c0 to %n step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+          "fa4.pipeline_producer_acquire"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+          "fa4.pipeline_producer_commit"(%pipe, %s) {tx_bytes = 1024} : (!fa4.pipeline, i32) -> ()
+          %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+          "fa4.tma_load"(%map, %buf, %full, %s, %c0, %t) {bytes = 1024} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+          %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+          scf.yield %nx#0, %nx#1 : i32, i32
+        }
+      }
+      gpu.yield
+    }) {sym_name = "producer", warps = array<i32: 1>} : () -> ()
+    "fa4.warp_role"() ({
+      %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "consumer"} : (!fa4.pipeline) -> (i32, i32)
+      %end:2 = scf.for %t = %c0 to %m step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+        // expected-error @below {{; loops that walk one ring must run the same number of times (the same bound) [%arg1 = 1, %arg2 = 2]}}
+        "fa4.pipeline_consumer_wait"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+        %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+        %a = "fa4.smem_address"(%buf) : (!fa4.smem) -> !llvm.ptr<3>
+        %x = llvm.load %a : !llvm.ptr<3> -> i32
+        "fa4.pipeline_consumer_release"(%pipe, %s) : (!fa4.pipeline, i32) -> ()
+        %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+        scf.yield %nx#0, %nx#1 : i32, i32
+      }
+      gpu.yield
+    }) {sym_name = "consumer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+
+// -----
+
+// CTA index: a persistent split: CTA b streams tiles [b * per, min((b + 1) * per, total)) with
+// per = ceil(total / nctaid). The consumer peels its first tile, assuming every CTA has one; a
+// trailing CTA whose range is empty waits for it forever.
+func.func @trailing_cta_without_tiles(%map: !fa4.tensormap, %total: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 2048, align = 1024} : () -> !fa4.smem
+  %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 2, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%full) : (!fa4.mbarriers) -> ()
+  "fa4.mbarrier_init"(%empty) : (!fa4.mbarriers) -> ()
+  %pipe = "fa4.pipeline_create"(%full, %empty) {sym_name = "ring", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  %block = nvvm.read.ptx.sreg.ctaid.x : i32
+  %grid = nvvm.read.ptx.sreg.nctaid.x : i32
+  %per = arith.ceildivui %total, %grid : i32
+  %first = arith.muli %block, %per : i32
+  %next = arith.addi %first, %per : i32
+  %last = arith.minui %next, %total : i32
+  %second = arith.addi %first, %c1 : i32
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "producer"} : (!fa4.pipeline) -> (i32, i32)
+        %end:2 = scf.for %t = %first to %last step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+          "fa4.pipeline_producer_acquire"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+          "fa4.pipeline_producer_commit"(%pipe, %s) {tx_bytes = 1024} : (!fa4.pipeline, i32) -> ()
+          %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+          "fa4.tma_load"(%map, %buf, %full, %s, %c0, %t) {bytes = 1024} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+          %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+          scf.yield %nx#0, %nx#1 : i32, i32
+        }
+      }
+      gpu.yield
+    }) {sym_name = "producer", warps = array<i32: 1>} : () -> ()
+    "fa4.warp_role"() ({
+      %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "consumer"} : (!fa4.pipeline) -> (i32, i32)
+      // expected-error @below {{for full[0] parity 0, which can never pass: no role arrives on it again (phase 0: 0 of 1 arrivals); check the phase the wait starts from [the first CTA of a grid of 3 CTAs (%ctaid.x = 0); %arg1 = 0]}}
+      "fa4.pipeline_consumer_wait"(%pipe, %s0#0, %s0#1) : (!fa4.pipeline, i32, i32) -> ()
+      "fa4.pipeline_consumer_release"(%pipe, %s0#0) : (!fa4.pipeline, i32) -> ()
+      %s1:2 = "fa4.pipeline_advance"(%pipe, %s0#0, %s0#1) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+      %end:2 = scf.for %t = %second to %last step %c1 iter_args(%s = %s1#0, %p = %s1#1) -> (i32, i32) : i32 {
+        "fa4.pipeline_consumer_wait"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+        "fa4.pipeline_consumer_release"(%pipe, %s) : (!fa4.pipeline, i32) -> ()
+        %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+        scf.yield %nx#0, %nx#1 : i32, i32
+      }
+      gpu.yield
+    }) {sym_name = "consumer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// CTA index: The last CTA takes the remainder: per = total / nctaid, and CTA nctaid - 1 streams
+// [first, total). The producer knows; the consumer loops per tiles in every CTA, so in the last
+// CTA it waits for tiles that never come (or leaves loads in flight).
+func.func @last_cta_takes_the_remainder(%map: !fa4.tensormap, %total: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 2048, align = 1024} : () -> !fa4.smem
+  %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 2, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%full) : (!fa4.mbarriers) -> ()
+  "fa4.mbarrier_init"(%empty) : (!fa4.mbarriers) -> ()
+  %pipe = "fa4.pipeline_create"(%full, %empty) {sym_name = "ring", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  %block = nvvm.read.ptx.sreg.ctaid.x : i32
+  %grid = nvvm.read.ptx.sreg.nctaid.x : i32
+  %per = arith.divui %total, %grid : i32
+  %first = arith.muli %block, %per : i32
+  %next = arith.addi %first, %per : i32
+  %final = arith.subi %grid, %c1 : i32
+  %is_last = arith.cmpi eq, %block, %final : i32
+  %last = arith.select %is_last, %total, %next : i32
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "producer"} : (!fa4.pipeline) -> (i32, i32)
+        %end:2 = scf.for %t = %first to %last step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+          "fa4.pipeline_producer_acquire"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+          "fa4.pipeline_producer_commit"(%pipe, %s) {tx_bytes = 1024} : (!fa4.pipeline, i32) -> ()
+          %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+          // expected-error @below {{(producer) still writes stage 0 of smem 'ring': nothing waits for it to finish; add a wait on full[0] (every load must be consumed before the CTA exits; a producer loop that runs more times than its consumer's leaves one in flight) before the role ends [the last CTA of a grid of 3 CTAs (%ctaid.x = 2); %arg1 = 1]}}
+          "fa4.tma_load"(%map, %buf, %full, %s, %c0, %t) {bytes = 1024} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+          %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+          scf.yield %nx#0, %nx#1 : i32, i32
+        }
+      }
+      gpu.yield
+    }) {sym_name = "producer", warps = array<i32: 1>} : () -> ()
+    "fa4.warp_role"() ({
+      %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "consumer"} : (!fa4.pipeline) -> (i32, i32)
+      %end:2 = scf.for %t = %first to %next step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+        "fa4.pipeline_consumer_wait"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+        "fa4.pipeline_consumer_release"(%pipe, %s) : (!fa4.pipeline, i32) -> ()
+        %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+        scf.yield %nx#0, %nx#1 : i32, i32
+      }
+      gpu.yield
+    }) {sym_name = "consumer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// tmem: the allocation is not guarded by a warp test, so each of the role's four warps allocates.
+func.func @tmem_alloc_by_four_warps() attributes {fa4.target = "sm_100a"} {
+  %c0 = arith.constant 0 : i32
+  %slot = "fa4.smem_region"() {sym_name = "tmem_slot", bytes = 4, align = 4} : () -> !fa4.smem
+  %acc = "fa4.tmem_region"() {sym_name = "acc", columns = 32} : () -> !fa4.tmem
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [tmem]: fa4.tmem_alloc (TMEM regions 'acc' 32) must be executed by exactly one whole warp (its tcgen05 instruction is .sync.aligned, and one warp allocates for the CTA), got 128 threads of warps 0,1,2,3 of owner}}
+      "fa4.tmem_alloc"(%slot) : (!fa4.smem) -> ()
+      %tid = nvvm.read.ptx.sreg.tid.x : i32
+      %c32 = arith.constant 32 : i32
+      %warp = arith.divui %tid, %c32 : i32
+      %w0 = arith.cmpi eq, %warp, %c0 : i32
+      scf.if %w0 {
+        "fa4.tmem_dealloc"(%slot) : (!fa4.smem) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "owner", warps = array<i32: 0, 1, 2, 3>} : () -> ()
+    gpu.yield
+  }) {num_warps = 4} : () -> ()
+  return
+}
+
+// -----
+
+// tmem: warp 1 allocates, warp 0 frees (after a named barrier that orders them).
+func.func @tmem_freed_by_another_warp() attributes {fa4.target = "sm_100a"} {
+  %slot = "fa4.smem_region"() {sym_name = "tmem_slot", bytes = 4, align = 4} : () -> !fa4.smem
+  %acc = "fa4.tmem_region"() {sym_name = "acc", columns = 32} : () -> !fa4.tmem
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      "fa4.tmem_alloc"(%slot) : (!fa4.smem) -> ()
+      "fa4.named_barrier"() {sym_name = "handoff", threads = 64, kind = "arrive"} : () -> ()
+      gpu.yield
+    }) {sym_name = "allocator", warps = array<i32: 1>} : () -> ()
+    "fa4.warp_role"() ({
+      "fa4.named_barrier"() {sym_name = "handoff", threads = 64} : () -> ()
+      // expected-error @below {{protocol error [tmem]: TMEM (regions 'acc' 32) allocated by warp 1 (allocator}}
+      "fa4.tmem_dealloc"(%slot) : (!fa4.smem) -> ()
+      gpu.yield
+    }) {sym_name = "freer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// tmem: the allocation asks for 32 columns; the regions span 96.
+func.func @tmem_allocation_too_small() attributes {fa4.target = "sm_100a"} {
+  %slot = "fa4.smem_region"() {sym_name = "tmem_slot", bytes = 4, align = 4} : () -> !fa4.smem
+  %s = "fa4.tmem_region"() {sym_name = "S", columns = 64} : () -> !fa4.tmem
+  %o = "fa4.tmem_region"() {sym_name = "O", columns = 32} : () -> !fa4.tmem
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [tmem]: fa4.tmem_alloc allocates 32 columns, but the kernel's TMEM regions span 96 ('S' 64, 'O' 32): allocate at least 96 columns}}
+      "fa4.tmem_alloc"(%slot) {columns = 32} : (!fa4.smem) -> ()
+      "fa4.tmem_dealloc"(%slot) {columns = 32} : (!fa4.smem) -> ()
+      gpu.yield
+    }) {sym_name = "owner", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+// bounds: the pipeline walks three stages of a ring region that holds two.
+func.func @stage_outside_its_ring(%map: !fa4.tensormap, %n: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 2048, align = 1024} : () -> !fa4.smem
+  %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 3, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 3, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%full) : (!fa4.mbarriers) -> ()
+  "fa4.mbarrier_init"(%empty) : (!fa4.mbarriers) -> ()
+  %pipe = "fa4.pipeline_create"(%full, %empty) {sym_name = "ring", num_stages = 3} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "producer"} : (!fa4.pipeline) -> (i32, i32)
+        %end:2 = scf.for %t = %c0 to %n step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+          "fa4.pipeline_producer_acquire"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+          "fa4.pipeline_producer_commit"(%pipe, %s) {tx_bytes = 1024} : (!fa4.pipeline, i32) -> ()
+          // expected-error @below {{protocol error [bounds]: stage 2 of smem 'ring' is bytes [2048, 3072) of a ring of 2048 bytes: every stage the kernel reaches must lie inside its ring}}
+          %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+          "fa4.tma_load"(%map, %buf, %full, %s, %c0, %t) {bytes = 1024} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+          %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+          scf.yield %nx#0, %nx#1 : i32, i32
+        }
+      }
+      gpu.yield
+    }) {sym_name = "producer", warps = array<i32: 1>} : () -> ()
+    "fa4.warp_role"() ({
+      %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "consumer"} : (!fa4.pipeline) -> (i32, i32)
+      %end:2 = scf.for %t = %c0 to %n step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+        "fa4.pipeline_consumer_wait"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+        "fa4.pipeline_consumer_release"(%pipe, %s) : (!fa4.pipeline, i32) -> ()
+        %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+        scf.yield %nx#0, %nx#1 : i32, i32
+      }
+      gpu.yield
+    }) {sym_name = "consumer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// race inside one role: warp 0 writes a scratch word that all four warps then read, with no
+// barrier between (the role's threads run in no fixed order).
+func.func @warp0_writes_all_warps_read() {
+  %c0 = arith.constant 0 : i32
+  %c32 = arith.constant 32 : i32
+  %scratch = "fa4.smem_region"() {sym_name = "scratch", bytes = 128} : () -> !fa4.smem
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 128, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %tid = nvvm.read.ptx.sreg.tid.x : i32
+      %warp = arith.divui %tid, %c32 : i32
+      %w0 = arith.cmpi eq, %warp, %c0 : i32
+      %a = "fa4.smem_address"(%scratch) : (!fa4.smem) -> !llvm.ptr<3>
+      scf.if %w0 {
+        llvm.store %tid, %a : i32, !llvm.ptr<3>
+      }
+      // expected-error @below {{protocol error [race]: race on smem 'scratch': llvm.load at}}
+      %x = llvm.load %a : !llvm.ptr<3> -> i32
+      "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "team", warps = array<i32: 0, 1, 2, 3>} : () -> ()
+    gpu.yield
+  }) {num_warps = 4} : () -> ()
+  return
+}
+
+// -----
+
+// fence: the warpgroup writes the output tile and meets at a named barrier, but no thread fences
+// its generic-proxy stores before thread 0's TMA store reads the tile through the async proxy.
+func.func @tma_store_without_proxy_fence(%map: !fa4.tensormap) {
+  %c0 = arith.constant 0 : i32
+  %c128 = arith.constant 128 : i32
+  %out = "fa4.smem_region"() {sym_name = "out", bytes = 2048, align = 1024} : () -> !fa4.smem
+  %done = "fa4.mbarrier_alloc"() {sym_name = "done", num_barriers = 1, arrive_count = 128, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%done) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %tid = nvvm.read.ptx.sreg.tid.x : i32
+      %me = arith.remui %tid, %c128 : i32
+      %lead = arith.cmpi eq, %me, %c0 : i32
+      %a = "fa4.smem_address"(%out) : (!fa4.smem) -> !llvm.ptr<3>
+      %p = llvm.getelementptr %a[%me] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+      llvm.store %tid, %p : i32, !llvm.ptr<3>
+      "fa4.named_barrier"() {sym_name = "tile_written", threads = 128} : () -> ()
+      scf.if %lead {
+        // expected-error @below {{protocol error [fence]: the TMA store at fa4.tma_store at}}
+        "fa4.tma_store"(%map, %out, %c0, %c0) {bytes = 2048} : (!fa4.tensormap, !fa4.smem, i32, i32) -> ()
+        "fa4.tma_store_wait"() {pending = 0} : () -> ()
+      }
+      "fa4.mbarrier_arrive"(%done, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "epilogue", warps = array<i32: 0, 1, 2, 3>} : () -> ()
+    gpu.yield
+  }) {num_warps = 4} : () -> ()
+  return
+}

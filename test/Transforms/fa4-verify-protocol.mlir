@@ -11,6 +11,12 @@
 // CHECK: "fa4.wgmma_wait"() {pending = 0 : i64}
 // CHECK: "fa4.pipeline_consumer_release"
 // CHECK-LABEL: func.func @peeled
+// CHECK-LABEL: func.func @prologue_fills_min_stages
+// CHECK-LABEL: func.func @one_condition_written_twice
+// CHECK-LABEL: func.func @argument_range_first_acquire_skipped
+// CHECK-LABEL: func.func @warp0_writes_then_barrier
+// CHECK-LABEL: func.func @tma_store_after_proxy_fence
+// CHECK: nvvm.fence.proxy
 // PAIR: gpu.func @pair_mma
 // PAIR: "fa4.mma_commit"(%{{.*}}, %{{.*}}) {multicast_mask = 3 : i64}
 
@@ -113,5 +119,189 @@ func.func @peeled(%map: !fa4.tensormap, %tiles: i32) attributes {fa4.target = "s
     }) {sym_name = "use", warps = array<i32: 0>} : () -> ()
     gpu.yield
   }) {num_warps = 2} : () -> ()
+  return
+}
+
+// False alarms no more (issue 19, g). A CUTLASS-style prologue: the producer fills min(S, n) stages of the fresh ring without
+// acquiring, then acquires in its steady loop from min(S, n) to n; the consumer walks 0 to n.
+func.func @prologue_fills_min_stages(%map: !fa4.tensormap, %n: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c2 = arith.constant 2 : i32
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 2048, align = 1024} : () -> !fa4.smem
+  %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 2, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%full) : (!fa4.mbarriers) -> ()
+  "fa4.mbarrier_init"(%empty) : (!fa4.mbarriers) -> ()
+  %pipe = "fa4.pipeline_create"(%full, %empty) {sym_name = "ring", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  %fill = arith.minsi %n, %c2 : i32
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "producer"} : (!fa4.pipeline) -> (i32, i32)
+        %pro:2 = scf.for %t = %c0 to %fill step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+          "fa4.pipeline_producer_commit"(%pipe, %s) {tx_bytes = 1024} : (!fa4.pipeline, i32) -> ()
+          %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+          "fa4.tma_load"(%map, %buf, %full, %s, %c0, %t) {bytes = 1024} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+          %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+          scf.yield %nx#0, %nx#1 : i32, i32
+        }
+        %end:2 = scf.for %t = %fill to %n step %c1 iter_args(%s = %pro#0, %p = %pro#1) -> (i32, i32) : i32 {
+          "fa4.pipeline_producer_acquire"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+          "fa4.pipeline_producer_commit"(%pipe, %s) {tx_bytes = 1024} : (!fa4.pipeline, i32) -> ()
+          %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+          "fa4.tma_load"(%map, %buf, %full, %s, %c0, %t) {bytes = 1024} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+          %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+          scf.yield %nx#0, %nx#1 : i32, i32
+        }
+      }
+      gpu.yield
+    }) {sym_name = "producer", warps = array<i32: 1>} : () -> ()
+    "fa4.warp_role"() ({
+      %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "consumer"} : (!fa4.pipeline) -> (i32, i32)
+      %end:2 = scf.for %t = %c0 to %n step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+        "fa4.pipeline_consumer_wait"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+        %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+        %a = "fa4.smem_address"(%buf) : (!fa4.smem) -> !llvm.ptr<3>
+        %x = llvm.load %a : !llvm.ptr<3> -> i32
+        "fa4.pipeline_consumer_release"(%pipe, %s) : (!fa4.pipeline, i32) -> ()
+        %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+        scf.yield %nx#0, %nx#1 : i32, i32
+      }
+      gpu.yield
+    }) {sym_name = "consumer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// Two roles test one condition, written two ways: the writer arrives when %flag > 0, the
+// reader waits unless %flag <= 0. Every run takes both branches the same way.
+func.func @one_condition_written_twice(%flag: i32) {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  %on = arith.cmpi sgt, %flag, %c0 : i32
+  %off = arith.cmpi sle, %flag, %c0 : i32
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      scf.if %on {
+        "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      scf.if %off {
+      } else {
+        "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// Both roles loop over [%start, %end) given by kernel arguments; the producer skips the
+// acquire of its first iteration (the ring is fresh: it would pass at once).
+func.func @argument_range_first_acquire_skipped(%map: !fa4.tensormap, %start: i32, %end: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 2048, align = 1024} : () -> !fa4.smem
+  %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 2, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%full) : (!fa4.mbarriers) -> ()
+  "fa4.mbarrier_init"(%empty) : (!fa4.mbarriers) -> ()
+  %pipe = "fa4.pipeline_create"(%full, %empty) {sym_name = "ring", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "producer"} : (!fa4.pipeline) -> (i32, i32)
+        %r:2 = scf.for %t = %start to %end step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+          %later = arith.cmpi ne, %t, %start : i32
+          scf.if %later {
+            "fa4.pipeline_producer_acquire"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+          }
+          "fa4.pipeline_producer_commit"(%pipe, %s) {tx_bytes = 1024} : (!fa4.pipeline, i32) -> ()
+          %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+          "fa4.tma_load"(%map, %buf, %full, %s, %c0, %t) {bytes = 1024} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+          %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+          scf.yield %nx#0, %nx#1 : i32, i32
+        }
+      }
+      gpu.yield
+    }) {sym_name = "producer", warps = array<i32: 1>} : () -> ()
+    "fa4.warp_role"() ({
+      %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "consumer"} : (!fa4.pipeline) -> (i32, i32)
+      %r:2 = scf.for %t = %start to %end step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+        "fa4.pipeline_consumer_wait"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+        %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+        %a = "fa4.smem_address"(%buf) : (!fa4.smem) -> !llvm.ptr<3>
+        %x = llvm.load %a : !llvm.ptr<3> -> i32
+        "fa4.pipeline_consumer_release"(%pipe, %s) : (!fa4.pipeline, i32) -> ()
+        %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+        scf.yield %nx#0, %nx#1 : i32, i32
+      }
+      gpu.yield
+    }) {sym_name = "consumer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// Warp 0 writes a scratch word and the role's four warps read it after a named barrier they all meet at.
+func.func @warp0_writes_then_barrier() {
+  %c0 = arith.constant 0 : i32
+  %c32 = arith.constant 32 : i32
+  %scratch = "fa4.smem_region"() {sym_name = "scratch", bytes = 128} : () -> !fa4.smem
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 128, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %tid = nvvm.read.ptx.sreg.tid.x : i32
+      %warp = arith.divui %tid, %c32 : i32
+      %w0 = arith.cmpi eq, %warp, %c0 : i32
+      %a = "fa4.smem_address"(%scratch) : (!fa4.smem) -> !llvm.ptr<3>
+      scf.if %w0 {
+        llvm.store %tid, %a : i32, !llvm.ptr<3>
+      }
+      "fa4.named_barrier"() {sym_name = "scratch_written", threads = 128} : () -> ()
+      %x = llvm.load %a : !llvm.ptr<3> -> i32
+      "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "team", warps = array<i32: 0, 1, 2, 3>} : () -> ()
+    gpu.yield
+  }) {num_warps = 4} : () -> ()
+  return
+}
+
+// Every thread fences its generic-proxy stores before the barrier that hands the tile to the TMA store.
+func.func @tma_store_after_proxy_fence(%map: !fa4.tensormap) {
+  %c0 = arith.constant 0 : i32
+  %c128 = arith.constant 128 : i32
+  %out = "fa4.smem_region"() {sym_name = "out", bytes = 2048, align = 1024} : () -> !fa4.smem
+  %done = "fa4.mbarrier_alloc"() {sym_name = "done", num_barriers = 1, arrive_count = 128, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%done) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %tid = nvvm.read.ptx.sreg.tid.x : i32
+      %me = arith.remui %tid, %c128 : i32
+      %lead = arith.cmpi eq, %me, %c0 : i32
+      %a = "fa4.smem_address"(%out) : (!fa4.smem) -> !llvm.ptr<3>
+      %p = llvm.getelementptr %a[%me] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+      llvm.store %tid, %p : i32, !llvm.ptr<3>
+      nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+      "fa4.named_barrier"() {sym_name = "tile_written", threads = 128} : () -> ()
+      scf.if %lead {
+        "fa4.tma_store"(%map, %out, %c0, %c0) {bytes = 2048} : (!fa4.tensormap, !fa4.smem, i32, i32) -> ()
+        "fa4.tma_store_wait"() {pending = 0} : () -> ()
+      }
+      "fa4.mbarrier_arrive"(%done, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "epilogue", warps = array<i32: 0, 1, 2, 3>} : () -> ()
+    gpu.yield
+  }) {num_warps = 4} : () -> ()
   return
 }

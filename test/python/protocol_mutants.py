@@ -202,6 +202,126 @@ def pair_barrier_not_shared(src):
     yield from _each(src, r'(sym_name = "loaded", [^}]*), cta_group = 2', lambda m: m.group(1))
 
 
+_FOR = re.compile(r"^(\s*)(.*scf\.for %\w+ = (%[\w#]+) to )(%[\w#]+)( step .*: (i32|index) \{)$")
+
+
+def _constants(src: str) -> set[str]:
+    return set(re.findall(r"(%[\w#]+) = arith\.constant", src))
+
+
+def _loops(src: str) -> Iterator[tuple[int, re.Match]]:
+    """Every scf.for whose upper bound is known only at run time: (line index, match)."""
+    constants = _constants(src)
+    for i, line in enumerate(src.split("\n")):
+        m = _FOR.match(line)
+        if m and m.group(4) not in constants:
+            yield i, m
+
+
+def loop_bound_minus_one(src):
+    """One role's loop runs n - 1 times against its partners' n (issue 19, blind spot a)."""
+    lines = src.split("\n")
+    for i, m in _loops(src):
+        indent, ty = m.group(1), m.group(6)
+        new = [f"{indent}%mut_one = arith.constant 1 : {ty}", f"{indent}%mut_ub = arith.subi {m.group(4)}, %mut_one : {ty}",
+               f"{indent}{m.group(2)}%mut_ub{m.group(5)}"]
+        yield f"line {i + 1}: loop bound {m.group(4)} - 1", "\n".join(lines[:i] + new + lines[i + 1:])
+
+
+def loop_over_other_argument(src):
+    """One role's loop runs to another integer kernel argument than its partners' (blind spot a)."""
+    head = re.search(r"(?:gpu\.func|func\.func) @\w+\(([^)]*)\)", src)
+    if not head:
+        return
+    args = re.findall(r"(%\w+): i32", head.group(1))
+    lines = src.split("\n")
+    for i, m in _loops(src):
+        other = next((a for a in args if a != m.group(4) and a != m.group(3)), None)
+        if other is not None and m.group(6) == "i32":
+            new = f"{m.group(1)}{m.group(2)}{other}{m.group(5)}"
+            yield f"line {i + 1}: loop bound {m.group(4)} -> {other}", "\n".join(lines[:i] + [new] + lines[i + 1:])
+
+
+def tmem_alloc_in_every_warp(src):
+    """The warp test around fa4.tmem_alloc removed: every warp of the prologue allocates (blind spot b)."""
+    lines = src.split("\n")
+    for i in _lines(src, '"fa4.tmem_alloc"'):
+        m = re.match(r"(\s*)scf\.if (%\w+) \{", lines[i - 1])
+        if m:
+            new = [f"{m.group(1)}%mut_all = arith.constant true", f"{m.group(1)}scf.if %mut_all {{"]
+            yield f"line {i}: fa4.tmem_alloc unguarded", "\n".join(lines[:i - 1] + new + lines[i:])
+
+
+def tmem_dealloc_by_other_warp(src):
+    """fa4.tmem_dealloc moved to the next warp of its role (blind spot b)."""
+    lines = src.split("\n")
+    for i in _lines(src, '"fa4.tmem_dealloc"'):
+        m = re.match(r"(\s*)scf\.if (%\w+) \{", lines[i - 1])
+        if not m:
+            continue
+        cond = m.group(2)
+        for j in range(i - 2, -1, -1):
+            d = re.match(rf"(\s*){cond} = arith\.cmpi eq, (%\w+), (%\w+) : i32", lines[j])
+            if d:
+                new = [f"{d.group(1)}%mut_next = arith.constant 1 : i32",
+                       f"{d.group(1)}%mut_sel = arith.addi {d.group(3)}, %mut_next : i32",
+                       f"{d.group(1)}{cond} = arith.cmpi eq, {d.group(2)}, %mut_sel : i32"]
+                yield f"line {i + 1}: fa4.tmem_dealloc by another warp", "\n".join(lines[:j] + new + lines[j + 1:])
+                break
+
+
+def tmem_alloc_too_small(src):
+    """fa4.tmem_alloc asks for 32 columns, fewer than the regions span (blind spot b)."""
+    spans = [int(c) for c in re.findall(r'"fa4\.tmem_region"\(\) \{sym_name = "\w+", columns = (\d+)', src)]
+    if sum(spans) > 32:
+        yield from _each(src, r'"fa4\.tmem_alloc"\(%\w+\)( \{cta_group = \d\})?',
+                         lambda m: (m.group(0).replace("{", "{columns = 32, ") if m.group(1)
+                                    else m.group(0) + " {columns = 32}"))
+
+
+def stage_count_up(src):
+    """A TMA ring walks one stage more than its shared-memory region holds: num_stages and its
+    barrier arrays grow, the region does not (blind spot c). Rings that only signal (no TMA, no
+    stage buffers) are left out: more stages there is more slack, not a bug."""
+    for m in re.finditer(r'"fa4\.pipeline_create"\((%\w+), (%\w+)\) \{sym_name = "\w+", num_stages = (\d+)\}', src):
+        full, empty, n = m.group(1), m.group(2), int(m.group(3))
+        if not re.search(rf'{full} = "fa4\.mbarrier_alloc"\(\) \{{[^}}]*arrival = "tx"', src):
+            continue
+        text = src[:m.start()] + m.group(0).replace(f"num_stages = {n}", f"num_stages = {n + 1}") + src[m.end():]
+        ok = True
+        for bars in (full, empty):
+            a = re.search(rf"{bars} = \"fa4\.mbarrier_alloc\"\(\) \{{sym_name = \"\w+\", num_barriers = {n}, arrive_count", text)
+            if not a:
+                ok = False
+                break
+            text = text[:a.start()] + a.group(0).replace(f"num_barriers = {n}", f"num_barriers = {n + 1}") + text[a.end():]
+        if ok:
+            yield f"{m.group(0)} -> {n + 1} stages", text
+
+
+def stage_bytes_up(src):
+    """A ring's stages grow to twice their bytes while the ring does not (blind spot c)."""
+    for m in re.finditer(r'"fa4\.smem_stage"\((%\w+), %\w+\) \{bytes = (\d+)\}', src):
+        size = int(m.group(2))
+        ring = re.search(rf'{m.group(1)} = "fa4\.smem_region"\(\) \{{sym_name = "\w+", bytes = (\d+)', src)
+        if ring and int(ring.group(1)) % (2 * size) == 0 and int(ring.group(1)) > 2 * size:
+            yield (f"{m.group(0)} -> {2 * size} bytes",
+                   src[:m.start()] + m.group(0).replace(f"bytes = {size}", f"bytes = {2 * size}") + src[m.end():])
+
+
+def missing_proxy_fence(src):
+    """The fence.proxy.async between generic smem stores and a TMA store removed (blind spot f)."""
+    yield from _drop_line(src, "nvvm.fence.proxy")
+
+
+def missing_named_barrier(src):
+    """A named-barrier sync removed: the accesses it ordered, within a role or across, race (e)."""
+    lines = src.split("\n")
+    for i in _lines(src, '"fa4.named_barrier"'):
+        if 'kind = "arrive"' not in lines[i]:
+            yield f"line {i + 1} removed: {lines[i].strip()[:70]}", "\n".join(lines[:i] + lines[i + 1:])
+
+
 MUTATIONS: dict[str, tuple[frozenset[str], Callable[[str], Iterator[Mutant]]]] = {
     "arrive-count-up": (frozenset({"under-arrival"}), arrive_count_up),
     "arrive-count-down": (frozenset({"over-arrival"}), arrive_count_down),
@@ -226,7 +346,39 @@ MUTATIONS: dict[str, tuple[frozenset[str], Callable[[str], Iterator[Mutant]]]] =
     "missing-mma-wait": (frozenset({"race", "tmem"}), missing_mma_wait),
     "pair-without-leader-guard": (frozenset({"cta-pair"}), pair_without_leader_guard),
     "pair-barrier-not-shared": (frozenset({"race"}), pair_barrier_not_shared),
+    # issue 19: a role whose loop runs once less strands its partner (deadlock, a turn-taking named
+    # barrier left half met), leaves a load in flight or a phase half arrived at exit (race,
+    # under-arrival), or a ring in a wrong phase (parity); TMEM then outlives it
+    "loop-bound-minus-one": (frozenset({"deadlock", "race", "parity", "under-arrival", "named-barrier", "tmem"}),
+                             loop_bound_minus_one),
+    "loop-over-other-argument": (frozenset({"deadlock", "race", "parity", "under-arrival", "over-arrival",
+                                            "named-barrier", "tmem"}), loop_over_other_argument),
+    "tmem-alloc-in-every-warp": (frozenset({"tmem"}), tmem_alloc_in_every_warp),
+    "tmem-dealloc-by-other-warp": (frozenset({"tmem"}), tmem_dealloc_by_other_warp),
+    "tmem-alloc-too-small": (frozenset({"tmem"}), tmem_alloc_too_small),
+    # a stage past its ring (bounds); stages grown into their neighbours race first; a pair's drain
+    # that counts the old stages lets the peer exit while commits still reach it (cta-pair)
+    "stage-count-up": (frozenset({"bounds", "cta-pair"}), stage_count_up),
+    "stage-bytes-up": (frozenset({"bounds", "race"}), stage_bytes_up),
+    "missing-proxy-fence": (frozenset({"fence"}), missing_proxy_fence),
+    # a barrier that ordered accesses (race; TMEM read while freed: tmem) or that other roles still
+    # meet at (named-barrier)
+    "missing-named-barrier": (frozenset({"race", "named-barrier", "fence", "tmem"}), missing_named_barrier),
 }
+
+
+# Equivalent mutants of other kernels (kernel prefix, operator, what changed), left out:
+# - the GEMM's named barrier before its TMEM deallocation: the epilogue's last in-loop barrier
+#   (before the last TMA store) already orders every warp's TMEM reads before warp 0 frees it;
+# - the 1Q attention MMA's first K view grown to two sub-stages: it waited for both sub-stages
+#   before its first MMA, so the larger view reads nothing unordered.
+def _before_dealloc(source: str, what: str) -> bool:
+    m = re.match(r"line (\d+) removed", what)
+    return bool(m) and '"fa4.tmem_dealloc"' in "\n".join(source.split("\n")[int(m.group(1)):int(m.group(1)) + 6])
+
+
+EQUIVALENT = (("gemm-sm_100a", "missing-named-barrier", _before_dealloc),
+              ("attention-1q", "stage-bytes-up", lambda source, what: "%mm0ka_i0" in what))
 
 
 def _equivalent(source: str, what: str) -> bool:
@@ -245,6 +397,8 @@ def corpus() -> Iterator[tuple[str, str, str, frozenset[str], str]]:
             continue
         for op, (classes, make) in MUTATIONS.items():
             mutants = list(make(source))
+            mutants = [(what, text) for what, text in mutants
+                       if not any(kernel.startswith(k) and op == o and same(source, what) for k, o, same in EQUIVALENT)]
             if kernel in MUTATED_ATTENTION:
                 mutants = [(what, text) for what, text in mutants if not _equivalent(source, what)]
                 if len(mutants) > ATTENTION_MUTANTS_PER_OPERATOR:

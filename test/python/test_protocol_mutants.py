@@ -35,7 +35,7 @@ def test_the_corpus_plants_every_bug_class_in_the_shipped_kernels():
     assert set(per_operator) == set(MUTATIONS), set(MUTATIONS) - set(per_operator)
     planted = {c for classes, _ in MUTATIONS.values() for c in classes}
     assert {"deadlock", "under-arrival", "over-arrival", "tx-mismatch", "parity", "named-barrier", "race",
-            "tmem", "cta-pair"} <= planted
+            "tmem", "cta-pair", "bounds", "fence"} <= planted
     assert len(CORPUS) >= 300, len(CORPUS)
 
 

@@ -287,11 +287,11 @@ class Softmax:
             out.insert(0, f"{ind}%{p}ln2 = arith.constant {LN2!r} : f32")
         # every TMEM access of the CTA is done once both warpgroups read their last O
         out += [f'{ind}"fa4.named_barrier"() {{sym_name = "softmax", threads = 256}} : () -> ()']
-        if wg == 0:
+        if wg == 0:  # warp 1 frees TMEM: the warp that allocated it (one warp must do both)
             out += [f"{ind}%{p}c32 = arith.constant 32 : i32",
                     f"{ind}%{p}warp = arith.divui %{p}tid, %{p}c32 : i32",
-                    f"{ind}%{p}w0 = arith.cmpi eq, %{p}warp, %c0 : i32",
-                    f"{ind}scf.if %{p}w0 {{",
+                    f"{ind}%{p}owner = arith.cmpi eq, %{p}warp, %c1 : i32",
+                    f"{ind}scf.if %{p}owner {{",
                     f'{ind}  "fa4.tmem_dealloc"(%slot) : (!fa4.smem) -> ()',
                     f"{ind}}}"]
         return out
