@@ -318,6 +318,29 @@ class EnumAttr(StrAttr):
         return "one of " + ", ".join(f'"{c}"' for c in self.choices)
 
 
+class BoolAttr(Attr):
+    """A ``true`` / ``false`` attribute."""
+
+    kind = "bool"
+    irdl_base = '"#builtin.integer"'  # BoolAttr is an i1 IntegerAttr
+
+    def decode(self, attr):
+        return ir.BoolAttr(attr).value
+
+    def encode(self, value):
+        if isinstance(value, ir.Attribute):
+            return value
+        if not isinstance(value, bool):
+            raise TypeError(f"{self.name} must be a bool, got {value!r}")
+        return ir.BoolAttr.get(value)
+
+    def check_kind(self, attr):
+        return None if isinstance(attr, ir.BoolAttr) else str(attr)
+
+    def describe(self):
+        return "true or false"
+
+
 class I32ArrayAttr(Attr):
     """A ``array<i32: ...>`` attribute (DenseI32ArrayAttr)."""
 
@@ -542,6 +565,7 @@ class Dialect:
         self.doc = inspect.cleandoc(doc)
         self.types: list[TypeDef] = []
         self.ops: list[type[OpBase]] = []
+        self.discardable: dict[str, Attr] = {}
         self._irdl: str | None = None
         _cext.globals.append_dialect_search_prefix(search_prefix)
         self._mlir_dialect = _cext.register_dialect(
@@ -553,6 +577,27 @@ class Dialect:
         t = TypeDef(self, mnemonic, doc)
         self.types.append(t)
         return t
+
+    def discardable_attr(self, name: str, field: Attr, doc: str) -> Attr:
+        """Declare ``<namespace>.<name>``, an attribute the dialect's passes set on (or read from) ops
+        of other dialects, such as a kernel's ``fa4.smem_bytes``. Wherever it appears its kind and
+        value are checked like an op's field (``discardable_errors``), because passes read it back."""
+        field.name, field.doc = f"{self.namespace}.{name}", inspect.cleandoc(doc)
+        self.discardable[field.name] = field
+        return field
+
+    def discardable_errors(self, op: ir.Operation) -> Iterator[str]:
+        """Messages for the dialect's discardable attributes on ``op`` that are of the wrong kind or
+        out of range."""
+        attrs = op.attributes
+        for name, field in self.discardable.items():
+            if name not in attrs:
+                continue
+            wrong = field.check_kind(attrs[name])
+            if wrong is not None:
+                yield f"{name} must be {field.describe()}, got {wrong}"
+            else:
+                yield from field.check_value(field.decode(attrs[name]))
 
     def _add_op(self, cls: type[OpBase]) -> None:
         _cext.register_operation(self._mlir_dialect, replace=True)(cls)
@@ -594,6 +639,11 @@ class Dialect:
                " do not edit -->", "", self.doc, "", "## Types", ""]
         for t in self.types:
             out += [f"### `{t.asm}`", "", t.doc, ""]
+        if self.discardable:
+            out += ["## Attributes on other ops", "", "Set by the passes (or by hand) on functions and modules; "
+                    "checked wherever they appear.", "", "| attribute | kind | meaning |", "|---|---|---|"]
+            out += [f"| `{a.name}` | {_attr_kind(a)} | {a.doc} |" for a in self.discardable.values()]
+            out.append("")
         out += ["## Operations", ""]
         for cls in self.ops:
             out += [f"### `{cls.OPERATION_NAME}` ({cls.__name__}, builder `{cls.snake_name()}`)", "",

@@ -2,13 +2,17 @@
 
 IRDL verifies structure at parse time (operand and result types, required attributes, regions).
 This walks the IR and runs, for every fa4 op, the declared field checks (ranges, enum members,
-optional attributes) and the op's ``verify`` hook (cross-field and cross-op invariants).
+optional attributes) and the op's ``verify`` hook (cross-field and cross-op invariants), and for
+modules and functions the checks of the fa4 attributes they carry (``fa4.smem_bytes``, ...).
 """
 
 from __future__ import annotations
 
 from fa4_mlir._mlir import ir
 from fa4_mlir.core.diagnostics import Diagnostic
+
+# Ops that carry the dialect's kernel attributes (fa4.target, fa4.smem_bytes, ...).
+KERNEL_SCOPES = ("builtin.module", "gpu.module", "func.func", "gpu.func", "llvm.func")
 
 
 def verify_fa4(root: ir.Operation) -> list[Diagnostic]:
@@ -19,6 +23,9 @@ def verify_fa4(root: ir.Operation) -> list[Diagnostic]:
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         name = op.name
+        if name in KERNEL_SCOPES:  # where the passes set fa4.smem_bytes & co.
+            errors.extend(Diagnostic.at(op.location, "error", f"'{name}' {m}")
+                          for m in DIALECT.discardable_errors(op))
         if name.startswith("fa4."):
             cls = DIALECT.op_class(name)
             if cls is not None:

@@ -21,6 +21,7 @@ from fa4_mlir.core.declare import (
     I1,
     I32,
     AnyOf,
+    BoolAttr,
     Builtin,
     Dialect,
     EnumAttr,
@@ -32,7 +33,7 @@ from fa4_mlir.core.declare import (
     StrAttr,
 )
 from fa4_mlir.core.ir_utils import constant_int, defining_op
-from fa4_mlir.target import TMEM_COLUMNS
+from fa4_mlir.target import SMEM_CARVEOUT, TMEM_COLUMNS
 
 DIALECT = Dialect("fa4", search_prefix="fa4_mlir.dialects", doc="""
     Shared-memory regions and their layout, tensor memory (TMEM), mbarriers with arrive counts and
@@ -49,6 +50,13 @@ REGISTER_FILE = 65536  # 32-bit registers per SM (and the most one CTA can hold)
 SMEM_BASE_ALIGN = 1024  # alignment of the extern dynamic shared-memory symbol
 SWIZZLE_ALIGN = {"none": 1, "32B": 256, "64B": 512, "128B": 1024}  # one swizzle atom: 8 rows x width
 TMA_SMEM_ALIGN = 128  # cp.async.bulk.tensor shared-memory operand alignment
+# Shared memory a CTA can have (sm_90a and sm_100a): no region, view, offset or stage is larger. The
+# lowering adds such byte counts into 32-bit address offsets, so they must be bounded here.
+SMEM_BYTES = SMEM_CARVEOUT
+MAX_MBARRIERS = SMEM_BYTES // 8  # 8 bytes each: the most mbarriers shared memory holds
+# MMA descriptors hold the leading byte offset (an MN-major B's block stride) in 14 bits of 16-byte units.
+MAX_BLOCK_STRIDE = ((1 << 14) - 1) * 16
+TMEM_ALLOC_MIN = 32  # tcgen05.alloc: a power of two in [32, 512] columns
 
 
 # ===================================================================================================
@@ -83,6 +91,29 @@ TensorMapType = DIALECT.type("tensormap", """
     A TMA tensor map (CUtensorMap, 128 bytes), passed to the kernel by value as a
     ``__grid_constant__`` parameter.
 """)
+
+
+# ===================================================================================================
+# Attributes on kernels (functions and modules)
+# ===================================================================================================
+
+# The allocation passes write these and the lowering reads them back, so a hand-written or edited
+# kernel that carries them gets them checked like op fields (fa4-verify, on any op).
+DIALECT.discardable_attr("target", StrAttr(), doc="""
+    the chip of kernels outside a gpu.module with a #nvvm.target: `sm_90a` or `sm_100a`""")
+DIALECT.discardable_attr("smem_bytes", IntAttr(min=0), doc="""
+    dynamic shared memory the kernel's regions take (fa4-allocate-smem)""")
+DIALECT.discardable_attr("num_mbarriers", IntAttr(min=0, max=MAX_MBARRIERS), doc="""
+    mbarriers in the kernel's barrier region (fa4-allocate-mbarriers)""")
+DIALECT.discardable_attr("mbarrier_region", StrAttr(), doc="""
+    the `sym_name` of the fa4.smem_region holding the kernel's mbarriers (fa4-allocate-mbarriers)""")
+DIALECT.discardable_attr("tmem_columns", IntAttr(min=TMEM_ALLOC_MIN, max=TMEM_COLUMNS, power_of_two=True),
+                         doc="""
+    TMEM columns the kernel allocates, a power of two in [32, 512] (fa4-allocate-tmem)""")
+DIALECT.discardable_attr("grid_constant_args", I32ArrayAttr(min_value=0), doc="""
+    positions of the kernel's tensor-map arguments (fa4-lower-kernel, read by fa4-attach-kernel-abi)""")
+DIALECT.discardable_attr("verify_protocol", BoolAttr(), doc="""
+    `false` skips fa4-verify-protocol on this kernel (a deliberately broken test kernel)""")
 
 
 def _def(value, op_class):
@@ -152,12 +183,13 @@ class SmemRegionOp(Op, name="smem_region"):
     """
 
     sym_name = StrAttr(doc="name in layouts and diagnostics, e.g. `q`, `kv`, `correction`")
-    bytes = IntAttr(min=1, doc="size in bytes")
+    bytes = IntAttr(min=1, max=SMEM_BYTES, doc="size in bytes")
     align = IntAttr(min=1, max=SMEM_BASE_ALIGN, power_of_two=True, default=16,
                     doc="byte alignment of the region start (the buffer base is 1024-aligned)")
     swizzle = EnumAttr(tuple(SWIZZLE_ALIGN), default="none",
                        doc="TMA/MMA swizzle of the tiles stored here")
-    offset = IntAttr(min=0, optional=True, doc="byte offset in dynamic shared memory (allocator)")
+    offset = IntAttr(min=0, max=SMEM_BYTES, optional=True,
+                     doc="byte offset in dynamic shared memory (allocator)")
     result = Result(SmemType)
 
     def verify(self):
@@ -177,14 +209,14 @@ class SmemAliasOp(Op, name="smem_alias"):
 
     base = Operand(SmemType, doc="the region (or alias) whose storage is reused")
     sym_name = StrAttr(doc="name of the view")
-    bytes = IntAttr(min=1, doc="size in bytes")
-    offset = IntAttr(min=0, default=0, doc="byte offset inside `base`")
+    bytes = IntAttr(min=1, max=SMEM_BYTES, doc="size in bytes")
+    offset = IntAttr(min=0, max=SMEM_BYTES, default=0, doc="byte offset inside `base`")
     result = Result(SmemType)
 
     def verify(self):
-        base = _def(self.base, (SmemRegionOp, SmemAliasOp))
+        base = _def(self.base, (SmemRegionOp, SmemAliasOp, SmemStageOp))
         if base is not None and self.offset + self.bytes > base.bytes:
-            yield (f"offset + bytes must be <= {base.bytes} (the size of '{base.sym_name}'), "
+            yield (f"offset + bytes must be <= {base.bytes} (the size of {_smem_name(self.base)}), "
                    f"got {self.offset + self.bytes}")
 
 
@@ -208,7 +240,7 @@ class SmemStageOp(Op, name="smem_stage"):
 
     base = Operand(SmemType, doc="the ring region")
     stage = Operand(I32, doc="stage index in [0, size of base / bytes)")
-    bytes = IntAttr(min=1, doc="size of one stage buffer")
+    bytes = IntAttr(min=1, max=SMEM_BYTES, doc="size of one stage buffer")
     result = Result(SmemType)
 
     def verify(self):
@@ -267,7 +299,6 @@ class TmemStageOp(Op, name="tmem_stage"):
         yield from _check_stage(self, base.sym_name, base.columns, self.columns, "columns", "the columns")
 
 
-TMEM_ALLOC_MIN = 32  # tcgen05.alloc: a power of two in [32, 512] columns
 
 
 def _vector_i32(t) -> bool:
@@ -367,14 +398,16 @@ class MbarrierAllocOp(Op, name="mbarrier_alloc"):
     """
 
     sym_name = StrAttr(doc="name, e.g. `kv_producer`, `S0_consumer`")
-    num_barriers = IntAttr(min=1, doc="barriers in the array")
+    num_barriers = IntAttr(min=1, max=MAX_MBARRIERS,
+                           doc="barriers in the array (8 bytes of shared memory each)")
     arrive_count = IntAttr(min=1, max=MAX_MBARRIER_COUNT, optional=True,
                            doc="arrivals that complete one phase, the same for every barrier")
     arrive_counts = I32ArrayAttr(min_len=1, min_value=1, optional=True,
                                  doc="per-barrier counts when they differ (S0_consumer: 256, 128)")
     arrival = EnumAttr(ARRIVALS, doc="how arrivals come: thread arrives, expect_tx + TMA, MMA commit")
     cta_group = IntAttr(min=1, max=2, default=1, doc="2: arrivals from both CTAs of a pair")
-    index = IntAttr(min=0, optional=True, doc="index of the first barrier in the kernel's barrier region")
+    index = IntAttr(min=0, max=MAX_MBARRIERS - 1, optional=True,
+                    doc="index of the first barrier in the kernel's barrier region")
     result = Result(MbarriersType)
 
     @property
@@ -491,8 +524,8 @@ class PipelineCreateOp(Op, name="pipeline_create"):
     empty = Operand(MbarriersType, doc="barriers the consumer signals and the producer waits on")
     sym_name = StrAttr(doc="name, e.g. `kv`")
     num_stages = IntAttr(min=1, max=64, doc="buffers in the ring")
-    producer_sub_stages = IntAttr(min=1, default=1, doc="full barriers per stage")
-    consumer_sub_stages = IntAttr(min=1, default=1, doc="empty barriers per stage")
+    producer_sub_stages = IntAttr(min=1, max=MAX_MBARRIERS, default=1, doc="full barriers per stage")
+    consumer_sub_stages = IntAttr(min=1, max=MAX_MBARRIERS, default=1, doc="empty barriers per stage")
     result = Result(PipelineType)
 
     @property
@@ -777,7 +810,8 @@ class TmaLoadOp(Op, name="tma_load"):
     index = Operand(I32)
     coords = Operand(I32, variadic=True, doc="box coordinates, innermost dimension first")
     bytes = IntAttr(min=1, max=MAX_TX_BYTES, doc="bytes the box delivers")
-    dst_offset = IntAttr(min=0, multiple_of=TMA_SMEM_ALIGN, default=0, doc="byte offset inside `dst`")
+    dst_offset = IntAttr(min=0, max=SMEM_BYTES, multiple_of=TMA_SMEM_ALIGN, default=0,
+                         doc="byte offset inside `dst`")
     multicast_mask = IntAttr(min=1, max=0xFFFF, optional=True, doc="CTAs of the cluster that receive it")
 
     def verify(self):
@@ -800,7 +834,8 @@ class TmaStoreOp(Op, name="tma_store"):
     src = Operand(SmemType)
     coords = Operand(I32, variadic=True, doc="box coordinates, innermost dimension first")
     bytes = IntAttr(min=1, doc="bytes the box holds")
-    src_offset = IntAttr(min=0, multiple_of=TMA_SMEM_ALIGN, default=0, doc="byte offset inside `src`")
+    src_offset = IntAttr(min=0, max=SMEM_BYTES, multiple_of=TMA_SMEM_ALIGN, default=0,
+                         doc="byte offset inside `src`")
 
     def verify(self):
         if not 1 <= len(self.coords) <= 5:
@@ -826,14 +861,17 @@ MMA_SWIZZLES = ("32B", "64B", "128B")  # MMA operand tiles are always swizzled (
 MMA_INPUTS = ("f16", "bf16", "tf32")
 
 
-def _check_mma_operand(what: str, value, expected=(SmemRegionOp, SmemAliasOp, SmemStageOp)):
-    buf = defining_op(value)
-    region = buf
+def _check_mma_operand(what: str, value, offset: int):
+    """A shared-memory MMA operand: a swizzled tile, and its K step ``offset`` inside it."""
+    region = defining_op(value)
     while isinstance(region, (SmemAliasOp, SmemStageOp)):
         region = defining_op(region.base)
     if isinstance(region, SmemRegionOp) and region.is_well_formed() and region.swizzle == "none":
         yield (f"{what} must be a swizzled region (MMA reads swizzled canonical tiles), got "
                f"{_smem_name(value)} with swizzle 'none'")
+    buf = _def(value, (SmemRegionOp, SmemAliasOp, SmemStageOp))
+    if buf is not None and offset >= buf.bytes:
+        yield f"{what}_offset must be < {buf.bytes} (the size of {_smem_name(value)}), got {offset}"
 
 
 MAJORS = ("k", "mn")
@@ -873,10 +911,12 @@ class Tcgen05MmaOp(Op, name="tcgen05_mma"):
     n = IntAttr(min=8, max=256, multiple_of=8, doc="columns of D")
     ab_type = EnumAttr(MMA_INPUTS, doc="element type of A and B")
     cta_group = IntAttr(min=1, max=2, default=1, doc="2: the MMA of a CTA pair")
-    a_offset = IntAttr(min=0, multiple_of=16, default=0, doc="byte offset of this K step in A's tile")
-    b_offset = IntAttr(min=0, multiple_of=16, default=0, doc="byte offset of this K step in B's tile")
+    a_offset = IntAttr(min=0, max=SMEM_BYTES, multiple_of=16, default=0,
+                       doc="byte offset of this K step in A's tile")
+    b_offset = IntAttr(min=0, max=SMEM_BYTES, multiple_of=16, default=0,
+                       doc="byte offset of this K step in B's tile")
     b_major = EnumAttr(MAJORS, default="k", doc="k: B rows are N, K contiguous; mn: B rows are K, N contiguous")
-    b_block_stride = IntAttr(min=16, multiple_of=16, optional=True,
+    b_block_stride = IntAttr(min=16, max=MAX_BLOCK_STRIDE, multiple_of=16, optional=True,
                              doc="mn-major B: bytes between blocks of one swizzle width along N")
 
     def verify(self):
@@ -887,8 +927,13 @@ class Tcgen05MmaOp(Op, name="tcgen05_mma"):
         elif self.m >= 128 and self.n % 16:
             yield f"n must be a multiple of 16 for m = {self.m}, got {self.n}"
         if str(self.a.type) == SmemType.asm:
-            yield from _check_mma_operand("a", self.a)
-        yield from _check_mma_operand("b", self.b)
+            yield from _check_mma_operand("a", self.a, self.a_offset)
+        else:
+            tmem = _def(self.a, (TmemRegionOp, TmemStageOp))
+            if tmem is not None and self.a_offset >= 4 * tmem.columns:
+                yield (f"a_offset must be < {4 * tmem.columns} (4 bytes per column of A's {tmem.columns} "
+                       f"TMEM columns), got {self.a_offset}")
+        yield from _check_mma_operand("b", self.b, self.b_offset)
 
 
 def _f32_struct(t) -> bool:
@@ -929,10 +974,12 @@ class WgmmaOp(Op, name="wgmma"):
     n = IntAttr(min=8, max=256, multiple_of=8, doc="columns of the accumulator tile")
     ab_type = EnumAttr(("f16", "bf16"), doc="element type of A and B")
     accumulate = IntAttr(min=0, max=1, default=1, doc="0: acc = A x B; 1: acc += A x B")
-    a_offset = IntAttr(min=0, multiple_of=16, default=0, doc="byte offset of this K step in A's tile")
-    b_offset = IntAttr(min=0, multiple_of=16, default=0, doc="byte offset of this K step in B's tile")
+    a_offset = IntAttr(min=0, max=SMEM_BYTES, multiple_of=16, default=0,
+                       doc="byte offset of this K step in A's tile")
+    b_offset = IntAttr(min=0, max=SMEM_BYTES, multiple_of=16, default=0,
+                       doc="byte offset of this K step in B's tile")
     b_major = EnumAttr(MAJORS, default="k", doc="k: B rows are N, K contiguous; mn: B rows are K, N contiguous")
-    b_block_stride = IntAttr(min=16, multiple_of=16, optional=True,
+    b_block_stride = IntAttr(min=16, max=MAX_BLOCK_STRIDE, multiple_of=16, optional=True,
                              doc="mn-major B: bytes between blocks of one swizzle width along N")
     result = Result(AnyOf("the type of acc", _f32_struct), type_of="acc")
 
@@ -942,10 +989,10 @@ class WgmmaOp(Op, name="wgmma"):
         if fields != self.n // 2:
             yield f"acc must have n / 2 = {self.n // 2} f32 fields, got {fields}"
         if str(self.a.type) == SmemType.asm:
-            yield from _check_mma_operand("a", self.a)
+            yield from _check_mma_operand("a", self.a, self.a_offset)
         elif self.a_offset:
             yield f"a_offset must be 0 when a is a register fragment (RS form), got {self.a_offset}"
-        yield from _check_mma_operand("b", self.b)
+        yield from _check_mma_operand("b", self.b, self.b_offset)
 
 
 class WgmmaCommitOp(Op, name="wgmma_commit"):

@@ -117,7 +117,7 @@ func.func @array_element_below_min() {
 // -----
 
 func.func @optional_int_wrong_kind() {
-  // expected-error @+1 {{'fa4.smem_region' offset must be an i64 integer (>= 0), got "64"}}
+  // expected-error @+1 {{'fa4.smem_region' offset must be an i64 integer (>= 0, <= 232448), got "64"}}
   %q = "fa4.smem_region"() {sym_name = "q", bytes = 1024, offset = "64"} : () -> !fa4.smem
   return
 }
@@ -701,7 +701,7 @@ func.func @irdl_region_with_two_blocks() {
 
 // Only i64 is accepted: narrower types read back signed (255 : i8 is -1), wider ones assert in MLIR.
 func.func @int_attr_not_i64() {
-  // expected-error @+1 {{'fa4.smem_region' bytes must be an i64 integer (>= 1), got 4096 : i32}}
+  // expected-error @+1 {{'fa4.smem_region' bytes must be an i64 integer (>= 1, <= 232448), got 4096 : i32}}
   %q = "fa4.smem_region"() {sym_name = "q", bytes = 4096 : i32} : () -> !fa4.smem
   return
 }
@@ -756,7 +756,7 @@ func.func @malformed_role_in_parent() {
 func.func @malformed_pipeline_neighbour(%s: i32, %ph: i32) {
   %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
   %empty = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 2, arrive_count = 1, arrival = "commit"} : () -> !fa4.mbarriers
-  // expected-error @+1 {{'fa4.pipeline_create' producer_sub_stages must be an i64 integer (>= 1), got "x"}}
+  // expected-error @+1 {{'fa4.pipeline_create' producer_sub_stages must be an i64 integer (>= 1, <= 29056), got "x"}}
   %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "kv", num_stages = 2, producer_sub_stages = "x"} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
   "fa4.pipeline_consumer_wait"(%p, %s, %ph) {sub_stage = 1} : (!fa4.pipeline, i32, i32) -> ()
   return
@@ -1004,4 +1004,215 @@ func.func @wgmma_k_major_has_no_block_stride(%acc: !llvm.struct<(f32, f32, f32, 
   // expected-error @+1 {{'fa4.wgmma' b_block_stride must be unset when b_major is 'k', got 8192}}
   %r = "fa4.wgmma"(%a, %a, %acc) {n = 8, ab_type = "bf16", b_block_stride = 8192} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
   return
+}
+
+// -----
+
+// ===== Bounds the lowering relies on (issue 19: found by test/fuzz/fuzz_inputs.py) =====
+// Byte sizes and offsets go into 32-bit address arithmetic, barrier counts into loops, block strides
+// into 14-bit descriptor fields: each is bounded here, so the lowering never sees one it cannot build.
+
+func.func @smem_region_larger_than_smem() {
+  // expected-error @+1 {{'fa4.smem_region' bytes must be <= 232448, got 232449}}
+  %q = "fa4.smem_region"() {sym_name = "q", bytes = 232449} : () -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @smem_region_offset_past_smem() {
+  // expected-error @+1 {{'fa4.smem_region' offset must be <= 232448, got 4294967296}}
+  %q = "fa4.smem_region"() {sym_name = "q", bytes = 1024, offset = 4294967296} : () -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @smem_alias_larger_than_smem(%base: !fa4.smem) {
+  // expected-error @+1 {{'fa4.smem_alias' bytes must be <= 232448, got 2147483648}}
+  %o = "fa4.smem_alias"(%base) {sym_name = "o", bytes = 2147483648} : (!fa4.smem) -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @smem_alias_offset_past_smem(%base: !fa4.smem) {
+  // expected-error @+1 {{'fa4.smem_alias' offset must be <= 232448, got 2147483648}}
+  %o = "fa4.smem_alias"(%base) {sym_name = "o", bytes = 16, offset = 2147483648} : (!fa4.smem) -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @smem_alias_past_stage_end(%i: i32) {
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 4096, align = 1024} : () -> !fa4.smem
+  %s = "fa4.smem_stage"(%ring, %i) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+  // expected-error @+1 {{'fa4.smem_alias' offset + bytes must be <= 1024 (the size of a stage of 'ring'), got 2048}}
+  %o = "fa4.smem_alias"(%s) {sym_name = "o", bytes = 1024, offset = 1024} : (!fa4.smem) -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @smem_stage_larger_than_smem(%base: !fa4.smem, %i: i32) {
+  // expected-error @+1 {{'fa4.smem_stage' bytes must be <= 232448, got 4294967296}}
+  %s = "fa4.smem_stage"(%base, %i) {bytes = 4294967296} : (!fa4.smem, i32) -> !fa4.smem
+  return
+}
+
+// -----
+
+func.func @mbarriers_more_than_smem_holds() {
+  // expected-error @+1 {{'fa4.mbarrier_alloc' num_barriers must be <= 29056, got 2147483647}}
+  %b = "fa4.mbarrier_alloc"() {sym_name = "b", num_barriers = 2147483647, arrive_count = 1, arrival = "threads"} : () -> !fa4.mbarriers
+  return
+}
+
+// -----
+
+func.func @mbarrier_index_past_smem() {
+  // expected-error @+1 {{'fa4.mbarrier_alloc' index must be <= 29055, got 1048576}}
+  %b = "fa4.mbarrier_alloc"() {sym_name = "b", num_barriers = 1, arrive_count = 1, arrival = "threads", index = 1048576} : () -> !fa4.mbarriers
+  return
+}
+
+// -----
+
+func.func @pipeline_sub_stages_past_barriers(%full: !fa4.mbarriers, %empty: !fa4.mbarriers) {
+  // expected-error @+1 {{'fa4.pipeline_create' consumer_sub_stages must be <= 29056, got 4294967296}}
+  %p = "fa4.pipeline_create"(%full, %empty) {sym_name = "p", num_stages = 2, consumer_sub_stages = 4294967296} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  return
+}
+
+// -----
+
+func.func @tma_load_dst_offset_past_smem(%map: !fa4.tensormap, %dst: !fa4.smem, %b: !fa4.mbarriers, %i: i32) {
+  // expected-error @+1 {{'fa4.tma_load' dst_offset must be <= 232448, got 2147483648}}
+  "fa4.tma_load"(%map, %dst, %b, %i, %i) {bytes = 128, dst_offset = 2147483648} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @tma_store_src_offset_past_smem(%map: !fa4.tensormap, %src: !fa4.smem, %i: i32) {
+  // expected-error @+1 {{'fa4.tma_store' src_offset must be <= 232448, got 2147483648}}
+  "fa4.tma_store"(%map, %src, %i) {bytes = 128, src_offset = 2147483648} : (!fa4.tensormap, !fa4.smem, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @mma_a_offset_past_smem(%a: !fa4.smem, %acc: i1) {
+  %d = "fa4.tmem_region"() {sym_name = "S", columns = 128} : () -> !fa4.tmem
+  // expected-error @+1 {{'fa4.tcgen05_mma' a_offset must be <= 232448, got 4294967296}}
+  "fa4.tcgen05_mma"(%d, %a, %a, %acc) {m = 128, n = 128, ab_type = "bf16", a_offset = 4294967296} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
+  return
+}
+
+// -----
+
+func.func @mma_b_offset_past_operand(%acc: i1) {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 16384, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  %b = "fa4.smem_region"() {sym_name = "b", bytes = 8192, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  %d = "fa4.tmem_region"() {sym_name = "S", columns = 128} : () -> !fa4.tmem
+  // expected-error @+1 {{'fa4.tcgen05_mma' b_offset must be < 8192 (the size of 'b'), got 8192}}
+  "fa4.tcgen05_mma"(%d, %a, %b, %acc) {m = 128, n = 128, ab_type = "bf16", b_offset = 8192} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
+  return
+}
+
+// -----
+
+func.func @mma_tmem_a_offset_past_columns(%acc: i1) {
+  %b = "fa4.smem_region"() {sym_name = "b", bytes = 16384, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  %p = "fa4.tmem_region"() {sym_name = "P", columns = 64} : () -> !fa4.tmem
+  %d = "fa4.tmem_region"() {sym_name = "O", columns = 128} : () -> !fa4.tmem
+  // expected-error @+1 {{'fa4.tcgen05_mma' a_offset must be < 256 (4 bytes per column of A's 64 TMEM columns), got 256}}
+  "fa4.tcgen05_mma"(%d, %p, %b, %acc) {m = 128, n = 128, ab_type = "bf16", a_offset = 256} : (!fa4.tmem, !fa4.tmem, !fa4.smem, i1) -> ()
+  return
+}
+
+// -----
+
+func.func @mma_block_stride_past_descriptor_field(%acc: i1) {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 16384, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  %d = "fa4.tmem_region"() {sym_name = "S", columns = 128} : () -> !fa4.tmem
+  // expected-error @+1 {{'fa4.tcgen05_mma' b_block_stride must be <= 262128, got 262144}}
+  "fa4.tcgen05_mma"(%d, %a, %a, %acc) {m = 128, n = 128, ab_type = "bf16", b_major = "mn", b_block_stride = 262144} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()
+  return
+}
+
+// -----
+
+func.func @wgmma_a_offset_past_operand(%acc: !llvm.struct<(f32, f32, f32, f32)>) {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 8192, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  // expected-error @+1 {{'fa4.wgmma' a_offset must be < 8192 (the size of 'a'), got 8192}}
+  %r = "fa4.wgmma"(%a, %a, %acc) {n = 8, ab_type = "bf16", a_offset = 8192} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
+  return
+}
+
+// -----
+
+func.func @wgmma_b_offset_past_smem(%b: !fa4.smem, %acc: !llvm.struct<(f32, f32, f32, f32)>) {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 8192, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  // expected-error @+1 {{'fa4.wgmma' b_offset must be <= 232448, got 2147483648}}
+  %r = "fa4.wgmma"(%a, %b, %acc) {n = 8, ab_type = "bf16", b_offset = 2147483648} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
+  return
+}
+
+// -----
+
+func.func @wgmma_block_stride_past_descriptor_field(%acc: !llvm.struct<(f32, f32, f32, f32)>) {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 8192, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  // expected-error @+1 {{'fa4.wgmma' b_block_stride must be <= 262128, got 1048576}}
+  %r = "fa4.wgmma"(%a, %a, %acc) {n = 8, ab_type = "bf16", b_major = "mn", b_block_stride = 1048576} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
+  return
+}
+
+// -----
+
+// ===== fa4 attributes on kernels: the passes read them back =====
+
+// expected-error @+1 {{'func.func' fa4.smem_bytes must be an i64 integer (>= 0), got "lots"}}
+func.func @kernel_smem_bytes_kind() attributes {fa4.smem_bytes = "lots"} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' fa4.num_mbarriers must be <= 29056, got 4294967296}}
+func.func @kernel_num_mbarriers_range() attributes {fa4.num_mbarriers = 4294967296} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' fa4.mbarrier_region must be a string, got 3 : i64}}
+func.func @kernel_mbarrier_region_kind() attributes {fa4.mbarrier_region = 3} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'gpu.module' fa4.tmem_columns must be a power of two, got 96}}
+gpu.module @kernel_tmem_columns_not_power_of_two attributes {fa4.tmem_columns = 96} {
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' fa4.grid_constant_args elements must be >= 0, got -1}}
+func.func @kernel_grid_constant_args_negative(%m: !fa4.tensormap) attributes {fa4.grid_constant_args = array<i32: -1>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' fa4.verify_protocol must be true or false, got 0 : i64}}
+func.func @kernel_verify_protocol_kind() attributes {fa4.verify_protocol = 0} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' fa4.target must be a string, got 100 : i64}}
+module attributes {fa4.target = 100} {
 }
