@@ -66,17 +66,21 @@ def int_extreme(rng, text):
     return _replace_in_line(rng, text, _INT, new)
 
 
-_INT_ATTR = re.compile(r"\b([a-z_]+) = (-?\d+)(?! :)")
+_ATTR_VALUE = re.compile(r'\b([a-z_][\w.]*) = (-?\d+(?! :)|"[^"]*"|array<[^>]*>|true|false)')
 
 
 def attr_kind(rng, text):
-    """An attribute's value changes kind: i64 -> i32/i8/i1/index, a string, a float, an array, unit."""
+    """An attribute's value changes kind: an i64 becomes i32/i8/i128/index, a string, a float, an
+    array or unit; a string, array or bool becomes an integer or another kind."""
     def new(m):
         v = m.group(2)
+        if not v.lstrip("-").isdigit():
+            v = rng.choice(("0", "1", "3", "128"))
         return f"{m.group(1)} = " + rng.choice((f"{v} : i32", f"{v} : i8", f"{v} : i128", f"{v} : index",
                                                 f"\"{v}\"", f"{v}.0", f"array<i32: {v}>", "unit", "true",
-                                                f"{v} : i1", f"dense<{v}> : tensor<1xi64>"))
-    return _replace_in_line(rng, text, _INT_ATTR, new, fa4_bias=0.9)
+                                                f"{v} : i1", f"dense<{v}> : tensor<1xi64>", v, f"[{v}]",
+                                                f"array<i64: {v}>", "@sym"))
+    return _replace_in_line(rng, text, _ATTR_VALUE, new, fa4_bias=0.8)
 
 
 # -- lines ---------------------------------------------------------------------------------------------
