@@ -60,12 +60,14 @@ def trip_counts(max_stages: int) -> list[int]:
 
 
 def plans(max_stages: int, trips: list[int] | None = None) -> list[tuple[int, str, bool]]:
-    """(trip count, CTA, spread) of every scenario family: the first CTA at every trip count; the
-    last CTA of the grid (a trailing, possibly empty, tile range) at short ones; and loop bounds
-    solved for one more trip each, which tells roles that loop over different arguments apart."""
+    """(trip count, CTA, spread) of every scenario family: the first CTA of the grid at short trip
+    counts (the prologue and epilogue, an empty range); the last CTA at every trip count (its
+    place is solved with the loop bounds: a trailing CTA with a short or empty tile range, or a
+    late CTA with a long causal range); and loop bounds solved for one more trip each, which tells
+    roles that loop over different arguments apart."""
     counts = trips if trips is not None else trip_counts(max_stages)
-    out = [(k, "first", False) for k in counts]
-    out += [(k, "last", False) for k in counts if k <= 2]
+    out = [(k, "first", False) for k in counts if k <= 2]
+    out += [(k, "last", False) for k in counts]
     out += [(k, "first", True) for k in counts if k == 1]
     return out
 

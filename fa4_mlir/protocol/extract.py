@@ -17,8 +17,8 @@ import numpy as np
 
 from fa4_mlir.protocol.mirror import Block, Mirror, Node
 from fa4_mlir.protocol.model import (WARP, BarrierArray, Event, Kernel, Process, Site, Threads)
-from fa4_mlir.protocol.solve import (GRID_LEAVES, Bindings, Infeasible, describe, evaluable, grid_dependent,
-                                     trip_count)
+from fa4_mlir.protocol.solve import (GRID_LEAVES, Bindings, Infeasible, describe, evaluable, leaves,
+                                     substitute, trip_count)
 from fa4_mlir.protocol.values import Sym, is_int, opaque, uniform
 
 PROTOCOL_OPS = ("fa4.mbarrier_init", "fa4.mbarrier_arrive", "fa4.mbarrier_arrive_expect_tx",
@@ -36,17 +36,18 @@ class Unverifiable(Exception):
         self.site, self.cls = site, cls
 
 
-GRID_CLUSTERS = 3  # clusters in the grid a scenario places its CTA in (first or last of them)
+GRID, BLOCK = ("sreg", "nctaid.x"), ("sreg", "ctaid.x")
 
 
 @dataclasses.dataclass
 class Scenario:
     """How to resolve what the IR leaves to run time: the trip count that loops with unknown bounds
     are solved for (``fa4_mlir.protocol.solve``), the branch taken for each unknown condition
-    (default: the then-branch), and which cluster of the grid runs (the first, or the last of
-    ``GRID_CLUSTERS``: a trailing CTA, whose tile range may be short or empty). With ``spread``
-    each loop bound solved gets one more trip than the one before, so roles that loop over
-    different arguments disagree."""
+    (default: the then-branch), and which cluster of the grid runs: the first (``%ctaid.x = 0``)
+    or the last of a grid of at least two clusters (``%nctaid.x`` solved with the loop bounds: a
+    trailing CTA, whose tile range may be short or empty, or a late one, whose causal range is
+    long). With ``spread`` each loop bound solved gets one more trip than the one before, so roles
+    that loop over different arguments disagree."""
 
     trips: int
     branches: dict = dataclasses.field(default_factory=dict)
@@ -56,18 +57,20 @@ class Scenario:
     dynamic_loops: int = 0  # loops whose bounds were unknown (none: every trip count gives the same run)
     uses_cta: bool = False  # the kernel reads its block index or the grid size
     bindings: Bindings = dataclasses.field(init=False)
-
     preconditions: list = dataclasses.field(default_factory=list)  # shared by a kernel's scenarios
     opaque_loops: int = 0  # loops whose bounds no binding resolves (they take ``trips`` as is)
-
     cluster: int = 1
 
     def __post_init__(self):
-        # The grid leaves stay terms (bound from the start) so that what depends on the CTA's place
-        # is known as such: a loop peeled in one CTA's range says nothing about every run.
-        grid = {("sreg", "nctaid.x"): self.grid(self.cluster),
-                ("sreg", "ctaid.x"): self.block_index(0, self.cluster)}
-        self.bindings = Bindings(self.spread, self.preconditions, grid)
+        # The grid leaves stay terms, so that what depends on the CTA's place is known as such.
+        self.bindings = Bindings(self.spread, self.preconditions, {BLOCK: 0} if self.cta == "first" else {})
+        least = (2 if self.cta == "last" else 1) * self.cluster
+        self.bindings.constraints.append((("cmp", 5, 32, GRID, least), True))
+
+    def block(self, cta: int):
+        """``%ctaid.x`` of CTA ``cta`` of the cluster, as a term."""
+        base = BLOCK if self.cta == "first" else ("bin", "subi", 32, GRID, self.cluster)
+        return base if cta == 0 else ("bin", "addi", 32, base, cta)
 
     def precondition(self, term) -> None:
         """Record a fact about the kernel arguments that every run has, for this scenario and the
@@ -81,25 +84,23 @@ class Scenario:
             self.seen.append(term)
         return self.branches.get(term, True)
 
-    def grid(self, cluster: int) -> int:
-        return GRID_CLUSTERS * cluster
-
-    def block_index(self, cta: int, cluster: int) -> int:
-        return cta + (self.grid(cluster) - cluster if self.cta == "last" else 0)
-
     def signature(self) -> tuple:
         """What the run depends on: equal signatures give equal runs."""
-        return (self.cta if self.uses_cta else "", tuple(sorted(self.bindings.bound.items())),
-                tuple(self.bindings.constraints), tuple(sorted(self.branches.items())),
+        def grid(x) -> bool:
+            return not self.uses_cta and GRID in leaves(x) or BLOCK in leaves(x)
+
+        return (self.cta if self.uses_cta else "",
+                tuple(sorted((k, v) for k, v in self.bindings.bound.items() if not grid(k))),
+                tuple(c for c in self.bindings.constraints if not grid(c[0])), tuple(sorted(self.branches.items())),
                 self.trips if self.opaque_loops else None)
 
     def describe(self) -> str:
         parts = []
         if self.uses_cta:
-            block = self.block_index(0, self.cluster)
-            parts.append(f"{'the last' if self.cta == 'last' else 'the first'} "
-                         f"{'cluster' if self.cluster > 1 else 'CTA'} of a grid of {self.grid(self.cluster)} CTAs "
-                         f"(%ctaid.x = {block}{f'..{block + self.cluster - 1}' if self.cluster > 1 else ''})")
+            block, grid = self.bindings.value(self.block(0)), self.bindings.value(GRID)
+            where = "" if block is None else f": %ctaid.x = {block}" + (f"..{block + self.cluster - 1}" if self.cluster > 1 else "")
+            where += "" if grid is None else f" of %nctaid.x = {grid}"
+            parts.append(f"the {self.cta} {'cluster' if self.cluster > 1 else 'CTA'} of the grid{where}")
         args = {leaf: v for leaf, v in self.bindings.bound.items() if leaf not in GRID_LEAVES}
         if args:
             parts.append(", ".join(f"{describe(leaf)} = {v}" for leaf, v in sorted(args.items())))
@@ -248,6 +249,7 @@ class _Run:
         self.env: dict = {}
         self.events: list[Event] = []
         self.loops: list[tuple[Site, int, str]] = []  # loops with run-time bounds, first execution each
+        self._threads: dict[bytes, Threads] = {}  # mask -> the threads it selects
         self.prologue = prologue
         self.cta_threads = cta.s.num_warps * WARP
 
@@ -265,17 +267,14 @@ class _Run:
 
     def value(self, vid: int):
         """The value of ``vid``, with a term whose arguments the scenario has bound resolved to an int."""
-        v = self.get(vid)
+        return self.resolve(self.get(vid))
+
+    def resolve(self, v):
+        """``v``, an int if it is a term whose arguments the scenario has bound."""
         if isinstance(v, Sym) and not v.varying:
             x = self.c.scenario.bindings.value(v.term)
             if x is not None:
                 return x
-        return v
-
-    def commit(self, v):
-        """``v`` as an int, binding the arguments of a term (None if it cannot be known)."""
-        if isinstance(v, Sym):
-            return None if v.varying else self.c.scenario.bindings.commit(v.term)
         return v
 
     def set(self, node: Node, values) -> None:
@@ -283,9 +282,14 @@ class _Run:
             self.env[rid] = v
 
     def threads(self, mask: np.ndarray) -> Threads:
-        tids = self.tids[mask]
-        warps = tuple(sorted({int(t) // WARP for t in tids}))
-        return Threads(self.c.cta, warps, int(len(tids)), tuple(int(t) for t in tids if t % WARPGROUP == 0))
+        key = mask.tobytes()
+        t = self._threads.get(key)
+        if t is None:
+            tids = self.tids[mask]
+            warps = tuple(sorted(set((tids // WARP).tolist())))
+            t = self._threads[key] = Threads(self.c.cta, warps, int(len(tids)),
+                                             tuple(tids[tids % WARPGROUP == 0].tolist()))
+        return t
 
     def known(self, node: Node, v, what: str) -> int:
         v = uniform(v)
@@ -374,11 +378,12 @@ class _Run:
                 raise Unverifiable(n.site, "the verifier needs loop bounds that are the same in every thread")
         sc = self.c.scenario
         lower, upper = self.get(n.operands[0]), self.get(n.operands[1])
-        if (isinstance(lower, int) and lower > 0 and isinstance(upper, Sym) and evaluable(upper.term)
-                and not grid_dependent(upper.term)):
-            # ``c to n`` with a constant c > 0 and n from kernel arguments alone: the first c
-            # iterations are peeled, so every launch has n >= c (a CTA's own range may be empty)
-            sc.precondition(("cmp", 5, 64, upper.term, lower))
+        if (sc.cta == "first" and isinstance(lower, int) and lower > 0 and isinstance(upper, Sym)
+                and evaluable(upper.term)):
+            # ``c to n`` with a constant c > 0: the first c iterations are peeled, so every launch
+            # gives the first CTA n >= c; a trailing CTA's own n may still be smaller (an empty tile
+            # range), which is what the last-CTA scenarios look for
+            sc.precondition(("cmp", 5, 64, substitute(upper.term, {BLOCK: 0}), lower))
         bounds = [self.get(v) for v in n.operands[:3]]
         if not all(isinstance(x, int) for x in (lb, ub, step)):
             terms = [x.term if isinstance(x, Sym) else x for x in (lb, ub, step)]

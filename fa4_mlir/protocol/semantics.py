@@ -40,10 +40,11 @@ def _binary(op):
 
 
 def _term(r, a, b, compute, build):
-    """``build(a, b)`` as a term when an operand is one; a per-thread operand next to a term binds
-    the term's arguments (a branch on the result must know which threads take it)."""
+    """``build(a, b)`` as a term when an operand is one. Next to a per-thread operand, a term must
+    already have a value (its arguments bound); binding them here, before the loops that need them,
+    would fix the trip counts of every scenario."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        a, b = (r.commit(x) if isinstance(x, Sym) else x for x in (a, b))
+        a, b = (r.resolve(x) for x in (a, b))
         if is_int(a) and is_int(b):
             v = compute(a, b)
             return v if v is not None else opaque(a, b)
@@ -105,9 +106,7 @@ def _sreg(kind):
                  "ctaid.y": 0, "ctaid.z": 0, "nctaid.y": 1, "nctaid.z": 1, "tid.y": 0, "tid.z": 0}.get(kind)
         if kind in ("ctaid.x", "nctaid.x"):
             sc.uses_cta = True
-            leaf = ("sreg", kind)
-            # CTA c of a cluster is block (the cluster's first block) + c
-            value = Sym(("bin", "addi", 32, leaf, r.c.cta) if kind == "ctaid.x" and r.c.cta else leaf)
+            value = Sym(sc.block(r.c.cta) if kind == "ctaid.x" else ("sreg", kind))
         r.set(n, [Sym(("sreg", kind)) if value is None else value])
     return handle
 
@@ -195,11 +194,11 @@ def _store(r, n, mask):
 
 
 def _access(r, n, mask, acc: Access):
-    """A plain access; repeats of the previous event's access (a loop's iterations) merge."""
+    """A plain access; repeats of the previous event's access by the same threads (a loop's
+    iterations, an unrolled run of stores into one buffer) merge: they are in order among themselves."""
     if r.events:
         last = r.events[-1]
-        if (last.kind == "access" and last.site == n.site and last.accesses == [acc]
-                and last.threads == r.threads(mask)):
+        if last.kind == "access" and last.accesses == [acc] and last.threads == r.threads(mask):
             return
     r.emit("access", n, mask, accesses=[acc])
 

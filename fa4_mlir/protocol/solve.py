@@ -30,7 +30,7 @@ from fa4_mlir.protocol.values import binary, compare, wrap
 
 # Values tried for a leaf that a constraint (not a loop) needs: small counts, tile-size edges, flags.
 CANDIDATES = (1, 0, 2, 3, 4, 5, 7, 8, 9, 16, 63, 64, 65, 127, 128, 129, 255, 256, 1000, 4096, -1)
-DEFAULTS = (1, 4096)  # values of the other leaves of a trip count while one leaf is searched
+DEFAULTS = (1, 3, 4096)  # values of the other leaves of a trip count while one leaf is searched
 SEARCH_LIMIT = 1 << 24
 LEAVES = ("arg", "sreg")
 GRID_LEAVES = (("sreg", "ctaid.x"), ("sreg", "nctaid.x"))
@@ -40,9 +40,20 @@ class Infeasible(Exception):
     """The scenario's decisions contradict each other: no run takes them all."""
 
 
-def grid_dependent(term) -> bool:
-    """Whether ``term`` depends on the CTA's place in the grid."""
-    return any(x in GRID_LEAVES for x in leaves(term))
+def substitute(term, values: dict):
+    """``term`` with the leaves in ``values`` replaced by their values."""
+    if not is_term(term):
+        return term
+    if term in values:
+        return values[term]
+    kind = term[0]
+    if kind in ("bin", "cmp"):
+        return (*term[:3], substitute(term[3], values), substitute(term[4], values))
+    if kind == "select":
+        return (kind, *(substitute(t, values) for t in term[1:]))
+    if kind == "cast":
+        return (kind, term[1], substitute(term[2], values))
+    return term
 
 
 def is_term(v) -> bool:
@@ -256,6 +267,7 @@ def _search(trips_of, target: int):
         if t is None:
             v *= 2
             continue
+        yield v, t
         if t == target:
             yield v, t
             return

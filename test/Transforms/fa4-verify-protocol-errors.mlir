@@ -741,7 +741,7 @@ func.func @trailing_cta_without_tiles(%map: !fa4.tensormap, %total: i32) {
     }) {sym_name = "producer", warps = array<i32: 1>} : () -> ()
     "fa4.warp_role"() ({
       %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "consumer"} : (!fa4.pipeline) -> (i32, i32)
-      // expected-error @below {{for full[0] parity 0, which can never pass: no role arrives on it again (phase 0: 0 of 1 arrivals); check the phase the wait starts from [the first CTA of a grid of 3 CTAs (%ctaid.x = 0); %arg1 = 0]}}
+      // expected-error @below {{for full[0] parity 0, which can never pass: no role arrives on it again (phase 0: 0 of 1 arrivals); check the phase the wait starts from [the first CTA of the grid: %ctaid.x = 0 of %nctaid.x = 1; %arg1 = 0]}}
       "fa4.pipeline_consumer_wait"(%pipe, %s0#0, %s0#1) : (!fa4.pipeline, i32, i32) -> ()
       "fa4.pipeline_consumer_release"(%pipe, %s0#0) : (!fa4.pipeline, i32) -> ()
       %s1:2 = "fa4.pipeline_advance"(%pipe, %s0#0, %s0#1) : (!fa4.pipeline, i32, i32) -> (i32, i32)
@@ -789,7 +789,7 @@ func.func @last_cta_takes_the_remainder(%map: !fa4.tensormap, %total: i32) {
           "fa4.pipeline_producer_acquire"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
           "fa4.pipeline_producer_commit"(%pipe, %s) {tx_bytes = 1024} : (!fa4.pipeline, i32) -> ()
           %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
-          // expected-error @below {{(producer) still writes stage 0 of smem 'ring': nothing waits for it to finish; add a wait on full[0] (every load must be consumed before the CTA exits; a producer loop that runs more times than its consumer's leaves one in flight) before the role ends [the last CTA of a grid of 3 CTAs (%ctaid.x = 2); %arg1 = 1]}}
+          // expected-error @below {{(producer) still writes stage 0 of smem 'ring': nothing waits for it to finish; add a wait on full[0] (every load must be consumed before the CTA exits; a producer loop that runs more times than its consumer's leaves one in flight) before the role ends [the last CTA of the grid: %ctaid.x = 2 of %nctaid.x = 3; %arg1 = 1]}}
           "fa4.tma_load"(%map, %buf, %full, %s, %c0, %t) {bytes = 1024} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
           %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
           scf.yield %nx#0, %nx#1 : i32, i32
