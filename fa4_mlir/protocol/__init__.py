@@ -82,7 +82,7 @@ def verify_kernel(func: ir.Operation, target_sm: int, witness: int = 6, trips: l
     for k, cta, spread in plans(shape.max_stages, trips):
         queue = [{}]
         tried = 0
-        scenario = None
+        extracted = None
         while queue and tried < MAX_BRANCH_RUNS:
             branches = queue.pop(0)
             scenario = Scenario(k, branches, cta=cta, spread=spread, preconditions=preconditions,
@@ -100,6 +100,7 @@ def verify_kernel(func: ir.Operation, target_sm: int, witness: int = 6, trips: l
                         if exc.cls == "unsupported" else "")
                 v = Violation(exc.cls, 0, exc.site, f"{exc}{hint}")
                 return Report(mirror.name, [v], scenario.describe(), runs + 1)
+            extracted = scenario
             for term in scenario.seen:
                 queue.append({**scenario.branches, term: False})
             if scenario.signature() in done:
@@ -113,7 +114,7 @@ def verify_kernel(func: ir.Operation, target_sm: int, witness: int = 6, trips: l
                 for v in violations:
                     v.witness = sim.witness.explain(v, witness)
                 return Report(mirror.name, violations, scenario.describe(), runs, sim)
-        if scenario is not None and not scenario.dynamic_loops and not scenario.seen and not scenario.uses_cta:
+        if extracted is not None and not (extracted.dynamic_loops or extracted.seen or extracted.uses_cta):
             break  # nothing depends on the trip count or the CTA
     return Report(mirror.name, [], "", runs, last)
 

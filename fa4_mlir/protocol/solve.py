@@ -94,25 +94,32 @@ def evaluable(term) -> bool:
     return False
 
 
-def evaluate(term, env: dict):
-    """``term`` under the leaf values ``env``; None if a leaf is unbound or a part is opaque."""
+def evaluate(term, env: dict, strict: bool = False):
+    """``term`` under the leaf values ``env``; None if a leaf is unbound or a part is opaque, and
+    with ``strict`` also if an operation overflows its width (no real launch computes that)."""
     if not is_term(term):
         return term
     kind = term[0]
     if kind in LEAVES:
         return env.get(term)
     if kind == "bin":
-        a, b = evaluate(term[3], env), evaluate(term[4], env)
-        return None if a is None or b is None else binary(term[1], a, b, term[2])
+        a, b = evaluate(term[3], env, strict), evaluate(term[4], env, strict)
+        if a is None or b is None:
+            return None
+        v = binary(term[1], a, b, term[2])
+        return None if strict and v is not None and v != binary(term[1], a, b, None) else v
     if kind == "cmp":
-        a, b = evaluate(term[3], env), evaluate(term[4], env)
+        a, b = evaluate(term[3], env, strict), evaluate(term[4], env, strict)
         return None if a is None or b is None else compare(term[1], a, b, term[2])
     if kind == "select":
-        c = evaluate(term[1], env)
-        return None if c is None else evaluate(term[2] if c else term[3], env)
+        c = evaluate(term[1], env, strict)
+        return None if c is None else evaluate(term[2] if c else term[3], env, strict)
     if kind == "cast":
-        a = evaluate(term[2], env)
-        return None if a is None else wrap(a, term[1])
+        a = evaluate(term[2], env, strict)
+        if a is None:
+            return None
+        v = wrap(a, term[1])
+        return None if strict and v != a else v
     return None
 
 
@@ -139,7 +146,7 @@ class Bindings:
     def _holds(self, env: dict) -> bool:
         """Whether every decision whose leaves ``env`` binds evaluates as it was taken."""
         for term, want in self.constraints:
-            v = evaluate(term, env)
+            v = evaluate(term, env, strict=True)
             if v is not None and bool(v) != want:
                 return False
         return True
@@ -152,12 +159,16 @@ class Bindings:
         for term, _ in constraints:
             leaves(term, free)
         free = [x for x in free if x not in env]
-        if not free:
-            return env if all(bool(evaluate(t, env)) == w for t, w in constraints) else None
-        trial = {**env, **{x: CANDIDATES[0] for x in free}}
-
         def ok(e):
-            return all(evaluate(t, e) is not None and bool(evaluate(t, e)) == w for t, w in constraints)
+            for t, w in constraints:
+                v = evaluate(t, e, strict=True)
+                if v is None or bool(v) != w:
+                    return False
+            return True
+
+        if not free:
+            return env if ok(env) else None
+        trial = {**env, **{x: CANDIDATES[0] for x in free}}
 
         if ok(trial):
             return trial
@@ -229,6 +240,8 @@ class Bindings:
                     e = {**env, free: v}
                     if self._holds(e) and self._satisfiable(e) is not None:
                         best = (key, e)
+                    if best is not None and best[0][0] == 0 and v > target:
+                        break  # past target + 1: no exact value nearer to it follows
                 if best is not None and best[0][0] == 0:
                     break
             if best is not None and best[0][0] == 0:
@@ -243,7 +256,7 @@ class Bindings:
     @staticmethod
     def _trips(env, free, v, lb, ub, step):
         e = {**env, free: v}
-        lo, hi, st = evaluate(lb, e), evaluate(ub, e), evaluate(step, e)
+        lo, hi, st = evaluate(lb, e, True), evaluate(ub, e, True), evaluate(step, e, True)
         if lo is None or hi is None or st is None:
             return None
         return trip_count(lo, hi, st)
@@ -259,8 +272,6 @@ def _search(trips_of, target: int):
             yield v, t
             found |= t == target
             prev = (v, t)
-    if found:
-        return
     v = 128
     while v <= SEARCH_LIMIT:
         t = trips_of(v)

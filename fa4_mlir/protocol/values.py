@@ -106,25 +106,30 @@ def _int(x):
     return int(x)
 
 
+_BINARY = {  # op -> f(a, b, a unsigned, b unsigned)
+    "addi": lambda a, b, ua, ub: a + b, "subi": lambda a, b, ua, ub: a - b, "muli": lambda a, b, ua, ub: a * b,
+    "divui": lambda a, b, ua, ub: ua // ub, "divsi": lambda a, b, ua, ub: a // b,
+    "floordivsi": lambda a, b, ua, ub: a // b, "ceildivui": lambda a, b, ua, ub: -(-ua // ub),
+    "ceildivsi": lambda a, b, ua, ub: -(-a // b), "remui": lambda a, b, ua, ub: ua % ub,
+    "remsi": lambda a, b, ua, ub: a % b, "andi": lambda a, b, ua, ub: a & b, "ori": lambda a, b, ua, ub: a | b,
+    "xori": lambda a, b, ua, ub: a ^ b, "shli": lambda a, b, ua, ub: a << b, "shrui": lambda a, b, ua, ub: ua >> b,
+    "shrsi": lambda a, b, ua, ub: a >> b, "minui": lambda a, b, ua, ub: np.minimum(ua, ub),
+    "maxui": lambda a, b, ua, ub: np.maximum(ua, ub), "minsi": lambda a, b, ua, ub: np.minimum(a, b),
+    "maxsi": lambda a, b, ua, ub: np.maximum(a, b),
+}
+_DIVISIONS = ("divui", "divsi", "remui", "remsi", "ceildivui", "ceildivsi", "floordivsi")
+
+
 def binary(op: str, a, b, width):
     """``arith.<op>`` on known integers (division assumes the operands are non-negative)."""
-    ua, ub = unsigned(a, width), unsigned(b, width)
-    if op in ("divui", "divsi", "remui", "remsi", "ceildivui", "ceildivsi", "floordivsi"):
-        if np.any(np.asarray(b) == 0):
-            return None
-    table = {
-        "addi": lambda: a + b, "subi": lambda: a - b, "muli": lambda: a * b,
-        "divui": lambda: ua // ub, "divsi": lambda: a // b, "floordivsi": lambda: a // b,
-        "ceildivui": lambda: -(-ua // ub), "ceildivsi": lambda: -(-a // b),
-        "remui": lambda: ua % ub, "remsi": lambda: a % b,
-        "andi": lambda: a & b, "ori": lambda: a | b, "xori": lambda: a ^ b,
-        "shli": lambda: a << b, "shrui": lambda: ua >> b, "shrsi": lambda: a >> b,
-        "minui": lambda: np.minimum(ua, ub), "maxui": lambda: np.maximum(ua, ub),
-        "minsi": lambda: np.minimum(a, b), "maxsi": lambda: np.maximum(a, b),
-    }
-    if op not in table:
+    fn = _BINARY.get(op)
+    if fn is None:
         return None
-    return wrap(_int(table[op]()), width)
+    if op in _DIVISIONS and np.any(np.asarray(b) == 0):
+        return None
+    if isinstance(a, int) and isinstance(b, int) and op in ("minsi", "maxsi"):
+        return wrap(min(a, b) if op == "minsi" else max(a, b), width)
+    return wrap(_int(fn(a, b, unsigned(a, width), unsigned(b, width))), width)
 
 
 def simplify(op: str, a, b):
