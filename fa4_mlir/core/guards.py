@@ -64,31 +64,68 @@ def _ptx_version(features: str) -> int | None:
 
 
 def check_serializable(module: ir.Operation) -> list[Diagnostic]:
-    """Errors for gpu.module targets whose serialization would abort MLIR 22."""
+    """Errors for gpu.modules whose serialization would abort MLIR 22: their targets, and the
+    alignments and instructions inside them."""
     errors: list[Diagnostic] = []
     for op in module.regions[0].blocks[0].operations:
         op = op.operation
-        if op.name != "gpu.module" or "targets" not in op.attributes:
+        if op.name != "gpu.module":
             continue
-        for target in _TARGET.findall(str(op.attributes["targets"])):
+        cta_only_tma = False
+        for target in _TARGET.findall(str(op.attributes["targets"])) if "targets" in op.attributes else ():
             fields = dict(_FIELD.findall(target))
-            chip, ptx = fields.get("chip", "sm_50"), _ptx_version(fields.get("features", ""))
+            features = fields.get("features", "")
+            # LLVM asserts on a feature without its sign ("Feature flags should start with '+' or '-'").
+            if any(f and f[0] not in "+-" for f in features.split(",")):
+                errors.append(Diagnostic.at(op.location, "error", (
+                    f"#nvvm.target features must be comma-separated flags that each start with '+' or '-' "
+                    f"(e.g. \"+ptx86\"), got \"{features}\"")))
+                continue
+            chip, ptx = fields.get("chip", "sm_50"), _ptx_version(features)
             if ptx is not None and chip in MIN_PTX and ptx < MIN_PTX[chip]:
                 errors.append(Diagnostic.at(op.location, "error", (
                     f"#nvvm.target features must be +ptx{MIN_PTX[chip]} or newer for chip '{chip}', "
                     f"got +ptx{ptx}")))
             elif chip == "sm_90a" and (ptx or MIN_PTX[chip]) < 86:
-                errors += _cta_only_tma(op)
+                cta_only_tma = True
+        errors += _check_ops(op, cta_only_tma)
     return errors
 
 
-def _cta_only_tma(gpu_module: ir.Operation) -> list[Diagnostic]:
-    """sm_90a below PTX 8.6 has no shared::cta TMA destination; LLVM aborts in instruction selection."""
+# LLVM keeps alignments as a power-of-two exponent of at most 32 and asserts on anything else
+# ("Alignment is not a power of 2"); 0 means "unspecified" where LLVM accepts it (loads, stores).
+MAX_ALIGNMENT = 1 << 32
+_FUNCTION_ATTRS = ("arg_attrs", "res_attrs")
+
+
+def _bad_alignment(value: int) -> bool:
+    return value < 0 or value > MAX_ALIGNMENT or value & (value - 1) != 0
+
+
+def _check_ops(gpu_module: ir.Operation, cta_only_tma: bool) -> list[Diagnostic]:
+    """Alignments LLVM cannot represent, and (``cta_only_tma``: sm_90a below PTX 8.6, which has no
+    shared::cta TMA destination) CTA-only TMA, which LLVM cannot select."""
     found: list[Diagnostic] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == _TMA_CTA_ONLY and "isCTAOnly" in op.attributes and \
-                str(op.attributes["isCTAOnly"]) == "true":
+        attrs = op.attributes
+        if "alignment" in attrs and isinstance(attrs["alignment"], ir.IntegerAttr) and \
+                _bad_alignment(ir.IntegerAttr(attrs["alignment"]).value):
+            found.append(Diagnostic.at(op.location, "error", (
+                f"'{op.name}' alignment must be 0 or a power of two <= {MAX_ALIGNMENT}, got "
+                f"{ir.IntegerAttr(attrs['alignment']).value}")))
+        for list_name in _FUNCTION_ATTRS:
+            if list_name in attrs and isinstance(attrs[list_name], ir.ArrayAttr):
+                for i, entry in enumerate(ir.ArrayAttr(attrs[list_name])):
+                    if isinstance(entry, ir.DictAttr) and "llvm.align" in entry and \
+                            isinstance(entry["llvm.align"], ir.IntegerAttr) and \
+                            _bad_alignment(ir.IntegerAttr(entry["llvm.align"]).value):
+                        what = "argument" if list_name == "arg_attrs" else "result"
+                        found.append(Diagnostic.at(op.location, "error", (
+                            f"'{op.name}' {what} {i} llvm.align must be a power of two <= {MAX_ALIGNMENT}, "
+                            f"got {ir.IntegerAttr(entry['llvm.align']).value}")))
+        if cta_only_tma and op.name == _TMA_CTA_ONLY and "isCTAOnly" in attrs and \
+                str(attrs["isCTAOnly"]) == "true":
             found.append(Diagnostic.at(op.location, "error", (
                 f"'{_TMA_CTA_ONLY}' with isCTAOnly needs PTX 8.6 on sm_90a: set "
                 f"features = \"+ptx86\" on the #nvvm.target, or use an !llvm.ptr<7> destination")))

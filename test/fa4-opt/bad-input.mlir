@@ -38,6 +38,13 @@
 // PTXVER: ptx80-sm100a.mlir:2:3: error: #nvvm.target features must be +ptx86 or newer for chip 'sm_100a', got +ptx80
 // RUN: not fa4-opt %S/Inputs/cta-only-tma-sm90a.mlir -p 'gpu-module-to-binary{format=isa}' 2>&1 | FileCheck %s --check-prefix=CTAONLY --implicit-check-not=Traceback
 // CTAONLY: cta-only-tma-sm90a.mlir:5:7: error: 'nvvm.cp.async.bulk.tensor.shared.cluster.global' with isCTAOnly needs PTX 8.6 on sm_90a
+// LLVM asserts on an alignment that is not a power of two (0 is "unspecified" and fine) and on a
+// target feature without its sign.
+// RUN: not fa4-opt %S/Inputs/bad-alignment.mlir -p 'gpu-module-to-binary{format=isa}' 2>&1 | FileCheck %s --check-prefix=ALIGN --implicit-check-not=aborted
+// ALIGN: bad-alignment.mlir:4:5: error: 'llvm.func' argument 0 llvm.align must be a power of two <= 4294967296, got 48
+// ALIGN-NEXT: bad-alignment.mlir:6:7: error: 'llvm.store' alignment must be 0 or a power of two <= 4294967296, got 7
+// RUN: not fa4-opt %S/Inputs/unsigned-feature.mlir -p 'gpu-module-to-binary{format=isa}' 2>&1 | FileCheck %s --check-prefix=FEATURE --implicit-check-not=aborted
+// FEATURE: unsigned-feature.mlir:3:3: error: #nvvm.target features must be comma-separated flags that each start with '+' or '-' (e.g. "+ptx86"), got "+ptx86,sm_100a"
 // The parser asserts on an index-typed dense array; fa4-opt and fa4-compile refuse the text first.
 // RUN: not fa4-opt %S/Inputs/index-array.mlir 2>&1 | FileCheck %s --check-prefix=INDEXARRAY --implicit-check-not=aborted
 // INDEXARRAY: index-array.mlir:7:42: error: array element type must be an integer or float type, got 'index' (write array<i64: ...>)

@@ -171,6 +171,15 @@ def test_input_errors_are_compile_errors():
                        target="sm_89")
 
 
+def test_a_bad_alignment_fails_stage_ptx_instead_of_aborting_llvm():
+    # an llvm.store of the copy-pipeline epilogue with an alignment LLVM asserts on (found by the fuzzer)
+    source = copy_pipeline.build(CopyPipelineConfig()).mlir
+    assert source.count("alignment = 16") >= 1
+    with pytest.raises(CompileError, match="stage 'ptx' failed: the module would abort MLIR's serializer") as exc:
+        compile_kernel(source.replace("alignment = 16", "alignment = 7", 1), stop="ptx")
+    assert "alignment must be 0 or a power of two <= 4294967296, got 7" in exc.value.diagnostics[0]
+
+
 def test_api_errors_name_the_argument():
     from fa4_mlir.errors import Fa4Error
 

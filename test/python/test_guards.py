@@ -41,3 +41,28 @@ def test_index_array_is_refused_before_the_parser_sees_it():
                           "(write array<i64: ...>)")
     # the words in a comment or a string literal are not code
     assert not check_parsable('// array<index: 0>\nfunc.func @f() attributes {s = "x\\"array<index>"} { return }', "x")
+
+
+@pytest.mark.parametrize("alignment, ok", [(0, True), (16, True), (1 << 32, True), (7, False), (96, False),
+                                           (1 << 33, False), (-4, False)])
+def test_alignments_llvm_cannot_represent(ctx, alignment, ok):
+    m = ir.Module.parse(f"""gpu.module @k [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {{
+      llvm.func @f(%p: !llvm.ptr<1>) {{
+        %v = llvm.load %p {{alignment = {alignment} : i64}} : !llvm.ptr<1> -> i32
+        llvm.return
+      }}
+    }}""")
+    errors = check_serializable(m.operation)
+    assert (not errors) == ok
+    if not ok:
+        assert errors[0].message == f"'llvm.load' alignment must be 0 or a power of two <= 4294967296, got {alignment}"
+
+
+@pytest.mark.parametrize("features, ok", [("+ptx86", True), ("+ptx86,-foo", True), (",+ptx86", True),
+                                          ("ptx86", False), (" +ptx86", False), ("+ptx86,sm_90a", False)])
+def test_target_features_need_their_sign(ctx, features, ok):
+    m = ir.Module.parse(f'gpu.module @k [#nvvm.target<chip = "sm_100a", features = "{features}">] {{}}')
+    errors = check_serializable(m.operation)
+    assert (not errors) == ok
+    if not ok:
+        assert f'start with \'+\' or \'-\' (e.g. "+ptx86"), got "{features}"' in errors[0].message
