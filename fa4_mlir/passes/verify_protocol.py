@@ -18,9 +18,10 @@ class VerifyProtocolPass(Fa4Pass):
     Per kernel function that uses mbarriers, pipelines, named barriers or TMEM, the events of each
     warp role in each CTA of a cluster (arrivals with their thread counts, expect_tx and TMA bytes,
     commits, parity waits, named-barrier syncs, TMEM allocation, shared-memory and TMEM reads and
-    writes) are run over the hardware semantics, with loops of unknown length unrolled 0, 1, 2, S,
-    S + 1 and 2S + 1 times (S: the deepest ring); happens-before, tracked per warp, makes one
-    schedule stand for all. Each violation is an error naming its bug class (see
+    writes, proxy fences) are run over the hardware semantics, with the kernel arguments bound so
+    that loops of run-time length run 0, 1, 2, S, S + 1 and 2S + 1 times (S: the deepest ring), in
+    the first and the last CTA of the grid; happens-before, tracked per warp, makes one schedule
+    stand for all. Each violation is an error naming its bug class (see
     ``fa4_mlir.protocol``), the barrier or memory, and the op locations, with ``witness`` notes
     from the explored schedule. At most ``max_errors`` errors per kernel. A kernel inside an op with
     ``fa4.verify_protocol = false`` is skipped (a deliberately broken test kernel). Changes nothing.

@@ -7,24 +7,31 @@
 ======================  ===========================================================================
 class                   meaning
 ======================  ===========================================================================
+``bounds``              a ring stage outside its ring's region, or a barrier index outside its array
 ``deadlock``            a wait that can never complete (a cycle of waits, or nobody arrives again)
 ``under-arrival``       a phase gets fewer arrivals than the barrier's count, and nobody arrives again
+                        (or it is still incomplete when the kernel exits)
 ``over-arrival``        more arrivals than the count, or an arrival that can land a phase early
 ``tx-mismatch``         expect_tx bytes differ from the bytes the phase's TMA loads deliver
 ``parity``              a wait that can pass on the wrong phase (e.g. parity 1 on a fresh barrier)
 ``named-barrier``       a thread count that differs from the threads that meet, or one id reused
                         by groups whose uses are not ordered
-``race``                a write to shared memory or TMEM that another role may still read or write
-                        (e.g. a producer loading a stage a consumer may still read)
-``tmem``                TMEM used before allocation, deallocated while in use, or never freed
+``race``                a write to shared memory or TMEM that another role (or other threads of the
+                        role) may still read or write, e.g. a producer loading a stage a consumer
+                        may still read; async work still running when its CTA can exit
+``fence``               a generic-proxy store read by the async proxy (TMA store, MMA) without
+                        fence.proxy.async in the writing warps
+``tmem``                TMEM used before allocation, deallocated while in use, never freed, not
+                        allocated and freed by one and the same whole warp, or allocated too small
 ``cta-pair``            a pair MMA from the odd CTA, or a CTA that can exit while its peer signals it
 ``init``                a barrier used before fa4.mbarrier_init
 ``unsupported``         the kernel does something the verifier cannot model (it says what)
 ======================  ===========================================================================
 
-Loops whose bounds depend on kernel arguments run 0, 1, 2, S, S + 1 and 2S + 1 times (S: the
-most stages of any ring), covering the prologue, the steady state with every ring wrapping around
-in both phases, and the epilogue.
+Kernel arguments are bound per scenario (``solve``) so that loops whose bounds depend on them run
+0, 1, 2, S, S + 1 and 2S + 1 times (S: the most stages of any ring), covering the prologue, the
+steady state with every ring wrapping around in both phases, and the epilogue, in the first CTA of
+the grid and in the last (a trailing or late CTA); every role sees the same argument values.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ class Report:
     scenario: str
     scenarios: int
     simulation: Simulation | None = None
+    events: int = 0  # events of the longest scenario run
 
 
 def trip_counts(max_stages: int) -> list[int]:
@@ -78,7 +86,7 @@ def verify_kernel(func: ir.Operation, target_sm: int, witness: int = 6, trips: l
     shape = kernel_shape(mirror, target_sm)
     if shape is None:
         return None
-    runs, last, done, preconditions = 0, None, set(), []
+    runs, last, done, preconditions, events = 0, None, set(), [], 0
     for k, cta, spread in plans(shape.max_stages, trips):
         queue = [{}]
         tried = 0
@@ -107,16 +115,17 @@ def verify_kernel(func: ir.Operation, target_sm: int, witness: int = 6, trips: l
                 continue  # the same run as a scenario already simulated
             done.add(scenario.signature())
             runs += 1
+            events = max(events, sum(len(p.events) for p in kernel.processes))
             sim = Simulation(kernel)
             violations = _ranked(sim.run())
             last = sim
             if violations:
                 for v in violations:
                     v.witness = sim.witness.explain(v, witness)
-                return Report(mirror.name, violations, scenario.describe(), runs, sim)
+                return Report(mirror.name, violations, scenario.describe(), runs, sim, events)
         if extracted is not None and not (extracted.dynamic_loops or extracted.seen or extracted.uses_cta):
             break  # nothing depends on the trip count or the CTA
-    return Report(mirror.name, [], "", runs, last)
+    return Report(mirror.name, [], "", runs, last, events)
 
 
 def _ranked(violations: list[Violation]) -> list[Violation]:

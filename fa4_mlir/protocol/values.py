@@ -127,6 +127,8 @@ def binary(op: str, a, b, width):
         return None
     if op in _DIVISIONS and np.any(np.asarray(b) == 0):
         return None
+    if op in ("shli", "shrui", "shrsi") and np.any((np.asarray(b) < 0) | (np.asarray(b) >= (width or 64))):
+        return None  # a shift by the width or more is poison in LLVM
     if isinstance(a, int) and isinstance(b, int) and op in ("minsi", "maxsi"):
         return wrap(min(a, b) if op == "minsi" else max(a, b), width)
     return wrap(_int(fn(a, b, unsigned(a, width), unsigned(b, width))), width)
