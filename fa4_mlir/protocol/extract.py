@@ -377,14 +377,14 @@ class _Run:
             if isinstance(bound, np.ndarray) or (isinstance(bound, Sym) and bound.varying):
                 raise Unverifiable(n.site, "the verifier needs loop bounds that are the same in every thread")
         sc = self.c.scenario
-        lower, upper = self.get(n.operands[0]), self.get(n.operands[1])
-        if (sc.cta == "first" and isinstance(lower, int) and lower > 0 and isinstance(upper, Sym)
-                and evaluable(upper.term)):
-            # ``c to n`` with a constant c > 0: the first c iterations are peeled, so every launch
-            # gives the first CTA n >= c; a trailing CTA's own n may still be smaller (an empty tile
-            # range), which is what the last-CTA scenarios look for
-            sc.precondition(("cmp", 5, 64, substitute(upper.term, {BLOCK: 0}), lower))
         bounds = [self.get(v) for v in n.operands[:3]]
+        lower, upper = bounds[0], bounds[1]
+        if sc.cta == "first" and _peeled(lower) and isinstance(upper, Sym) and evaluable(upper.term):
+            # ``c to n`` (c > 0) or ``x + c to n``: the first c iterations are peeled, so every launch
+            # gives the first CTA n >= the lower bound; a trailing CTA's own range may still be
+            # empty, which is what the last-CTA scenarios look for
+            low = lower.term if isinstance(lower, Sym) else lower
+            sc.precondition(("cmp", 5, 64, substitute(upper.term, {BLOCK: 0}), substitute(low, {BLOCK: 0})))
         if not all(isinstance(x, int) for x in (lb, ub, step)):
             terms = [x.term if isinstance(x, Sym) else x for x in (lb, ub, step)]
             if sc.bindings.solve_trips(*terms, sc.trips) is not None:
@@ -422,6 +422,16 @@ class _Run:
                 self.env[a] = v
             values = self.block(body, mask)
         self.set(n, values)
+
+
+def _peeled(lower) -> bool:
+    """Whether a loop's lower bound says its first iterations were peeled: a constant > 0, or a
+    run-time value plus a constant > 0."""
+    if isinstance(lower, int):
+        return lower > 0
+    if isinstance(lower, Sym) and not lower.varying and lower.term[0] == "bin" and lower.term[1] == "addi":
+        return any(isinstance(x, int) and x > 0 for x in lower.term[3:5])
+    return False
 
 
 def _origin(v) -> str:

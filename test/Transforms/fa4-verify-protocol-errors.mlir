@@ -741,7 +741,7 @@ func.func @trailing_cta_without_tiles(%map: !fa4.tensormap, %total: i32) {
     }) {sym_name = "producer", warps = array<i32: 1>} : () -> ()
     "fa4.warp_role"() ({
       %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "consumer"} : (!fa4.pipeline) -> (i32, i32)
-      // expected-error @below {{for full[0] parity 0, which can never pass: no role arrives on it again (phase 0: 0 of 1 arrivals); check the phase the wait starts from [the first CTA of the grid: %ctaid.x = 0 of %nctaid.x = 1; %arg1 = 0]}}
+      // expected-error @below {{for full[0] parity 0, which can never pass: no role arrives on it again (phase 0: 0 of 1 arrivals); check the phase the wait starts from [the last CTA of the grid: %ctaid.x = 2 of %nctaid.x = 3; %arg1 = 1]}}
       "fa4.pipeline_consumer_wait"(%pipe, %s0#0, %s0#1) : (!fa4.pipeline, i32, i32) -> ()
       "fa4.pipeline_consumer_release"(%pipe, %s0#0) : (!fa4.pipeline, i32) -> ()
       %s1:2 = "fa4.pipeline_advance"(%pipe, %s0#0, %s0#1) : (!fa4.pipeline, i32, i32) -> (i32, i32)

@@ -14,6 +14,7 @@
 // CHECK-LABEL: func.func @prologue_fills_min_stages
 // CHECK-LABEL: func.func @one_condition_written_twice
 // CHECK-LABEL: func.func @argument_range_first_acquire_skipped
+// CHECK-LABEL: func.func @argument_range_peeled
 // CHECK-LABEL: func.func @warp0_writes_then_barrier
 // CHECK-LABEL: func.func @tma_store_after_proxy_fence
 // CHECK: nvvm.fence.proxy
@@ -224,6 +225,56 @@ func.func @argument_range_first_acquire_skipped(%map: !fa4.tensormap, %start: i3
           scf.if %later {
             "fa4.pipeline_producer_acquire"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
           }
+          "fa4.pipeline_producer_commit"(%pipe, %s) {tx_bytes = 1024} : (!fa4.pipeline, i32) -> ()
+          %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+          "fa4.tma_load"(%map, %buf, %full, %s, %c0, %t) {bytes = 1024} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+          %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+          scf.yield %nx#0, %nx#1 : i32, i32
+        }
+      }
+      gpu.yield
+    }) {sym_name = "producer", warps = array<i32: 1>} : () -> ()
+    "fa4.warp_role"() ({
+      %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "consumer"} : (!fa4.pipeline) -> (i32, i32)
+      %r:2 = scf.for %t = %start to %end step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+        "fa4.pipeline_consumer_wait"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+        %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+        %a = "fa4.smem_address"(%buf) : (!fa4.smem) -> !llvm.ptr<3>
+        %x = llvm.load %a : !llvm.ptr<3> -> i32
+        "fa4.pipeline_consumer_release"(%pipe, %s) : (!fa4.pipeline, i32) -> ()
+        %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+        scf.yield %nx#0, %nx#1 : i32, i32
+      }
+      gpu.yield
+    }) {sym_name = "consumer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// The same range with the producer's first iteration peeled (loop from %start + 1): the peel
+// says every launch has %end > %start.
+func.func @argument_range_peeled(%map: !fa4.tensormap, %start: i32, %end: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 2048, align = 1024} : () -> !fa4.smem
+  %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 2, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%full) : (!fa4.mbarriers) -> ()
+  "fa4.mbarrier_init"(%empty) : (!fa4.mbarriers) -> ()
+  %pipe = "fa4.pipeline_create"(%full, %empty) {sym_name = "ring", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "producer"} : (!fa4.pipeline) -> (i32, i32)
+        "fa4.pipeline_producer_commit"(%pipe, %s0#0) {tx_bytes = 1024} : (!fa4.pipeline, i32) -> ()
+        %b0 = "fa4.smem_stage"(%ring, %s0#0) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+        "fa4.tma_load"(%map, %b0, %full, %s0#0, %c0, %start) {bytes = 1024} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+        %s1:2 = "fa4.pipeline_advance"(%pipe, %s0#0, %s0#1) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+        %next = arith.addi %start, %c1 : i32
+        %r:2 = scf.for %t = %next to %end step %c1 iter_args(%s = %s1#0, %p = %s1#1) -> (i32, i32) : i32 {
+          "fa4.pipeline_producer_acquire"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
           "fa4.pipeline_producer_commit"(%pipe, %s) {tx_bytes = 1024} : (!fa4.pipeline, i32) -> ()
           %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
           "fa4.tma_load"(%map, %buf, %full, %s, %c0, %t) {bytes = 1024} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
