@@ -403,7 +403,7 @@ class Simulation:
                 key=("tmem", cta, "double-free")))
         else:
             alloc = self.tmem_alloc[cta][0]
-            if alloc.threads.warps != e.threads.warps and len(alloc.threads.warps) == 1:
+            if alloc.threads.warps != e.threads.warps and len(alloc.threads.warps) == len(e.threads.warps) == 1:
                 self.violations.append(Violation(
                     "tmem", self.step, e.site,
                     f"TMEM (regions {self.k.tmem_regions or 'none'}) allocated by warp {alloc.threads.warps[0]} "

@@ -983,3 +983,151 @@ func.func @tma_store_without_proxy_fence(%map: !fa4.tensormap) {
   }) {num_warps = 4} : () -> ()
   return
 }
+
+// -----
+
+// bounds: a dynamic barrier index walks past its array (the ring has 2 barriers, the loop 3 tiles).
+func.func @barrier_index_past_its_array() {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c3 = arith.constant 3 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 2, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      scf.for %i = %c0 to %c3 step %c1 : i32 {
+        // expected-error @below {{protocol error [bounds]: barrier index 2 is out of range for 'ready' (2 barriers): every index the kernel reaches must be in [0, 2)}}
+        "fa4.mbarrier_arrive"(%ready, %i) : (!fa4.mbarriers, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+// fence: the stores are fenced, but after the barrier that hands the tile to the TMA store, so the
+// fence is not ordered before the store's read.
+func.func @proxy_fence_after_the_barrier(%map: !fa4.tensormap) {
+  %c0 = arith.constant 0 : i32
+  %c128 = arith.constant 128 : i32
+  %out = "fa4.smem_region"() {sym_name = "out", bytes = 2048, align = 1024} : () -> !fa4.smem
+  %done = "fa4.mbarrier_alloc"() {sym_name = "done", num_barriers = 1, arrive_count = 128, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%done) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %tid = nvvm.read.ptx.sreg.tid.x : i32
+      %me = arith.remui %tid, %c128 : i32
+      %lead = arith.cmpi eq, %me, %c0 : i32
+      %a = "fa4.smem_address"(%out) : (!fa4.smem) -> !llvm.ptr<3>
+      %p = llvm.getelementptr %a[%me] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+      llvm.store %tid, %p : i32, !llvm.ptr<3>
+      "fa4.named_barrier"() {sym_name = "tile_written", threads = 128} : () -> ()
+      nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+      scf.if %lead {
+        // expected-error @below {{the fence.proxy.async after the write is not ordered before the read}}
+        "fa4.tma_store"(%map, %out, %c0, %c0) {bytes = 2048} : (!fa4.tensormap, !fa4.smem, i32, i32) -> ()
+        "fa4.tma_store_wait"() {pending = 0} : () -> ()
+      }
+      "fa4.mbarrier_arrive"(%done, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "epilogue", warps = array<i32: 0, 1, 2, 3>} : () -> ()
+    gpu.yield
+  }) {num_warps = 4} : () -> ()
+  return
+}
+
+// -----
+
+// under-arrival at exit: two consumer warps release every stage, but the second one's loop runs
+// once less, so the last phase of 'empty' is half arrived when the kernel exits.
+func.func @phase_half_arrived_at_exit(%n: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 1, arrive_count = 64, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%empty) : (!fa4.mbarriers) -> ()
+  %n1 = arith.subi %n, %c1 : i32
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      scf.for %t = %c0 to %n step %c1 : i32 {
+        // expected-error @below {{protocol error [under-arrival]: empty[0] phase 0 has 32 of its 64 arrivals when the kernel exits (from first}}
+        "fa4.mbarrier_arrive"(%empty, %c0) : (!fa4.mbarriers, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "first", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      scf.for %t = %c0 to %n1 step %c1 : i32 {
+        "fa4.mbarrier_arrive"(%empty, %c0) : (!fa4.mbarriers, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "second", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// tmem: one warp allocates twice without freeing in between.
+func.func @tmem_allocated_twice() attributes {fa4.target = "sm_100a"} {
+  %slot = "fa4.smem_region"() {sym_name = "tmem_slot", bytes = 4, align = 4} : () -> !fa4.smem
+  %acc = "fa4.tmem_region"() {sym_name = "acc", columns = 32} : () -> !fa4.tmem
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      "fa4.tmem_alloc"(%slot) : (!fa4.smem) -> ()
+      // expected-error @below {{protocol error [tmem]: owner allocates TMEM at fa4.tmem_alloc}}
+      "fa4.tmem_alloc"(%slot) : (!fa4.smem) -> ()
+      "fa4.tmem_dealloc"(%slot) : (!fa4.smem) -> ()
+      gpu.yield
+    }) {sym_name = "owner", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+// tmem: the warp frees TMEM twice.
+func.func @tmem_freed_twice() attributes {fa4.target = "sm_100a"} {
+  %slot = "fa4.smem_region"() {sym_name = "tmem_slot", bytes = 4, align = 4} : () -> !fa4.smem
+  %acc = "fa4.tmem_region"() {sym_name = "acc", columns = 32} : () -> !fa4.tmem
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      "fa4.tmem_alloc"(%slot) : (!fa4.smem) -> ()
+      "fa4.tmem_dealloc"(%slot) : (!fa4.smem) -> ()
+      // expected-error @below {{protocol error [tmem]: owner deallocates TMEM at fa4.tmem_dealloc}}
+      "fa4.tmem_dealloc"(%slot) : (!fa4.smem) -> ()
+      gpu.yield
+    }) {sym_name = "owner", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+// tmem: all four warps of the role free TMEM (no warp test), though warp 0 alone allocated it.
+func.func @tmem_freed_by_four_warps() attributes {fa4.target = "sm_100a"} {
+  %c0 = arith.constant 0 : i32
+  %c32 = arith.constant 32 : i32
+  %slot = "fa4.smem_region"() {sym_name = "tmem_slot", bytes = 4, align = 4} : () -> !fa4.smem
+  %acc = "fa4.tmem_region"() {sym_name = "acc", columns = 32} : () -> !fa4.tmem
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %tid = nvvm.read.ptx.sreg.tid.x : i32
+      %warp = arith.divui %tid, %c32 : i32
+      %w0 = arith.cmpi eq, %warp, %c0 : i32
+      scf.if %w0 {
+        "fa4.tmem_alloc"(%slot) : (!fa4.smem) -> ()
+      }
+      "fa4.named_barrier"() {sym_name = "allocated", threads = 128} : () -> ()
+      // expected-error @below {{protocol error [tmem]: fa4.tmem_dealloc (TMEM regions 'acc' 32) must be executed by exactly one whole warp (its tcgen05 instruction is .sync.aligned, and one warp frees the CTA's allocation), got 128 threads of warps 0,1,2,3 of owner}}
+      "fa4.tmem_dealloc"(%slot) : (!fa4.smem) -> ()
+      gpu.yield
+    }) {sym_name = "owner", warps = array<i32: 0, 1, 2, 3>} : () -> ()
+    gpu.yield
+  }) {num_warps = 4} : () -> ()
+  return
+}
