@@ -2,11 +2,11 @@
 
 Each role runs as one process over the thread ids of its warps: values that depend on the thread
 (``tid.x``, ``elect_one``, ``tid % 128 == 0``) are evaluated per thread, so an ``scf.if`` narrows
-the set of threads that execute its protocol ops, and every arrival counts its threads. Loops with
-known bounds run their exact trip count; a loop ``lb to N`` whose bound depends on kernel
-arguments takes N = the scenario's count + 1 (``1 to N`` runs the count, ``0 to N`` one more); a branch on a kernel argument takes the scenario's decision for that condition
-(the same in every role, so roles that test the same condition agree). Regions without protocol
-ops or shared-memory accesses are skipped.
+the set of threads that execute its protocol ops, and every arrival counts its threads. Values
+that depend on kernel arguments or the CTA's place in the grid are terms, bound per scenario
+(``solve``): a loop whose bounds are terms binds them to run the scenario's trip count, and every
+other role sees the values bound; a branch on one takes the scenario's decision, kept consistent
+with the others. Regions without protocol ops or shared-memory accesses are skipped.
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ class Scenario:
 
     def signature(self) -> tuple:
         """What the run depends on: equal signatures give equal runs."""
-        def grid(x) -> bool:
-            return not self.uses_cta and GRID in leaves(x) or BLOCK in leaves(x)
+        def grid(x) -> bool:  # the block index is implied by the mode; the grid matters if read
+            return BLOCK in leaves(x) or (not self.uses_cta and GRID in leaves(x))
 
         return (self.cta if self.uses_cta else "",
                 tuple(sorted((k, v) for k, v in self.bindings.bound.items() if not grid(k))),

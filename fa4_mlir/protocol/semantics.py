@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from fa4_mlir.protocol.model import WARP, Access, Barrier, Resource
+from fa4_mlir.protocol.solve import evaluable
 from fa4_mlir.protocol.values import (Bars, Pipe, Ptr, SmemRef, Sym, TmemRef, binary, compare, is_int, opaque,
                                       simplify, uniform, wrap)
 
@@ -148,7 +149,7 @@ def _stage(ref_type, size_attr: str, unit: str):
         if not isinstance(base, ref_type):
             r.set(n, [opaque()])
             return
-        if isinstance(stage, Sym) and not stage.varying:
+        if isinstance(stage, Sym) and not stage.varying and evaluable(stage.term):
             stage = r.known(n, stage, "stage")
         if isinstance(stage, int):
             lo = base.lo + stage * size
