@@ -18,44 +18,47 @@ _FIELD = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
 _TMA_CTA_ONLY = "nvvm.cp.async.bulk.tensor.shared.cluster.global"
 
 
-# `array<index: ...>`: the parser asks an index type for its bit width and asserts
-# ("only integers and floats have a bitwidth"); every other non-int/float element type is an error.
-_INDEX_ARRAY = re.compile(r"\barray\s*<\s*(index)\b")
+# Text the parser aborts on, found before parsing. Each rule is (pattern, message of a match); a match
+# counts only where its first character is code (not in a comment or a string literal).
+_PARSE_RULES = (
+    # `array<index: ...>`: the parser asks an index type for its bit width and asserts ("only integers
+    # and floats have a bitwidth"); every other non-int/float element type is an error.
+    (re.compile(r"\barray\s*<\s*(index)\b"),
+     lambda m: "array element type must be an integer or float type, got 'index' (write array<i64: ...>)"),
+    # llvm.extractvalue / insertvalue positions: the bounds check reads 32 bits, the lookup all 64, so
+    # 2^32 passes the check and indexes past the end ("Invalid index!").
+    (re.compile(r"\b(llvm\.(?:extract|insert)value)\b[^\[\n]*\[\s*((?:-?\d+\s*,\s*)*-?\d{10,}[-\d,\s]*)\]"),
+     lambda m: f"'{m.group(1)}' position must be < 4294967296, got [{m.group(2).strip()}]"),
+    (re.compile(r'"(llvm\.(?:extract|insert)value)"[^\n]*?\bposition\s*=\s*array<i64:\s*((?:-?\d+\s*,\s*)*-?\d{10,}'
+                r'[-\d,\s]*)>'),
+     lambda m: f"'{m.group(1)}' position must be < 4294967296, got [{m.group(2).strip()}]"),
+    # #nvvm.target chips of 1 or 2 characters: the attribute's verifier drops the "sm_" prefix unchecked.
+    (re.compile(r'#nvvm\.target<[^>\n]*?\bchip\s*=\s*"([^"]{1,2})"'),
+     lambda m: f'#nvvm.target chip must be a name like "sm_100a", got "{m.group(1)}"'),
+)
+_STRING_OR_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*')
 
 
 def _code_only(text: str) -> str:
-    """``text`` with comments and string literals blanked to spaces (offsets and lines kept)."""
-    out, i, n = list(text), 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == '"':
-            j = i + 1
-            while j < n and text[j] not in '"\n':
-                j += 2 if text[j] == "\\" else 1
-            for k in range(i + 1, min(j, n)):
-                out[k] = " " if text[k] != "\n" else "\n"
-            i = j + 1
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out[i:j] = " " * (j - i)
-            i = j
-        else:
-            i += 1
-    return "".join(out)
+    """``text`` with comments blanked and string literals blanked after their opening quote (same
+    offsets and lines): a match whose first character survives is code."""
+    return _STRING_OR_COMMENT.sub(
+        lambda m: ('"' + " " * (len(m.group(0)) - 1)) if m.group(0)[0] == '"' else " " * len(m.group(0)), text)
 
 
 def check_parsable(text: str, name: str) -> list[Diagnostic]:
     """Errors for MLIR text that would abort MLIR 22's parser, located in ``name``."""
-    if not _INDEX_ARRAY.search(text):  # the common case, without the character walk
-        return []
-    errors = []
-    for m in _INDEX_ARRAY.finditer(_code_only(text)):
-        line = text.count("\n", 0, m.start(1)) + 1
-        col = m.start(1) - (text.rfind("\n", 0, m.start(1)) + 1) + 1
-        errors.append(Diagnostic("error", "array element type must be an integer or float type, got 'index' "
-                                 "(write array<i64: ...>)", name, line, col))
-    return errors
+    errors, code = [], None
+    for pattern, message in _PARSE_RULES:
+        for m in pattern.finditer(text):
+            code = _code_only(text) if code is None else code
+            if code[m.start()] != text[m.start()]:
+                continue
+            start = m.start(1)
+            line = text.count("\n", 0, start) + 1
+            col = start - (text.rfind("\n", 0, start) + 1) + 1
+            errors.append(Diagnostic("error", message(m), name, line, col))
+    return sorted(errors, key=lambda d: (d.line, d.col))
 
 
 def _ptx_version(features: str) -> int | None:
@@ -103,8 +106,9 @@ def _bad_alignment(value: int) -> bool:
 
 
 def _check_ops(gpu_module: ir.Operation, cta_only_tma: bool) -> list[Diagnostic]:
-    """Alignments LLVM cannot represent, and (``cta_only_tma``: sm_90a below PTX 8.6, which has no
-    shared::cta TMA destination) CTA-only TMA, which LLVM cannot select."""
+    """Alignments LLVM cannot represent, cluster shapes NVPTX cannot print, and (``cta_only_tma``:
+    sm_90a below PTX 8.6, which has no shared::cta TMA destination) CTA-only TMA, which LLVM cannot
+    select."""
     found: list[Diagnostic] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
@@ -124,6 +128,12 @@ def _check_ops(gpu_module: ir.Operation, cta_only_tma: bool) -> list[Diagnostic]
                         found.append(Diagnostic.at(op.location, "error", (
                             f"'{op.name}' {what} {i} llvm.align must be a power of two <= {MAX_ALIGNMENT}, "
                             f"got {ir.IntegerAttr(entry['llvm.align']).value}")))
+        if "nvvm.cluster_dim" in attrs and isinstance(attrs["nvvm.cluster_dim"], ir.DenseI32ArrayAttr):
+            dims = list(ir.DenseI32ArrayAttr(attrs["nvvm.cluster_dim"]))
+            if 0 in dims and any(dims):  # NVPTX asserts: a 0 dimension means "no cluster" for all three
+                found.append(Diagnostic.at(op.location, "error", (
+                    f"'{op.name}' nvvm.cluster_dim must have every dimension >= 1 (or all 0: no cluster), "
+                    f"got {dims}")))
         if cta_only_tma and op.name == _TMA_CTA_ONLY and "isCTAOnly" in attrs and \
                 str(attrs["isCTAOnly"]) == "true":
             found.append(Diagnostic.at(op.location, "error", (

@@ -45,6 +45,13 @@
 // ALIGN-NEXT: bad-alignment.mlir:6:7: error: 'llvm.store' alignment must be 0 or a power of two <= 4294967296, got 7
 // RUN: not fa4-opt %S/Inputs/unsigned-feature.mlir -p 'gpu-module-to-binary{format=isa}' 2>&1 | FileCheck %s --check-prefix=FEATURE --implicit-check-not=aborted
 // FEATURE: unsigned-feature.mlir:3:3: error: #nvvm.target features must be comma-separated flags that each start with '+' or '-' (e.g. "+ptx86"), got "+ptx86,sm_100a"
+// RUN: not fa4-opt %S/Inputs/cluster-dim.mlir -p 'gpu-module-to-binary{format=isa}' 2>&1 | FileCheck %s --check-prefix=CLUSTER --implicit-check-not=aborted
+// CLUSTER: cluster-dim.mlir:5:5: error: 'llvm.func' nvvm.cluster_dim must have every dimension >= 1 (or all 0: no cluster), got [0, 1, 1]
+// The parser asserts on extractvalue/insertvalue positions >= 2^32 and on 1- or 2-letter chips.
+// RUN: not fa4-opt %S/Inputs/parse-aborts.mlir 2>&1 | FileCheck %s --check-prefix=PARSE --implicit-check-not=aborted
+// PARSE: parse-aborts.mlir:3:39: error: #nvvm.target chip must be a name like "sm_100a", got "90"
+// PARSE-NEXT: parse-aborts.mlir:5:12: error: 'llvm.extractvalue' position must be < 4294967296, got [4294967296]
+// PARSE-NEXT: parse-aborts.mlir:6:13: error: 'llvm.extractvalue' position must be < 4294967296, got [8589934593]
 // The parser asserts on an index-typed dense array; fa4-opt and fa4-compile refuse the text first.
 // RUN: not fa4-opt %S/Inputs/index-array.mlir 2>&1 | FileCheck %s --check-prefix=INDEXARRAY --implicit-check-not=aborted
 // INDEXARRAY: index-array.mlir:7:42: error: array element type must be an integer or float type, got 'index' (write array<i64: ...>)

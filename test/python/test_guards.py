@@ -66,3 +66,29 @@ def test_target_features_need_their_sign(ctx, features, ok):
     assert (not errors) == ok
     if not ok:
         assert f'start with \'+\' or \'-\' (e.g. "+ptx86"), got "{features}"' in errors[0].message
+
+
+def test_parser_aborts_are_refused_in_code_only():
+    from fa4_mlir.core.guards import check_parsable
+
+    src = ('// llvm.extractvalue %s[4294967296] #nvvm.target<chip = "9">\n'
+           'func.func @f() attributes {a = "llvm.insertvalue %v, %s[4294967296]"} { return }\n'
+           'gpu.module @k [#nvvm.target<chip = "sm">] {}\n'
+           '%x = llvm.insertvalue %v, %s[0, 4294967297] : !t')
+    assert [(d.line, d.message) for d in check_parsable(src, "in.mlir")] == [
+        (3, '#nvvm.target chip must be a name like "sm_100a", got "sm"'),
+        (4, "'llvm.insertvalue' position must be < 4294967296, got [0, 4294967297]")]
+
+
+@pytest.mark.parametrize("dims, ok", [([2, 1, 1], True), ([0, 0, 0], True), ([0, 1, 1], False), ([1, 0, 1], False)])
+def test_cluster_shapes_nvptx_cannot_print(ctx, dims, ok):
+    m = ir.Module.parse(f"""gpu.module @k [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {{
+      llvm.func @f() attributes {{nvvm.kernel, nvvm.cluster_dim = array<i32: {", ".join(map(str, dims))}>}} {{
+        llvm.return
+      }}
+    }}""")
+    errors = check_serializable(m.operation)
+    assert (not errors) == ok
+    if not ok:
+        assert errors[0].message.endswith(f"nvvm.cluster_dim must have every dimension >= 1 (or all 0: no cluster), "
+                                          f"got {dims}")
