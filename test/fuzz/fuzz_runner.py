@@ -36,7 +36,7 @@ _ABORT = ("MLIR aborted", "LLVM ERROR", "Assertion `", "UNREACHABLE executed", "
           "Critical nanobind error", "PLEASE submit a bug report", "Stack dump:", "Segmentation fault")
 # A clean diagnostic: `place: error: message` (file:line:col, a tool name, <pass-pipeline>) or argparse's
 # usage error, which prints `prog: error: ...` too.
-_ERROR_LINE = re.compile(r"^\S.*?\berror: \S", re.M)
+_ERROR_LINE = re.compile(r"^(?:\S.*?)?\berror: \S", re.M)
 
 
 @dataclasses.dataclass
