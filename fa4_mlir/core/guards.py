@@ -62,8 +62,10 @@ def check_parsable(text: str, name: str) -> list[Diagnostic]:
 
 
 def _ptx_version(features: str) -> int | None:
-    m = re.search(r"\+ptx(\d+)", features)
-    return int(m.group(1)) if m else None
+    """The PTX version the last ``+ptxNN`` flag asks for (LLVM ignores, with a warning, a flag it
+    does not know, such as ``+ptx86x``: that is no version at all)."""
+    versions = [int(m.group(1)) for f in features.split(",") if (m := re.fullmatch(r"\+ptx(\d+)", f))]
+    return versions[-1] if versions else None
 
 
 def check_serializable(module: ir.Operation) -> list[Diagnostic]:

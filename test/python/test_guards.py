@@ -30,6 +30,9 @@ def test_cta_only_tma_needs_ptx86_on_sm90a(ctx):
     }}"""
     assert check_serializable(ir.Module.parse(src.format(feat="")).operation)
     assert not check_serializable(ir.Module.parse(src.format(feat=', features = "+ptx86"')).operation)
+    # a flag LLVM does not know is ignored (with a warning): "+ptx86x" is no PTX version (found by the fuzzer)
+    assert check_serializable(ir.Module.parse(src.format(feat=', features = "+ptx86x"')).operation)
+    assert not check_serializable(ir.Module.parse(src.format(feat=', features = "+ptx80,+ptx86"')).operation)
 
 
 def test_index_array_is_refused_before_the_parser_sees_it():
