@@ -29,7 +29,8 @@ def _arg_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--pass-pipeline", default=None, metavar="PIPELINE",
                    help="e.g. 'builtin.module(fa4-verify,canonicalize)' (the builtin.module wrapper is optional)")
     p.add_argument("--split-input-file", nargs="?", const=_SPLIT_MARKER, default=None, metavar="MARKER",
-                   help=f"process each chunk between '{_SPLIT_MARKER}' lines separately")
+                   help=f"process each chunk between '{_SPLIT_MARKER}' lines separately (another marker: "
+                        f"--split-input-file='// ====='; markers are comments)")
     p.add_argument("--verify-diagnostics", action="store_true",
                    help="check diagnostics against // expected-error @+1 {{...}} comments")
     p.add_argument("--mlir-print-ir-after-all", action="store_true", help="print the IR after every pass")
@@ -43,6 +44,10 @@ def _arg_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _arg_parser().parse_args(argv)
+    if args.split_input_file is not None and not args.split_input_file.startswith("//") and args.input == "-":
+        # `--split-input-file in.mlir`: argparse hands the file to the optional marker, and fa4-opt
+        # would wait on stdin. A marker is a comment; this is the input.
+        args.input, args.split_input_file = args.split_input_file, _SPLIT_MARKER
     try:
         if args.list_passes:
             return _list_passes()

@@ -3,6 +3,8 @@
 // Reading stdin gives the same result.
 // RUN: fa4-opt --split-input-file < %s | FileCheck %s
 // RUN: fa4-opt - --split-input-file < %s | FileCheck %s
+// The file right after the flag is the input, not a marker (markers are comments).
+// RUN: fa4-opt --split-input-file %s | FileCheck %s
 
 // CHECK-LABEL: func.func @first
 // CHECK: "fa4.elect_one"
