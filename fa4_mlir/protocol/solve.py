@@ -265,12 +265,11 @@ class Bindings:
 def _search(trips_of, target: int):
     """(value, trips) candidates for one leaf: 0..64 in order, then a bisection between the powers
     of two where the trip count crosses ``target`` (trip counts are monotone in most bounds)."""
-    prev, found = None, False
+    prev = None
     for v in range(65):
         t = trips_of(v)
         if t is not None:
             yield v, t
-            found |= t == target
             prev = (v, t)
     v = 128
     while v <= SEARCH_LIMIT:
@@ -280,7 +279,6 @@ def _search(trips_of, target: int):
             continue
         yield v, t
         if t == target:
-            yield v, t
             return
         if prev is not None and (prev[1] - target) * (t - target) < 0:
             lo, hi = prev[0], v
