@@ -67,16 +67,18 @@ def trip_counts(max_stages: int) -> list[int]:
     return sorted({0, 1, 2, s, s + 1, 2 * s + 1})
 
 
-def plans(max_stages: int, trips: list[int] | None = None) -> list[tuple[int, str, bool]]:
+def plans(max_stages: int, trips: list[int] | None = None) -> list[tuple[int, str, int]]:
     """(trip count, CTA, spread) of every scenario family: the first CTA of the grid at short trip
     counts (the prologue and epilogue, an empty range); the last CTA at every trip count (its
     place is solved with the loop bounds: a trailing CTA with a short or empty tile range, or a
-    late CTA with a long causal range); and loop bounds solved for one more trip each, which tells
-    roles that loop over different arguments apart."""
+    late CTA with a long causal range); loop bounds solved for one more trip each, which tells
+    roles that loop over different arguments apart; and, in the last CTA, for one fewer trip each,
+    which tells a role whose range is clamped to the grid's end from one whose range is not."""
     counts = trips if trips is not None else trip_counts(max_stages)
-    out = [(k, "first", False) for k in counts if k <= 2]
-    out += [(k, "last", False) for k in counts]
-    out += [(k, "first", True) for k in counts if k == 1]
+    out = [(k, "first", 0) for k in counts if k <= 2]
+    out += [(k, "last", 0) for k in counts]
+    out += [(k, "first", 1) for k in counts if k == 1]
+    out += [(k, "last", -1) for k in counts if k == 2]
     return out
 
 

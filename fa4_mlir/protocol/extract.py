@@ -46,13 +46,14 @@ class Scenario:
     (default: the then-branch), and which cluster of the grid runs: the first (``%ctaid.x = 0``)
     or the last of a grid of at least two clusters (``%nctaid.x`` solved with the loop bounds: a
     trailing CTA, whose tile range may be short or empty, or a late one, whose causal range is
-    long). With ``spread`` each loop bound solved gets one more trip than the one before, so roles
-    that loop over different arguments disagree."""
+    long). With ``spread`` each loop bound solved gets that many trips more than the one before
+    (1: roles that loop over different arguments disagree; -1: a role whose range is clamped,
+    ``min(first + per, total)``, gets fewer trips than one whose range is not)."""
 
     trips: int
     branches: dict = dataclasses.field(default_factory=dict)
     cta: str = "first"
-    spread: bool = False
+    spread: int = 0
     seen: list = dataclasses.field(default_factory=list)
     dynamic_loops: int = 0  # loops whose bounds were unknown (none: every trip count gives the same run)
     uses_cta: bool = False  # the kernel reads its block index or the grid size

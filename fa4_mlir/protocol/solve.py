@@ -132,10 +132,10 @@ def trip_count(lb: int, ub: int, step: int) -> int | None:
 class Bindings:
     """The leaf values of one scenario and the branch decisions they must keep."""
 
-    def __init__(self, spread: bool = False, preconditions=(), grid: dict | None = None):
+    def __init__(self, spread: int = 0, preconditions=(), grid: dict | None = None):
         self.bound: dict = dict(grid or {})
         self.constraints: list[tuple[tuple, bool]] = [(t, True) for t in preconditions]
-        self.spread = spread  # each loop bound solved gets one more trip than the one before
+        self.spread = spread  # each loop bound solved gets this many trips more than the one before
         self.solves = 0
 
     # ---- reading --------------------------------------------------------------------------------
@@ -223,8 +223,7 @@ class Bindings:
         unbound = list(dict.fromkeys(unbound))
         if not unbound:
             return trip_count(self.value(lb), self.value(ub), self.value(step))
-        if self.spread:
-            target += self.solves
+        target = max(0, target + self.spread * self.solves)
         self.solves += 1
         # Among the values that reach the target, the one nearest ``target + 1``: ``1 to n`` (a loop
         # peeled by one) and ``0 to n`` then agree with the other role's count more often than not.

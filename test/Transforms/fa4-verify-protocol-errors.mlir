@@ -814,6 +814,56 @@ func.func @last_cta_takes_the_remainder(%map: !fa4.tensormap, %total: i32) {
 
 // -----
 
+// CTA index: the producer streams [first, first + per) and forgets the clamp to the grid's end that
+// its consumer keeps: min(first + per, total). In the first CTAs both agree; in a trailing CTA
+// whose range is cut short, the producer loads a tile nobody consumes, still in flight at exit.
+func.func @producer_without_the_clamp(%map: !fa4.tensormap, %total: i32, %per: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %ring = "fa4.smem_region"() {sym_name = "ring", bytes = 2048, align = 1024} : () -> !fa4.smem
+  %full = "fa4.mbarrier_alloc"() {sym_name = "full", num_barriers = 2, arrive_count = 1, arrival = "tx"} : () -> !fa4.mbarriers
+  %empty = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 2, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%full) : (!fa4.mbarriers) -> ()
+  "fa4.mbarrier_init"(%empty) : (!fa4.mbarriers) -> ()
+  %pipe = "fa4.pipeline_create"(%full, %empty) {sym_name = "ring", num_stages = 2} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline
+  %block = nvvm.read.ptx.sreg.ctaid.x : i32
+  %first = arith.muli %block, %per : i32
+  %next = arith.addi %first, %per : i32
+  %last = arith.minui %next, %total : i32
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %e = "fa4.elect_one"() : () -> i1
+      scf.if %e {
+        %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "producer"} : (!fa4.pipeline) -> (i32, i32)
+        %end:2 = scf.for %t = %first to %next step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+          "fa4.pipeline_producer_acquire"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+          "fa4.pipeline_producer_commit"(%pipe, %s) {tx_bytes = 1024} : (!fa4.pipeline, i32) -> ()
+          %buf = "fa4.smem_stage"(%ring, %s) {bytes = 1024} : (!fa4.smem, i32) -> !fa4.smem
+          // expected-error @below {{(producer) still writes stage 1 of smem 'ring': nothing waits for it to finish; add a wait on full[1] (every load must be consumed before the CTA exits; a producer loop that runs more times than its consumer's leaves one in flight) before the role ends [the last CTA of the grid: %ctaid.x = 2 of %nctaid.x = 3; %arg1 = 5, %arg2 = 2]}}
+          "fa4.tma_load"(%map, %buf, %full, %s, %c0, %t) {bytes = 1024} : (!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32) -> ()
+          %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+          scf.yield %nx#0, %nx#1 : i32, i32
+        }
+      }
+      gpu.yield
+    }) {sym_name = "producer", warps = array<i32: 1>} : () -> ()
+    "fa4.warp_role"() ({
+      %s0:2 = "fa4.pipeline_initial_state"(%pipe) {side = "consumer"} : (!fa4.pipeline) -> (i32, i32)
+      %end:2 = scf.for %t = %first to %last step %c1 iter_args(%s = %s0#0, %p = %s0#1) -> (i32, i32) : i32 {
+        "fa4.pipeline_consumer_wait"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> ()
+        "fa4.pipeline_consumer_release"(%pipe, %s) : (!fa4.pipeline, i32) -> ()
+        %nx:2 = "fa4.pipeline_advance"(%pipe, %s, %p) : (!fa4.pipeline, i32, i32) -> (i32, i32)
+        scf.yield %nx#0, %nx#1 : i32, i32
+      }
+      gpu.yield
+    }) {sym_name = "consumer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
 // tmem: the allocation is not guarded by a warp test, so each of the role's four warps allocates.
 func.func @tmem_alloc_by_four_warps() attributes {fa4.target = "sm_100a"} {
   %c0 = arith.constant 0 : i32

@@ -314,6 +314,19 @@ def missing_proxy_fence(src):
     yield from _drop_line(src, "nvvm.fence.proxy")
 
 
+def loop_bound_unclamped(src):
+    """One role's loop runs to one operand of the ``min`` its partners' loops run to: a persistent
+    split ``min(first + per, total)`` that a trailing CTA overruns (issue 19, blind spot d)."""
+    mins = {m.group(1): (m.group(2), m.group(3)) for m in re.finditer(r"(%\w+) = arith\.min[su]i (%\w+), (%\w+)", src)}
+    constants = _constants(src)
+    lines = src.split("\n")
+    for i, m in _loops(src):
+        for operand in mins.get(m.group(4), ()):
+            if operand not in constants:
+                new = f"{m.group(1)}{m.group(2)}{operand}{m.group(5)}"
+                yield f"line {i + 1}: loop bound {m.group(4)} -> {operand}", "\n".join(lines[:i] + [new] + lines[i + 1:])
+
+
 def missing_named_barrier(src):
     """A named-barrier sync removed: the accesses it ordered, within a role or across, race (e)."""
     lines = src.split("\n")
@@ -353,6 +366,10 @@ MUTATIONS: dict[str, tuple[frozenset[str], Callable[[str], Iterator[Mutant]]]] =
                              loop_bound_minus_one),
     "loop-over-other-argument": (frozenset({"deadlock", "race", "parity", "under-arrival", "over-arrival",
                                             "named-barrier", "tmem"}), loop_over_other_argument),
+    # a trailing CTA whose clamped range is short or empty: the unclamped role runs on (deadlock,
+    # a load in flight at exit: race, a phase half arrived: under-arrival)
+    "loop-bound-unclamped": (frozenset({"deadlock", "race", "under-arrival", "over-arrival", "parity"}),
+                             loop_bound_unclamped),
     "tmem-alloc-in-every-warp": (frozenset({"tmem"}), tmem_alloc_in_every_warp),
     "tmem-dealloc-by-other-warp": (frozenset({"tmem"}), tmem_dealloc_by_other_warp),
     "tmem-alloc-too-small": (frozenset({"tmem"}), tmem_alloc_too_small),
