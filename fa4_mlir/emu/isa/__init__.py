@@ -1,0 +1,1 @@
+"""PTX instruction semantics as pure NumPy functions over the lanes of a warp."""

@@ -1,0 +1,282 @@
+"""The emulator's execution model on small hand-written PTX: SIMT divergence and reconvergence,
+named barriers, mbarrier phases, shuffles, elect, memory faults, deadlock reports and launch checks.
+Each expectation comes from the PTX ISA text, not from the emulator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fa4_mlir import emu
+
+HEADER = """
+.version 8.6
+.target sm_90a
+.address_size 64
+"""
+
+
+def kernel(body: str, params: str = ".param .u64 out", regs: str = "", shared: str = "") -> emu.Program:
+    text = HEADER + shared + f"""
+.visible .entry k({params})
+{{
+    .reg .pred %p<8>;
+    .reg .b32 %r<32>;
+    .reg .b64 %rd<16>;
+    .reg .f32 %f<8>;
+    {regs}
+{body}
+}}
+"""
+    return emu.load_ptx(text)
+
+
+STORE_R1 = """
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r0, %tid.x;
+    mul.wide.u32 %rd2, %r0, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r1;
+    ret;
+"""
+
+
+def test_divergent_branches_reconverge_at_the_post_dominator():
+    # Odd lanes take one path, even lanes the other; both continue after the join with their own value.
+    prog = kernel("""
+    mov.u32 %r0, %tid.x;
+    and.b32 %r2, %r0, 1;
+    setp.eq.u32 %p1, %r2, 1;
+    @%p1 bra ODD;
+    mov.u32 %r1, 100;
+    bra.uni JOIN;
+ODD:
+    mov.u32 %r1, 200;
+JOIN:
+    add.u32 %r1, %r1, %r0;
+""" + STORE_R1)
+    out = np.zeros(64, np.uint32)
+    prog.launch("k", block=(64, 1, 1), args=[out])
+    lanes = np.arange(64)
+    np.testing.assert_array_equal(out, np.where(lanes % 2 == 1, 200, 100) + lanes)
+
+
+def test_loop_with_lane_dependent_trip_count():
+    # Lane i iterates i times: the warp keeps running until the last lane leaves the loop.
+    prog = kernel("""
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r1, 0;
+    mov.u32 %r3, 0;
+LOOP:
+    setp.ge.u32 %p1, %r3, %r0;
+    @%p1 bra DONE;
+    add.u32 %r1, %r1, %r3;
+    add.u32 %r3, %r3, 1;
+    bra.uni LOOP;
+DONE:
+""" + STORE_R1)
+    out = np.zeros(32, np.uint32)
+    prog.launch("k", block=(32, 1, 1), args=[out])
+    i = np.arange(32)
+    np.testing.assert_array_equal(out, i * (i - 1) // 2)
+
+
+def test_shfl_bfly_sum_and_out_of_range_lanes():
+    # A butterfly reduction gives every lane the warp sum; shfl.up by 1 with clamp 0 keeps lane 0's own
+    # value and reports p = false there (PTX ISA shfl.sync: j = lane - b, valid when j >= maxLane).
+    prog = kernel("""
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r1, %r0;
+    shfl.sync.bfly.b32 %r2, %r1, 16, 31, -1;
+    add.u32 %r1, %r1, %r2;
+    shfl.sync.bfly.b32 %r2, %r1, 8, 31, -1;
+    add.u32 %r1, %r1, %r2;
+    shfl.sync.bfly.b32 %r2, %r1, 4, 31, -1;
+    add.u32 %r1, %r1, %r2;
+    shfl.sync.bfly.b32 %r2, %r1, 2, 31, -1;
+    add.u32 %r1, %r1, %r2;
+    shfl.sync.bfly.b32 %r2, %r1, 1, 31, -1;
+    add.u32 %r1, %r1, %r2;
+    shfl.sync.up.b32 %r4|%p2, %r0, 1, 0, -1;
+    selp.u32 %r5, 1000, 0, %p2;
+    mul.lo.u32 %r1, %r1, 100000;
+    add.u32 %r1, %r1, %r4;
+    add.u32 %r1, %r1, %r5;
+""" + STORE_R1)
+    out = np.zeros(32, np.uint32)
+    prog.launch("k", block=(32, 1, 1), args=[out])
+    lane = np.arange(32)
+    expected = 496 * 100000 + np.where(lane == 0, 0, lane - 1) + np.where(lane == 0, 0, 1000)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_elect_picks_the_lowest_active_lane():
+    prog = kernel("""
+    mov.u32 %r0, %tid.x;
+    setp.lt.u32 %p3, %r0, 5;
+    mov.u32 %r1, 7;
+    @%p3 bra SKIP;
+    elect.sync %r6|%p1, -1;
+    selp.u32 %r1, 1, 0, %p1;
+    add.u32 %r1, %r1, %r6;
+SKIP:
+""" + STORE_R1)
+    out = np.zeros(32, np.uint32)
+    prog.launch("k", block=(32, 1, 1), args=[out])
+    lane = np.arange(32)
+    np.testing.assert_array_equal(out, np.where(lane < 5, 7, 5 + (lane == 5)))
+
+
+MBAR = """
+.shared .align 8 .b8 bar[8];
+.shared .align 4 .b8 data[4];
+"""
+
+
+def test_mbarrier_phase_parity():
+    # On a fresh barrier (phase 0 under way), test_wait.parity 1 is true (the phase "before" it counts
+    # as completed) and parity 0 is false. Warp 1 then waits on parity 0 until warp 0 has written the
+    # data and arrived (count 1): it must see the data.
+    prog = kernel("""
+    mov.u32 %r0, %tid.x;
+    shr.u32 %r7, %r0, 5;
+    mov.u32 %r8, %laneid;
+    setp.ne.u32 %p4, %r0, 0;
+    @%p4 bra INIT_DONE;
+    mbarrier.init.shared.b64 [bar], 1;
+INIT_DONE:
+    bar.sync 0;
+    mbarrier.test_wait.parity.shared.b64 %p5, [bar], 1;
+    mbarrier.test_wait.parity.shared.b64 %p6, [bar], 0;
+    selp.u32 %r9, 1, 0, %p5;
+    selp.u32 %r10, 1, 0, %p6;
+    mad.lo.u32 %r9, %r10, 10, %r9;
+    bar.sync 0;
+    setp.ne.u32 %p1, %r7, 0;
+    @%p1 bra CONSUMER;
+    setp.ne.u32 %p2, %r8, 0;
+    @%p2 bra END;
+    mov.u32 %r2, 1234;
+    st.shared.u32 [data], %r2;
+    mbarrier.arrive.shared.b64 %rd5, [bar];
+    bra.uni END;
+CONSUMER:
+WAIT:
+    mbarrier.try_wait.parity.shared.b64 %p3, [bar], 0;
+    @!%p3 bra WAIT;
+    ld.shared.u32 %r1, [data];
+    mad.lo.u32 %r1, %r9, 10000, %r1;
+    ld.param.u64 %rd1, [out];
+    mul.wide.u32 %rd2, %r8, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r1;
+END:
+    ret;
+""", shared=MBAR)
+    for seed in range(5):
+        out = np.zeros(32, np.uint32)
+        prog.launch("k", block=(64, 1, 1), args=[out], seed=seed)
+        np.testing.assert_array_equal(out, np.full(32, 11234))
+
+
+def test_deadlock_names_the_blocked_warp_the_barrier_and_the_line():
+    prog = kernel("""
+    mov.u32 %r0, %tid.x;
+    setp.ne.u32 %p4, %r0, 0;
+    @%p4 bra INIT_DONE;
+    mbarrier.init.shared.b64 [bar], 2;
+INIT_DONE:
+    bar.sync 0;
+    mbarrier.arrive.shared.b64 %rd5, [bar];
+WAIT:
+    mbarrier.try_wait.parity.shared.b64 %p3, [bar], 0;
+    @!%p3 bra WAIT;
+    ret;
+""", shared=MBAR)
+    # 32 lanes arrive on a barrier expecting 2: that is an over-arrival, reported as such.
+    with pytest.raises(emu.ProtocolError, match="exceed the pending count"):
+        prog.launch("k", block=(32, 1, 1), args=[np.zeros(1, np.uint32)])
+    prog = kernel("""
+    mov.u32 %r0, %tid.x;
+    setp.ne.u32 %p4, %r0, 0;
+    @%p4 bra INIT_DONE;
+    mbarrier.init.shared.b64 [bar], 2;
+INIT_DONE:
+    bar.sync 0;
+WAIT:
+    mbarrier.try_wait.parity.shared.b64 %p3, [bar], 0;
+    @!%p3 bra WAIT;
+    ret;
+""", shared=MBAR)
+    with pytest.raises(emu.Deadlock) as info:
+        prog.launch("k", block=(64, 1, 1), args=[np.zeros(1, np.uint32)])
+    message = str(info.value)
+    assert "warp 0 of CTA (0, 0, 0)" in message and "warp 1 of CTA (0, 0, 0)" in message
+    assert "phase parity 0" in message and "bar+0" in message and "2 of 2 arrivals pending" in message
+    assert "line " in message and "mbarrier.try_wait.parity.shared.b64" in message
+    assert len(info.value.blocked) == 2
+
+
+def test_named_barrier_thread_count_mismatch_is_reported():
+    prog = kernel("""
+    mov.u32 %r0, %tid.x;
+    shr.u32 %r7, %r0, 5;
+    setp.eq.u32 %p1, %r7, 0;
+    @%p1 bra A;
+    bar.sync 1, 64;
+    ret;
+A:
+    bar.sync 1, 96;
+    ret;
+""")
+    with pytest.raises(emu.ProtocolError, match="every arrival at one barrier must give the same count"):
+        prog.launch("k", block=(64, 1, 1), args=[np.zeros(1, np.uint32)])
+
+
+def test_out_of_bounds_store_names_address_allocation_line_warp_and_lane():
+    prog = kernel(STORE_R1.replace("mov.u32 %r0, %tid.x;", "mov.u32 %r0, %tid.x;\n    add.u32 %r0, %r0, 30;"))
+    out = np.zeros(32, np.uint32)
+    with pytest.raises(emu.MemoryFault) as info:
+        prog.launch("k", block=(32, 1, 1), args=[out])
+    message = str(info.value)
+    assert "lane 2" in message and "warp 0" in message and "'out'" in message
+    assert "past the end of" in message and "st.global.u32" in message and "line " in message
+
+
+def test_shared_access_past_the_dynamic_window():
+    prog = kernel("""
+    mov.u32 %r0, %tid.x;
+    mov.u64 %rd4, dyn;
+    ld.shared.u32 %r1, [%rd4+4096];
+    ret;
+""", shared=".extern .shared .align 16 .b8 dyn[];\n")
+    with pytest.raises(emu.MemoryFault, match="past the end of the dynamic window of 4096 bytes"):
+        prog.launch("k", block=(32, 1, 1), smem_bytes=4096, args=[np.zeros(1, np.uint32)])
+
+
+def test_unsupported_opcode_names_opcode_and_line():
+    with pytest.raises(emu.Unsupported, match=r"line \d+: opcode 'tex' is not supported"):
+        kernel("    tex.1d.v4.s32.s32 {%r1, %r2, %r3, %r4}, [%rd1, {%r5}];\n    ret;").launch(
+            "k", args=[np.zeros(1, np.uint32)])
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], r"takes 1 arguments \(out \(.u64\)\), got 0"),
+    ([1.5], "must be an int"),
+    ([-1], r"must be in \[0, "),
+    ([b"1234"], "must be a 64-bit parameter|must be an int"),
+])
+def test_wrong_argument_count_or_type(args, message):
+    prog = kernel("    ret;")
+    with pytest.raises(emu.LaunchArgumentError, match=message):
+        prog.launch("k", args=args)
+
+
+def test_launch_shape_errors():
+    prog = kernel("    ret;")
+    with pytest.raises(emu.LaunchArgumentError, match="at most 1024 threads"):
+        prog.launch("k", block=(1024, 2, 1), args=[None])
+    with pytest.raises(emu.LaunchArgumentError, match="kernel name must be one of k"):
+        prog.launch("nope", args=[None])
+    with pytest.raises(emu.LaunchArgumentError, match="multiple of the cluster"):
+        prog.launch("k", grid=(3, 1, 1), cluster=(2, 1, 1), args=[None])
