@@ -43,6 +43,20 @@ def as_words(raw: np.ndarray, width: int) -> np.ndarray:
     return np.ascontiguousarray(raw).view(_DTYPES[width])
 
 
+def _owner(array: np.ndarray) -> np.ndarray:
+    """The ndarray that owns the memory ``array`` views (through views, reshapes and as_strided,
+    whose base is a plain object holding the original array)."""
+    root = array
+    while root.base is not None:
+        base = root.base
+        if not isinstance(base, np.ndarray):
+            base = getattr(base, "base", None)
+            if not isinstance(base, np.ndarray):
+                break
+        root = base
+    return root
+
+
 class Allocation:
     __slots__ = ("base", "size", "buf", "name", "array", "writeback")
 
@@ -67,9 +81,7 @@ class GlobalMemory:
     def add_array(self, array: np.ndarray, name: str) -> int:
         """Place ``array`` (or the buffer it views) in global memory; returns the address of its first
         element. Arrays viewing one buffer share one allocation, so aliasing views alias here too."""
-        root = array
-        while isinstance(root.base, np.ndarray):
-            root = root.base
+        root = _owner(array)
         ptr = array.__array_interface__["data"][0]
         found = self._find_host(ptr)
         if found is not None:

@@ -14,7 +14,7 @@ STORAGE = {
     "b16": np.uint16, "u16": np.uint16, "s16": np.uint16, "f16": np.uint16, "bf16": np.uint16,
     "e4m3x2": np.uint16, "e5m2x2": np.uint16,
     "b32": np.uint32, "u32": np.uint32, "s32": np.uint32, "f32": np.uint32, "f16x2": np.uint32,
-    "bf16x2": np.uint32, "tf32": np.uint32, "e4m3x4": np.uint32,
+    "bf16x2": np.uint32, "tf32": np.uint32, "e4m3x4": np.uint32, "u16x2": np.uint32, "s16x2": np.uint32,
     "b64": np.uint64, "u64": np.uint64, "s64": np.uint64, "f64": np.uint64,
     "b128": None,
 }

@@ -17,7 +17,7 @@ from fa4_mlir.emu.ops.operands import reader, syntax, writer
 from fa4_mlir.emu.ptx import ast
 
 FLOAT_TYPES = {"f16", "f16x2", "bf16", "bf16x2", "f32", "f64"}
-INT_TYPES = {"s16", "s32", "s64", "u16", "u32", "u64", "b16", "b32", "b64", "s8", "u8", "b8", "pred"}
+INT_TYPES = {"s16", "s32", "s64", "u16", "u32", "u64", "b16", "b32", "b64", "s8", "u8", "b8", "pred", "u16x2", "s16x2"}
 CMP = {"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu", "ltu", "leu", "gtu", "geu",
        "num", "nan"}
 BOOL_OPS = {"and", "or", "xor"}
@@ -62,9 +62,11 @@ def _arith(op, ctx) -> None:
     n = _ARITY[name]
     if name == "dp4a" or name == "dp2a":
         types, flags = split_types(op, 2)
-        type_name = types[0]
+        type_name = f"{types[0]}.{types[1]}"
     operands = _operands(op, n + 1)
     dst_type = type_name
+    if name in ("dp4a", "dp2a"):
+        dst_type = "s32" if "s32" in types else "u32"
     if name in _U32_RESULT:
         dst_type = "u32"
     if "wide" in flags:
@@ -83,11 +85,11 @@ def _arith(op, ctx) -> None:
     if name in ("mad", "fma") and "wide" in flags:
         src_types = [type_name, type_name, dst_type]
     if name in ("dp4a", "dp2a"):
-        src_types = ["b32", "b32", type_name]
+        src_types = ["b32", "b32", types[0]]
     if name == "prmt":
         src_types = ["b32", "b32", "b32"]
     is_float = type_name in FLOAT_TYPES
-    if not is_float and type_name not in INT_TYPES:
+    if not is_float and type_name not in INT_TYPES and name not in ("dp4a", "dp2a"):
         raise unsupported(op, f"type .{type_name}")
     reads = [reader(ctx, o, t, ins) for o, t in zip(operands[1:], src_types)]
     write = writer(ctx, operands[0], dst_type, ins)
