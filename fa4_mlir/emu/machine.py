@@ -181,6 +181,24 @@ class Warp:
         raise ProtocolError(f"{self.where(op)} accesses {', '.join(regs[:4])}{' ...' if len(regs) > 4 else ''} "
                             f"while a wgmma.mma_async still writes it; wait with wgmma.wait_group first")
 
+    def _local(self) -> np.ndarray:
+        size = max(1, self.kernel.local_bytes)
+        if self.local is None:
+            self.local = np.zeros(WARP * size, np.uint8)
+        return self.local
+
+    def local_read(self, lane: int, offset: int, nbytes: int) -> bytes:
+        size = max(1, self.kernel.local_bytes)
+        if not 0 <= offset <= size - nbytes:
+            raise ProtocolError(f"{self.name}, lane {lane}: local access at {offset} is outside the {size}-byte frame")
+        base = lane * size + offset
+        return bytes(self._local()[base:base + nbytes])
+
+    def local_write(self, lane: int, offset: int, data: bytes) -> None:
+        size = max(1, self.kernel.local_bytes)
+        base = lane * size + offset
+        self._local()[base:base + len(data)] = np.frombuffer(data, np.uint8)
+
     def mask_lanes(self, mask) -> np.ndarray:
         return LANES if mask is FULL else LANES[mask]
 
@@ -239,6 +257,7 @@ class Stats:
         self.seconds = 0.0
         self.ctas = 0
         self.async_ops = 0
+        self.output: list[str] = []  # what the kernel printed (vprintf), in execution order
 
     def __repr__(self) -> str:
         return (f"Stats(instructions={self.instructions}, warp_instructions={self.warp_instructions}, "

@@ -70,6 +70,7 @@ class Kernel:
     global_symbols: dict = field(default_factory=dict)   # name -> (Variable) for module .global/.const
     local_bytes: int = 0
     local_symbols: dict = field(default_factory=dict)
+    functions: dict = field(default_factory=dict)  # every .func/.entry of the module by name
 
 
 class CompileContext:
@@ -172,9 +173,25 @@ def compile_kernel(module: ast.Module, fn: ast.Function, source: str) -> Kernel:
     params, param_bytes = _param_layout(fn.params)
     # Shared memory: the reserved system area, static variables, then the dynamic window.
     shared, offset, dyn_align, extern_names, globals_ = {}, RESERVED_SMEM, 16, [], {}
-    variables = list(module.variables) + [s for s in (fn.body or ()) if isinstance(s, ast.Variable)]
+    def nested(body):
+        for stmt in body:
+            if isinstance(stmt, ast.Variable):
+                yield stmt
+            elif isinstance(stmt, ast.Block):
+                yield from nested(stmt.body)
+
+    variables = list(module.variables) + list(nested(fn.body or ()))
     local_symbols, local_bytes = {}, 0
     for v in variables:
+        if v.space == "param":
+            # Call-sequence parameters ({ .param .b64 param0; st.param ...; call ...; }) are per-thread
+            # storage: they live in the thread's local memory. Blocks reuse names; one slot per name.
+            size = _variable_bytes(v) or 0
+            if v.name not in local_symbols:
+                local_bytes = _align(local_bytes, max(v.align or 8, 8))
+                local_symbols[v.name] = local_bytes
+                local_bytes += max(size, 8)
+            continue
         if v.space == "shared":
             size = _variable_bytes(v)
             if size is None or v.extern:
@@ -198,6 +215,7 @@ def compile_kernel(module: ast.Module, fn: ast.Function, source: str) -> Kernel:
         shared[name] = dynamic_offset
     kernel = Kernel(fn.name, [], [], params, param_bytes, shared, dynamic_offset, offset - RESERVED_SMEM,
                     dict(fn.directives), globals_, local_bytes, local_symbols)
+    kernel.functions = {f.name: f for f in module.functions}
     ctx = CompileContext(kernel, source)
 
     # Flatten: declarations into slots, labels to indices, scoped blocks renamed.

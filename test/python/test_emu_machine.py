@@ -280,3 +280,55 @@ def test_launch_shape_errors():
         prog.launch("nope", args=[None])
     with pytest.raises(emu.LaunchArgumentError, match="multiple of the cluster"):
         prog.launch("k", grid=(3, 1, 1), cluster=(2, 1, 1), args=[None])
+
+
+def test_vprintf_formats_arguments_from_local_memory():
+    # The CUDA printf ABI: a global format string and a local buffer of arguments, each aligned to its
+    # size; %f takes a double. This is the call sequence LLVM writes for printf.
+    text = HEADER + """
+.extern .func (.param .b32 func_retval0) vprintf(.param .b64 vprintf_param_0, .param .b64 vprintf_param_1);
+.global .align 1 .b8 fmt[22] = {116, 105, 100, 32, 37, 100, 32, 37, 117, 32, 37, 46, 50, 102, 32, 37, 120, 32, 37, 37, 10, 0};
+.visible .entry k()
+{
+    .local .align 8 .b8 __local_depot0[32];
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<8>;
+    .reg .f64 %fd<2>;
+    mov.b64 %rd1, __local_depot0;
+    cvta.local.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    sub.s32 %r2, 0, %r1;
+    st.local.b32 [%rd1], %r2;
+    mov.u32 %r3, 4000000000;
+    st.local.b32 [%rd1+4], %r3;
+    mov.f64 %fd1, 0d3FF8000000000000;
+    st.local.f64 [%rd1+8], %fd1;
+    st.local.b32 [%rd1+16], %r3;
+    mov.u64 %rd3, fmt;
+    cvta.global.u64 %rd4, %rd3;
+    {
+    .param .b64 param0;
+    .param .b64 param1;
+    .param .b32 retval0;
+    st.param.b64 [param0], %rd4;
+    st.param.b64 [param1], %rd2;
+    call.uni (retval0), vprintf, (param0, param1);
+    }
+    ret;
+}
+"""
+    stats = emu.load_ptx(text).launch("k", block=(2, 1, 1), args=[])
+    assert stats.output == ["tid 0 4000000000 1.50 ee6b2800 %\n", "tid -1 4000000000 1.50 ee6b2800 %\n"]
+
+
+def test_calls_other_than_vprintf_are_unsupported():
+    text = HEADER + """
+.func (.param .b32 r) f(.param .b32 a) { ret; }
+.visible .entry k() {
+    .reg .b32 %r<2>;
+    { .param .b32 p0; .param .b32 r0; st.param.b32 [p0], 1; call.uni (r0), f, (p0); }
+    ret;
+}
+"""
+    with pytest.raises(emu.Unsupported, match="function calls are not modelled"):
+        emu.load_ptx(text).launch("k", args=[])

@@ -6,7 +6,10 @@ A kernel's ``ret`` and ``exit`` end the executing lanes. Calls to ``.func`` func
 
 from __future__ import annotations
 
+import numpy as np
+
 from fa4_mlir.emu.errors import EmulationError
+from fa4_mlir.emu.machine import FULL, LANES
 from fa4_mlir.emu.ops import handles, unsupported
 from fa4_mlir.emu.ops.operands import syntax
 from fa4_mlir.emu.ptx import ast
@@ -51,4 +54,27 @@ def _hint(op, ctx) -> None:
 
 @handles("call")
 def _call(op, ctx) -> None:
-    raise unsupported(op, "function calls are not modelled; inline the callee")
+    """Only ``vprintf`` (what CUDA's printf and our debug builds call) is modelled: its format string is
+    read from global memory and its packed arguments from the thread's local memory, as the CUDA
+    printf ABI lays them out (each argument aligned to its size; floats are passed as doubles)."""
+    operands = [o for o in op.ins.operands if not isinstance(o, ast.Vector)]
+    callee = operands[0].name if operands and isinstance(operands[0], ast.Symbol) else None
+    fn = ctx.kernel.functions.get(callee)
+    if callee != "vprintf" or fn is None or fn.body is not None:
+        raise unsupported(op, "function calls are not modelled (except vprintf); inline the callee")
+    lists = [o for o in op.ins.operands if isinstance(o, ast.Vector)]
+    args = lists[-1].elements if lists else ()
+    ret = lists[0].elements if len(lists) == 2 else ()
+    if len(args) != 2 or not all(isinstance(a, ast.Symbol) for a in (*args, *ret)):
+        raise unsupported(op, "vprintf takes (format, arguments) call parameters")
+    slots = [ctx.kernel.local_symbols.get(a.name) for a in (*args, *ret)]
+    if None in slots:
+        raise unsupported(op, "vprintf's call parameters must be declared .param in the call block")
+
+    def run(w, m):
+        from fa4_mlir.emu.ops.printf import vprintf
+        for lane in (LANES if m is FULL else LANES[m]):
+            w.launch.stats.output.append(vprintf(w, op, int(lane), slots[0], slots[1]))
+            if len(slots) > 2:
+                w.local_write(int(lane), slots[2], np.uint32(0).tobytes())
+    op.run = run

@@ -116,8 +116,8 @@ def _ld(op, ctx) -> None:
     if len(dsts) != count:
         raise unsupported(op, f"vector of {count} needs {count} destinations")
     sym_space, addr = address(ctx, src, ins, space)
-    if space == "generic" and sym_space not in (None, "generic"):
-        space = sym_space
+    if space in ("generic", "param") and sym_space not in (None, "generic"):
+        space = sym_space  # a call parameter named by symbol lives in local memory
     elem = T.width(type_name)
     writes = [writer(ctx, d, type_name, ins) for d in dsts]
     dtype = T.STORAGE[type_name]
@@ -154,15 +154,15 @@ def _st(op, ctx) -> None:
     unknown = set(mods) - SPACES - IGNORED - set(VECTORS) - {type_name}
     if unknown:
         raise unsupported(op, f"modifiers {sorted(unknown)}")
-    if space == "param":
-        raise unsupported(op, "stores to the parameter space")
     dst, src = ins.operands[0], ins.operands[1]
     srcs = list(src.elements) if isinstance(src, ast.Vector) else [src]
     if len(srcs) != count:
         raise unsupported(op, f"vector of {count} needs {count} sources")
     sym_space, addr = address(ctx, dst, ins, space)
-    if space == "generic" and sym_space not in (None, "generic"):
-        space = sym_space
+    if space in ("generic", "param") and sym_space not in (None, "generic"):
+        space = sym_space  # a call parameter named by symbol lives in local memory
+    if space == "param":
+        raise unsupported(op, "stores to kernel parameters")
     elem = T.width(type_name)
     reads = [reader(ctx, s, type_name, ins) for s in srcs]
     dtype = T.STORAGE[type_name]
