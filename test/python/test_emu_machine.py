@@ -332,3 +332,130 @@ def test_calls_other_than_vprintf_are_unsupported():
 """
     with pytest.raises(emu.Unsupported, match="function calls are not modelled"):
         emu.load_ptx(text).launch("k", args=[])
+
+
+def test_shfl_idx_and_down_clamp_to_the_segment():
+    # shfl.sync.idx with c = 0x1f0f... : width-16 segments (mask 0x10 in c[12:8]), clamp 15: lane l reads
+    # lane (l & 16) | (b & 15). shfl.down by 3 with clamp 31: lanes 29..31 keep their own value, p false.
+    prog = kernel("""
+    mov.u32 %r0, %tid.x;
+    shfl.sync.idx.b32 %r2, %r0, 5, 0x100f, -1;
+    shfl.sync.down.b32 %r3|%p1, %r0, 3, 31, -1;
+    selp.u32 %r4, 1000, 0, %p1;
+    mad.lo.u32 %r1, %r2, 100000, %r3;
+    add.u32 %r1, %r1, %r4;
+""" + STORE_R1)
+    out = np.zeros(32, np.uint32)
+    prog.launch("k", block=(32, 1, 1), args=[out])
+    lane = np.arange(32)
+    src_idx = (lane & 16) | 5
+    down = np.where(lane + 3 <= 31, lane + 3, lane)
+    np.testing.assert_array_equal(out, src_idx * 100000 + down + np.where(lane + 3 <= 31, 1000, 0))
+
+
+def test_mbarrier_tx_count_may_go_negative_and_phase_needs_both_zero():
+    # complete_tx before expect_tx (a copy landing before its producer announced it) is legal: the
+    # tx-count goes negative and the phase completes only when arrivals AND tx-count reach zero.
+    prog = kernel("""
+    mbarrier.init.shared.b64 [bar], 1;
+    mbarrier.complete_tx.shared.b64 [bar], 64;
+    mbarrier.test_wait.parity.shared.b64 %p1, [bar], 0;
+    mbarrier.arrive.expect_tx.shared.b64 %rd5, [bar], 32;
+    mbarrier.test_wait.parity.shared.b64 %p2, [bar], 0;
+    mbarrier.expect_tx.shared.b64 [bar], 32;
+    mbarrier.test_wait.parity.shared.b64 %p3, [bar], 0;
+    mbarrier.test_wait.shared.b64 %p4, [bar], %rd5;
+    selp.u32 %r1, 1, 0, %p1;
+    selp.u32 %r2, 10, 0, %p2;
+    selp.u32 %r3, 100, 0, %p3;
+    selp.u32 %r4, 1000, 0, %p4;
+    add.u32 %r1, %r1, %r2;
+    add.u32 %r1, %r1, %r3;
+    add.u32 %r1, %r1, %r4;
+    cvt.u32.u64 %r5, %rd5;
+    mad.lo.u32 %r1, %r5, 10000, %r1;
+""" + STORE_R1, shared=MBAR)
+    out = np.zeros(1, np.uint32)
+    prog.launch("k", block=(1, 1, 1), args=[out])
+    # p1, p2 false (tx -64 then -32), p3 true (tx 0, arrivals 0); the token of the arrive is phase 0,
+    # which has completed by the last test_wait.
+    assert out[0] == 100 + 1000
+
+
+def test_mbarrier_init_count_out_of_range_and_uninitialised_wait():
+    with pytest.raises(emu.ProtocolError, match=r"init count must be in \[1, 2\^20 - 1\], got 0"):
+        kernel("    mbarrier.init.shared.b64 [bar], 0;\n    ret;", shared=MBAR).launch(
+            "k", block=(1, 1, 1), args=[None])
+    with pytest.raises(emu.ProtocolError, match="no mbarrier was initialised at shared address 0x400"):
+        kernel("    mbarrier.try_wait.parity.shared.b64 %p1, [bar], 0;\n    ret;", shared=MBAR).launch(
+            "k", block=(1, 1, 1), args=[None])
+
+
+def test_setmaxnreg_rules():
+    with pytest.raises(emu.ProtocolError, match="multiple of 8 in \\[24, 256\\], got 20"):
+        kernel("    setmaxnreg.dec.sync.aligned.u32 20;\n    ret;").launch("k", block=(128, 1, 1), args=[None])
+    with pytest.raises(emu.ProtocolError, match="goes the wrong way"):
+        # 128 threads start with min(248, 65536 / 128) = 248 registers: .inc to 232 is a decrease.
+        kernel("    setmaxnreg.inc.sync.aligned.u32 232;\n    ret;").launch("k", block=(128, 1, 1), args=[None])
+
+
+TMA = """
+.extern .shared .align 1024 .b8 smem[];
+.shared .align 8 .b8 bar[8];
+"""
+
+
+def tma_kernel(wait: bool) -> emu.Program:
+    # One thread loads a 8 x 64 bf16 box (128-byte rows, 128B swizzle) at coordinates (c0 = 64, c1 = 8)
+    # and, after the mbarrier wait (or without it), all 32 lanes copy the 1024 bytes of smem out.
+    return kernel(f"""
+    mov.u32 %r0, %tid.x;
+    setp.ne.u32 %p1, %r0, 0;
+    @%p1 bra SKIP;
+    mbarrier.init.shared.b64 [bar], 1;
+    mov.b64 %rd1, tmap;
+    cvta.param.u64 %rd2, %rd1;
+    mov.u64 %rd3, smem;
+    mov.u32 %r2, 64;
+    mov.u32 %r3, 8;
+    mbarrier.arrive.expect_tx.shared.b64 %rd4, [bar], 1024;
+    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd3], [%rd2, {{%r2, %r3}}], [bar];
+SKIP:
+    bar.sync 0;
+WAIT:
+    {"mbarrier.try_wait.parity.shared.b64 %p2, [bar], 0;" if wait else "mov.pred %p2, 1;"}
+    @!%p2 bra WAIT;
+    ld.param.u64 %rd5, [out];
+    mov.u64 %rd3, smem;
+    mul.wide.u32 %rd6, %r0, 32;
+    add.s64 %rd7, %rd3, %rd6;
+    add.s64 %rd8, %rd5, %rd6;
+    ld.shared.v4.b32 {{%r4, %r5, %r6, %r7}}, [%rd7];
+    st.global.v4.b32 [%rd8], {{%r4, %r5, %r6, %r7}};
+    ld.shared.v4.b32 {{%r4, %r5, %r6, %r7}}, [%rd7+16];
+    st.global.v4.b32 [%rd8+16], {{%r4, %r5, %r6, %r7}};
+    ret;
+""", params=".param .u64 out, .param .align 64 .b8 tmap[128]", shared=TMA)
+
+
+def test_tma_load_lands_swizzled_and_signals_the_mbarrier():
+    src = np.arange(20 * 200, dtype=np.uint16).reshape(20, 200)
+    out = np.zeros(512, np.uint16)
+    tma_kernel(wait=True).launch("k", block=(32, 1, 1), smem_bytes=2048, args=[
+        out, emu.TensorMap(src, box=(8, 64), swizzle="128B", dtype="bf16")])
+    # PTX ISA swizzle 128B: 16-byte chunk j of row r (128-byte rows, 1024-aligned) lands at chunk j ^ (r % 8).
+    rows = out.reshape(8, 8, 8)  # row, chunk, element
+    for r in range(8):
+        for j in range(8):
+            np.testing.assert_array_equal(rows[r, j ^ r], src[8 + r, 64 + 8 * j: 64 + 8 * j + 8])
+
+
+def test_reading_a_tma_destination_without_the_wait_sees_stale_data_under_some_seed():
+    src = np.arange(20 * 200, dtype=np.uint16).reshape(20, 200)
+    stale = []
+    for seed in range(20):
+        out = np.zeros(512, np.uint16)
+        tma_kernel(wait=False).launch("k", block=(32, 1, 1), smem_bytes=2048, seed=seed, args=[
+            out, emu.TensorMap(src, box=(8, 64), swizzle="128B", dtype="bf16")])
+        stale.append(bool((out == 0xA5A5).any()))
+    assert any(stale), "the copy always landed before the unsynchronised read: async timing is not modelled"

@@ -235,7 +235,8 @@ def _mbarrier(op, ctx) -> None:
                 bar = w.cta.mbarrier(a, w.where(op))
                 n = int(txs[lanes].astype(np.int64).sum())
                 if action == "expect_tx":
-                    bar.tx += n
+                    bar.tx += n  # may bring a negative tx-count (bytes landed first) back to zero
+                    bar.check_complete()
                 else:
                     complete_tx(bar, n, w.where(op), w.cta)
         op.run = run_tx
