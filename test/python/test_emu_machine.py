@@ -459,3 +459,34 @@ def test_reading_a_tma_destination_without_the_wait_sees_stale_data_under_some_s
             out, emu.TensorMap(src, box=(8, 64), swizzle="128B", dtype="bf16")])
         stale.append(bool((out == 0xA5A5).any()))
     assert any(stale), "the copy always landed before the unsynchronised read: async timing is not modelled"
+
+
+def test_bulk_wait_group_read_waits_for_every_older_group():
+    # PTX ISA cp.async.bulk.wait_group.read N: wait until all but the N most recent bulk groups have
+    # finished reading their source. A newer group finishing first must not release an older one.
+    # (The calibration run found this: the GEMM's beta-0 epilogue stored a stale D tile.)
+    prog = kernel("""
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra DONE;
+    mov.u32 %r2, smem;
+    st.shared.v4.u32 [%r2], {1, 1, 1, 1};
+    st.shared.v4.u32 [%r2+16], {2, 2, 2, 2};
+    fence.proxy.async.shared::cta;
+    cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r2], 16;
+    cp.async.bulk.commit_group;
+    add.u64 %rd2, %rd1, 16;
+    add.u32 %r3, %r2, 16;
+    cp.async.bulk.global.shared::cta.bulk_group [%rd2], [%r3], 16;
+    cp.async.bulk.commit_group;
+    cp.async.bulk.wait_group.read 1;
+    st.shared.v4.u32 [%r2], {3, 3, 3, 3};
+    cp.async.bulk.wait_group 0;
+DONE:
+    ret;
+""", shared=".extern .shared .align 1024 .b8 smem[];\n")
+    for seed in range(40):
+        out = np.zeros(8, np.uint32)
+        prog.launch("k", block=(32, 1, 1), smem_bytes=1024, args=[out], seed=seed)
+        np.testing.assert_array_equal(out, [1, 1, 1, 1, 2, 2, 2, 2], err_msg=f"seed {seed}")

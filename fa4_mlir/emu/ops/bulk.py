@@ -55,9 +55,12 @@ class _Pending:
 
 
 def _groups_pending(groups) -> int:
+    """How many groups a wait_group must still count: every group from the oldest incomplete one on
+    (wait_group N returns once all but the N most recent groups are complete, whatever the order in
+    which the newer ones finished)."""
     while groups and all(p.done for p in groups[0]):
         groups.pop(0)
-    return sum(1 for g in groups if not all(p.done for p in g))
+    return len(groups)
 
 
 @handles("cp")
