@@ -15,13 +15,13 @@ STORAGE = {
     "e4m3x2": np.uint16, "e5m2x2": np.uint16,
     "b32": np.uint32, "u32": np.uint32, "s32": np.uint32, "f32": np.uint32, "f16x2": np.uint32,
     "bf16x2": np.uint32, "tf32": np.uint32, "e4m3x4": np.uint32, "u16x2": np.uint32, "s16x2": np.uint32,
-    "b64": np.uint64, "u64": np.uint64, "s64": np.uint64, "f64": np.uint64,
+    "b64": np.uint64, "u64": np.uint64, "s64": np.uint64, "f64": np.uint64, "f32x2": np.uint64,
     "b128": None,
 }
 # A register declared with an 8-bit type is 16 bits wide (PTX widens .b8/.u8/.s8 registers).
 REGISTER_STORAGE = dict(STORAGE, b8=np.uint16, u8=np.uint16, s8=np.uint16)
 SIGNED = {"s8", "s16", "s32", "s64"}
-FLOAT = {"f16", "bf16", "f32", "f64", "f16x2", "bf16x2", "tf32", "e4m3", "e5m2", "e4m3x2", "e5m2x2"}
+FLOAT = {"f16", "bf16", "f32", "f64", "f16x2", "bf16x2", "f32x2", "tf32", "e4m3", "e5m2", "e4m3x2", "e5m2x2"}
 SIGNED_VIEW = {np.uint8: np.int8, np.uint16: np.int16, np.uint32: np.int32, np.uint64: np.int64}
 
 

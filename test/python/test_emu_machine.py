@@ -490,3 +490,19 @@ DONE:
         out = np.zeros(8, np.uint32)
         prog.launch("k", block=(32, 1, 1), smem_bytes=1024, args=[out], seed=seed)
         np.testing.assert_array_equal(out, [1, 1, 1, 1, 2, 2, 2, 2], err_msg=f"seed {seed}")
+
+
+def test_setp_f16x2_writes_low_and_high_comparisons():
+    # setp.lt.f16x2 p|q, a, b: p compares the low halves, q the high halves (PTX ISA "setp").
+    prog = kernel("""
+    mov.b32 %r2, 0x3C00C000;
+    mov.b32 %r3, 0x40000000;
+    setp.lt.f16x2 %p1|%p2, %r2, %r3;
+    selp.u32 %r1, 1, 0, %p1;
+    selp.u32 %r4, 10, 0, %p2;
+    add.u32 %r1, %r1, %r4;
+""" + STORE_R1)
+    out = np.zeros(1, np.uint32)
+    prog.launch("k", block=(1, 1, 1), args=[out])
+    # low: 0xC000 = -2.0 < 0x0000 = 0.0 (true); high: 0x3C00 = 1.0 < 0x4000 = 2.0 (true) -> 11
+    assert out[0] == 11

@@ -12,8 +12,19 @@ dtypes, whose low bits are used):
 ``round_f32_to_f16(bits_u32, mode="rn") -> uint16``    IEEE rounding, NaN -> 0x7FFF
 ``round_f64_to_f32(bits_u64, mode="rn") -> uint32``    IEEE rounding, NaN -> 0x7FFFFFFF
 ``decode(fmt, bits) -> float64``                       exact value of any format below (NaN -> nan)
-``encode(x: float64, fmt, mode, ...) -> bits``         x rounded to ``fmt`` (see ``round_parts``)
+``encode(x: float64, fmt, mode, *, ftz, satfinite, err) -> bits``   x (+ exact remainder err) rounded
+                                                       to ``fmt``; NaN -> the canonical NaN
 ``round_parts(neg, sig, e, sticky, fmt, mode, ...)``   the rounding core, documented below
+``parts_f64(x, err=None)``                             float64 (+ remainder) -> round_parts' inputs
+``two_sum(a, b) -> (s, err)``                          Knuth's error-free float64 addition
+``round_to_odd(x, err)`` / ``ro_narrow(x, ftype, utype, err=None)``  rounding to odd (exact double
+                                                       rounding) in float64 / into float32/float16 bits
+``is_nan(fmt, bits)``, ``is_subnormal(fmt, bits)``, ``flush(fmt, bits)`` (the .ftz input rule)
+``F64 F32 TF32 F16 BF16 E4M3 E5M2 F64HI``, ``FORMATS``, ``fmt_of(name)``   the format descriptions
+
+Round-to-nearest into f32/f16 (and bf16 via an f32 rounded to odd) takes a fast path through NumPy's
+IEEE casts, after rounding the float64 value to odd when an exact remainder is given; every other
+case goes through ``round_parts`` (integer arithmetic on the significand with a sticky bit).
 
 Formats (PTX ISA 5.2.3 "Alternate Floating-Point Data Formats", 5.2.1 "Fundamental Types"):
 ``f64`` (11/52), ``f32`` (8/23), ``tf32`` (8/10, stored in the upper 19 bits of a .b32), ``f16``
@@ -29,9 +40,10 @@ f64 arithmetic propagates payloads instead (handled in ``floats``); its generate
 0xFFF8000000000000.
 
 FTZ (PTX ISA 9.7.3 "Floating-Point Instructions": "flush subnormal inputs and results to
-sign-preserving zero") is applied to the *exact* result, before rounding: a result whose exact
-magnitude is below the smallest normal becomes a signed zero even where rounding would have reached
-the smallest normal (this is what the hardware does: mul.rn.ftz.f32 0x3F7FFFFF * 2^-126 gives +0).
+sign-preserving zero"): a result is flushed when it is tiny, tininess being detected after rounding
+to the format's precision with an unbounded exponent range (IEEE 754-2008 7.5). So 0x3F7FFFFF * 2^-126,
+which rounds to the smallest normal in the subnormal range, is still flushed to +0 (as on the
+hardware), while an fma result -2^-126 + 2^-252 rounds to -2^-126.
 """
 
 from __future__ import annotations
@@ -167,6 +179,11 @@ def decode(fmt, bits) -> np.ndarray:
     """Exact float64 values of ``bits`` in format ``fmt`` (NaNs become NumPy NaNs)."""
     fmt = fmt_of(fmt)
     bits = np.asarray(bits)
+    with np.errstate(invalid="ignore"):
+        return _decode(fmt, bits)
+
+
+def _decode(fmt, bits):
     if fmt is F64:
         return low(bits, np.uint64).view(np.float64)
     if fmt is F32:
@@ -184,16 +201,18 @@ def decode(fmt, bits) -> np.ndarray:
 
 def is_nan(fmt, bits) -> np.ndarray:
     fmt = fmt_of(fmt)
-    mag = low(bits, fmt.dtype).astype(U64) & U64(fmt.sign_bit - 1)
     if fmt is TF32:
         return is_nan(F32, bits)
-    return mag > U64(fmt.inf_enc if fmt.has_inf else fmt.max_finite)
+    dt = fmt.dtype
+    mag = low(bits, dt) & dt(fmt.sign_bit - 1)
+    return mag > dt(fmt.inf_enc if fmt.has_inf else fmt.max_finite)
 
 
 def is_subnormal(fmt, bits) -> np.ndarray:
     fmt = fmt_of(fmt)
-    mag = low(bits, fmt.dtype).astype(U64) & U64(fmt.sign_bit - 1)
-    return (mag != 0) & (mag < U64(1 << fmt.mbits))
+    dt = fmt.dtype
+    mag = low(bits, dt) & dt(fmt.sign_bit - 1)
+    return (mag != 0) & (mag < dt(1 << fmt.mbits))
 
 
 def flush(fmt, bits) -> np.ndarray:
@@ -206,42 +225,13 @@ def flush(fmt, bits) -> np.ndarray:
 # -- the rounding core ----------------------------------------------------------------------------
 def _bitlen(x: np.ndarray) -> np.ndarray:
     """Number of significant bits of each uint64 (0 for 0)."""
-    y = x.astype(U64, copy=True)
-    n = np.zeros(y.shape, np.int64)
-    for s in (32, 16, 8, 4, 2, 1):
-        m = (y >> U64(s)) != 0
-        n += m * s
-        y = np.where(m, y >> U64(s), y)
-    return n + (y != 0)
+    n = np.frexp(x.astype(np.float64))[1].astype(np.int64)      # may be one too many (rounding up)
+    sh = np.clip(n - 1, 0, 63).astype(U64)
+    return np.where((n > 64) | ((x >> sh) == 0) & (n > 0), n - 1, n)
 
 
-def round_parts(neg, sig, e, sticky, fmt, mode: str, *, ftz: bool = False, satfinite: bool = False,
-                nan=None, inf=None) -> np.ndarray:
-    """Round the exact value ``(-1)^neg * (sig + s) * 2^e`` to ``fmt`` with ``mode``; return its bits.
-
-    ``sig`` is uint64, ``e`` int64; ``sticky`` says that the exact value lies strictly between
-    ``sig * 2^e`` and ``(sig + 1) * 2^e`` (0 < s < 1). When ``sticky`` is set, ``sig`` must carry at least
-    two more bits than the format's precision (so the sticky part sits below the rounding bit).
-    ``nan``/``inf`` are masks of lanes whose result is NaN / an infinity of sign ``neg``.
-
-    IEEE 754 overflow rules per mode (rn, rna -> inf; rz -> max finite; rm/rp -> inf on their side,
-    max finite on the other); ``satfinite`` clamps overflows and infinities to the signed max finite
-    (PTX ISA 9.7.9.21 cvt ".satfinite"); a format without infinities (e4m3) needs ``satfinite``.
-    ``ftz`` flushes results whose exact magnitude is below the smallest normal to signed zero.
-    Exact zeros keep the sign ``neg``. Returns the encoding in ``fmt.dtype`` (as uint64 for F64HI).
-    """
-    fmt = fmt_of(fmt)
-    neg = np.asarray(neg, bool)
-    sig = np.asarray(sig).astype(U64)
-    e = np.asarray(e).astype(np.int64)
-    sticky = np.asarray(sticky, bool)
-    shape = np.broadcast(neg, sig, e, sticky).shape
-    neg, sig, e, sticky = (np.broadcast_to(v, shape) for v in (neg, sig, e, sticky))
-    mb = fmt.mbits
-    nb = _bitlen(sig)
-    nonzero = (nb > 0) | sticky
-    E = np.where(nb > 0, nb - 1 + e, np.int64(-(1 << 30)))          # exponent of the leading bit
-    q = np.maximum(E, fmt.emin) - mb                                    # exponent of the quantum
+def _round_at(neg, sig, e, sticky, q, mode):
+    """Round ``(sig + sticky) * 2^e`` to a multiple of ``2^q``: (multiple, inexact)."""
     shift = q - e
     big = shift >= 64                                                   # value < half a quantum
     sh = np.clip(shift, 0, 63).astype(U64)
@@ -260,14 +250,46 @@ def round_parts(neg, sig, e, sticky, fmt, mode: str, *, ftz: bool = False, satfi
     elif mode == "rna":
         up = above | tie
     elif mode == "rz":
-        up = np.zeros(shape, bool)
+        up = np.zeros(kept.shape, bool)
     elif mode == "rp":
         up = inexact & ~neg
     elif mode == "rm":
         up = inexact & neg
     else:
         raise ValueError(f"unknown rounding mode {mode!r}")
-    kept = kept + up.astype(U64)
+    return kept + up.astype(U64), inexact
+
+
+def round_parts(neg, sig, e, sticky, fmt, mode: str, *, ftz: bool = False, satfinite: bool = False,
+                nan=None, inf=None) -> np.ndarray:
+    """Round the exact value ``(-1)^neg * (sig + s) * 2^e`` to ``fmt`` with ``mode``; return its bits.
+
+    ``sig`` is uint64, ``e`` int64; ``sticky`` says that the exact value lies strictly between
+    ``sig * 2^e`` and ``(sig + 1) * 2^e`` (0 < s < 1). When ``sticky`` is set, ``sig`` must carry at least
+    two more bits than the format's precision (so the sticky part sits below the rounding bit).
+    ``nan``/``inf`` are masks of lanes whose result is NaN / an infinity of sign ``neg``.
+
+    IEEE 754 overflow rules per mode (rn, rna -> inf; rz -> max finite; rm/rp -> inf on their side,
+    max finite on the other); ``satfinite`` clamps overflows and infinities to the signed max finite
+    (PTX ISA 9.7.9.21 cvt ".satfinite"); a format without infinities (e4m3) needs ``satfinite``.
+    ``ftz`` flushes tiny results to signed zero, tininess being detected after rounding to the format's
+    precision with an unbounded exponent (IEEE 754 7.5; what the hardware does: 0x3F7FFFFF * 2^-126
+    is flushed, -2^-126 + 2^-252 rounds to -2^-126).
+    Exact zeros keep the sign ``neg``. Returns the encoding in ``fmt.dtype`` (as uint64 for F64HI).
+    """
+    fmt = fmt_of(fmt)
+    neg = np.asarray(neg, bool)
+    sig = np.asarray(sig).astype(U64)
+    e = np.asarray(e).astype(np.int64)
+    sticky = np.asarray(sticky, bool)
+    shape = np.broadcast(neg, sig, e, sticky).shape
+    neg, sig, e, sticky = (np.broadcast_to(v, shape) for v in (neg, sig, e, sticky))
+    mb = fmt.mbits
+    nb = _bitlen(sig)
+    nonzero = (nb > 0) | sticky
+    E = np.where(nb > 0, nb - 1 + e, np.int64(-(1 << 30)))          # exponent of the leading bit
+    q = np.maximum(E, fmt.emin) - mb                                    # exponent of the quantum
+    kept, _ = _round_at(neg, sig, e, sticky, q, mode)
     over = E > fmt.emax
     qc = np.minimum(q, fmt.emax - mb).astype(np.int64)
     enc = (((qc + mb + fmt.bias - 1).astype(U64)) << U64(mb)) + kept
@@ -285,7 +307,12 @@ def round_parts(neg, sig, e, sticky, fmt, mode: str, *, ftz: bool = False, satfi
     inf_enc = U64(fmt.inf_enc if fmt.has_inf else fmt.nan_enc)
     enc = np.where(over, np.where(to_inf, inf_enc, U64(fmt.max_finite)), enc)
     if ftz:
-        enc = np.where(E < fmt.emin, U64(0), enc)
+        tiny = E < fmt.emin
+        edge = E == fmt.emin - 1
+        if edge.any():
+            k2, _ = _round_at(neg, sig, e, sticky, E - mb, mode)
+            tiny &= ~(edge & ((k2 >> U64(mb + 1)) != 0))
+        enc = np.where(tiny, U64(0), enc)
     if inf is not None:
         enc = np.where(inf, U64(fmt.max_finite) if satfinite else inf_enc, enc)
     enc = enc | (neg.astype(U64) << U64(fmt.width - 1))
@@ -322,10 +349,67 @@ def parts_f64(x, err=None):
     return neg, sig4.astype(U64), e - 2, frac != 0
 
 
+def round_to_odd(x, err):
+    """float64 ``x`` with exact remainder ``err`` rounded to odd: RZ(x + err) with the last bit forced to 1
+    when inexact. Rounding that value to any format of at most 51 bits of precision, in any mode, gives
+    the correctly rounded x + err (Boldo & Melquiond, "When double rounding is odd")."""
+    b = np.asarray(x, np.float64).view(U64)
+    with np.errstate(invalid="ignore"):
+        inexact = (err != 0) & np.isfinite(err)
+        toward_zero = inexact & ((err > 0) != (x > 0))
+    b = np.where(toward_zero, b - U64(1), b)
+    return np.where(inexact, b | U64(1), b).view(np.float64)
+
+
+_NP_FLOAT = {"f32": (np.float32, np.uint32, 0x00800000), "f16": (np.float16, np.uint16, 0x0400)}
+
+
+def _encode_fast(x, fmt, ftz, err):
+    """Round-to-nearest into f32/f16 with NumPy's IEEE casts; None when .ftz meets a result at the
+    smallest normal (whose tininess needs the exact rule)."""
+    ft, ut, min_normal = _NP_FLOAT[fmt.name]
+    if err is not None:
+        x = round_to_odd(x, err)
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = x.astype(ft).view(ut)
+    sign = ut(fmt.sign_bit)
+    mag = r & ut(fmt.sign_bit - 1)
+    if ftz:
+        if (mag == ut(min_normal)).any():
+            return None
+        r = np.where(mag < ut(min_normal), r & sign, r)
+    return np.where(mag > ut(fmt.inf_enc), ut(fmt.nan_enc), r)
+
+
+def ro_narrow(x, ftype, utype, err=None):
+    """float64 ``x`` (+ exact ``err``) rounded to odd into float32/float16 ``ftype``: its bits (``utype``).
+
+    NaNs stay NaNs; values beyond the format's range give its largest finite value, odd (so a later
+    rounding to a narrower format overflows correctly).
+    """
+    if err is not None:
+        x = round_to_odd(x, err)
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = x.astype(ftype)
+        back = r.astype(np.float64)
+        inexact = (back != x) & ~np.isnan(x)
+        toward_zero = inexact & (np.abs(back) > np.abs(x))
+    b = r.view(utype)
+    b = np.where(toward_zero, b - utype(1), b)
+    return np.where(inexact, b | utype(1), b)
+
+
 def encode(x, fmt, mode: str = "rn", *, ftz: bool = False, satfinite: bool = False, err=None) -> np.ndarray:
     """float64 ``x`` (plus optional exact remainder ``err``) rounded to ``fmt``; NaN -> canonical NaN."""
     fmt = fmt_of(fmt)
     x = np.asarray(x, np.float64)
+    if mode == "rn" and not satfinite:
+        if fmt.name in _NP_FLOAT:
+            r = _encode_fast(x, fmt, ftz, err)
+            if r is not None:
+                return r
+        elif fmt is BF16 and not ftz:
+            return round_f32_to_bf16(ro_narrow(x, np.float32, np.uint32, err))
     nan = np.isnan(x)
     inf = np.isinf(x)
     xf = np.where(nan | inf, np.where(np.signbit(x), -0.0, 0.0), x)

@@ -16,7 +16,7 @@ from fa4_mlir.emu.ops import handles, unsupported
 from fa4_mlir.emu.ops.operands import reader, syntax, writer
 from fa4_mlir.emu.ptx import ast
 
-FLOAT_TYPES = {"f16", "f16x2", "bf16", "bf16x2", "f32", "f64"}
+FLOAT_TYPES = {"f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "f32x2"}
 INT_TYPES = {"s16", "s32", "s64", "u16", "u32", "u64", "b16", "b32", "b64", "s8", "u8", "b8", "pred", "u16x2", "s16x2"}
 CMP = {"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu", "ltu", "leu", "gtu", "geu",
        "num", "nan"}
@@ -188,10 +188,14 @@ def _setp(op, ctx) -> None:
     ra, rb = reader(ctx, operands[1], type_name, ins), reader(ctx, operands[2], type_name, ins)
     rc = reader(ctx, operands[3], "pred", ins) if bools else None
     writes = [writer(ctx, d, "pred", ins) for d in dsts]
+    paired = type_name in ("f16x2", "bf16x2")  # setp.f16x2 p|q: p from the low halves, q from the high
     if type_name in FLOAT_TYPES:
         cmp_flags = frozenset(flags & {"ftz"})
         FP = _floats()
-        compare = lambda a, b: FP.compare(cmp, type_name, a, b, cmp_flags)  # noqa: E731
+        if paired:
+            compare = lambda a, b: FP.compare_pair(cmp, type_name, a, b, cmp_flags)  # noqa: E731
+        else:
+            compare = lambda a, b: FP.compare(cmp, type_name, a, b, cmp_flags)  # noqa: E731
     else:
         compare = lambda a, b: INT.compare(cmp, type_name, a, b)  # noqa: E731
     try:
@@ -204,6 +208,16 @@ def _setp(op, ctx) -> None:
 
     def run(w, m):
         t = compare(ra(w), rb(w))
+        if paired:
+            lo, hi = t
+            if boolop is not None:
+                c = rc(w)
+                combine = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[boolop]
+                lo, hi = combine(lo, c), combine(hi, c)
+            writes[0](w, lo, m)
+            if len(writes) > 1:
+                writes[1](w, hi, m)
+            return
         if boolop is None:
             writes[0](w, t, m)
             if len(writes) > 1:
