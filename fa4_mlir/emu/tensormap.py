@@ -319,11 +319,24 @@ def _check_copy(tmap: TensorMap, coords, smem: np.ndarray, smem_address: int, wh
     return coords[::-1], (index + base if base else index)
 
 
-def _global_part(tmap: TensorMap, np_coords, mem, what: str):
+def _store_extent(tmap: TensorMap) -> tuple[int, ...]:
+    """The extents a TMA store writes: the H100 writes whole 16-byte chunks of the innermost dimension,
+    so a row whose byte length is not a multiple of 16 also gets the elements of its last partial chunk
+    (measured: a 300-column bf16 D with a 304-element row stride had columns 300-303 written; see
+    docs/emulator.md). Never past the next outer stride, which is a multiple of 16."""
+    if tmap.rank < 2:
+        return tmap.shape
+    inner = -(-tmap.shape[-1] * tmap.elem_bytes // 16) * 16 // tmap.elem_bytes
+    inner = min(inner, tmap.strides[-2] // tmap.elem_bytes)
+    return tmap.shape[:-1] + (max(inner, tmap.shape[-1]),)
+
+
+def _global_part(tmap: TensorMap, np_coords, mem, what: str, store: bool = False):
     """(buffer, byte indices into it, byte mask of the box or None when all in bounds); buffer is None
     when no element of the box is inside the tensor."""
     masks, lo_rel, hi_rel, full, start = [], 0, 0, True, 0
-    for c, steps, size, stride in zip(np_coords, tmap._steps(), tmap.shape, tmap.strides):
+    shape = _store_extent(tmap) if store else tmap.shape
+    for c, steps, size, stride in zip(np_coords, tmap._steps(), shape, tmap.strides):
         pos = c + steps
         ok = (pos >= 0) & (pos < size)
         if not ok.any():
@@ -371,9 +384,11 @@ def tma_store(tmap: TensorMap, mem, coords, smem: np.ndarray, smem_address: int,
               what: str = "cp.async.bulk.tensor.global.shared::cta.tile.bulk_group") -> int:
     """``cp.async.bulk.tensor.Nd.global.shared::cta.tile.bulk_group``: write the box held at
     ``smem_address`` (same layout and swizzle as a load) to the tensor at ``coords``; elements outside
-    the tensor are not written. Returns the box's size in bytes (what was read from shared memory)."""
+    the tensor are not written, except those that share a 16-byte chunk of a row with an element inside
+    it (``_store_extent``, the H100's behaviour). Returns the box's size in bytes (what was read from
+    shared memory)."""
     np_coords, sidx = _check_copy(tmap, coords, smem, smem_address, what)
-    buf, gidx, mask = _global_part(tmap, np_coords, mem, what)
+    buf, gidx, mask = _global_part(tmap, np_coords, mem, what, store=True)
     if buf is not None:
         payload = smem[sidx]
         buf[gidx] = payload if mask is None else payload[mask]

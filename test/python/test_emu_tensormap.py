@@ -290,6 +290,21 @@ def test_store_clips_at_both_ends():
     assert (dst == expected).all()
 
 
+def test_store_writes_the_whole_16_byte_chunk_of_a_ragged_row():
+    # Measured on the H100 (docs/emulator.md, calibration): a bf16 tensor of 300 columns with a
+    # 304-element row stride gets columns 300..303 written too: the store writes whole 16-byte
+    # chunks of a row. It never passes the row stride.
+    mem = FakeMemory()
+    buf = np.full((4, 304), 7, np.uint16)
+    tmap = bound(buf[:, :300], mem, root=buf, box=(4, 64), swizzle="128B", dtype="bf16")
+    image = np.arange(4 * 64, dtype=np.uint16).reshape(4, 64)
+    smem = new_smem()
+    for logical in range(image.nbytes):
+        smem[table_address(2048 + logical, "128B")] = image.view(np.uint8).reshape(-1)[logical]
+    tma_store(tmap, mem, (256, 0), smem, 2048)  # columns 256..319 of rows 0..3
+    assert (buf[:, 256:304] == image[:, :48]).all() and (buf[:, :256] == 7).all()
+
+
 # -- validation (one test per rule) -----------------------------------------------------------------------
 
 U16 = np.zeros((64, 64), np.uint16)
