@@ -359,7 +359,16 @@ class Launch:
                        + "\n  ".join(blocked), blocked)
 
     def _check_exit(self, cta: CTA) -> None:
+        for ident, named in enumerate(cta.bars):
+            if named.arrived:
+                raise ProtocolError(f"CTA {cta.ctaid} exits with named barrier {ident} half arrived ({named.arrived} "
+                                    f"of {named.expected} threads, first at {named.first.where}): a bar.arrive or "
+                                    f"bar.sync has no partner")
         for bar in cta.mbarriers.values():
+            if 0 < bar.pending < bar.expected:
+                raise ProtocolError(f"CTA {cta.ctaid} exits with the mbarrier at shared address 0x{bar.address:x} "
+                                    f"({cta.describe_smem(bar.address)}) half arrived: {bar.expected - bar.pending} "
+                                    f"of {bar.expected} arrivals in phase {bar.phase}; an arrive has no partner")
             if bar.tx != 0:
                 raise ProtocolError(f"CTA {cta.ctaid} exits with the mbarrier at shared address 0x{bar.address:x} "
                                     f"({cta.describe_smem(bar.address)}) still expecting {bar.tx} transaction bytes "

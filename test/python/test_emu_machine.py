@@ -506,3 +506,22 @@ def test_setp_f16x2_writes_low_and_high_comparisons():
     prog.launch("k", block=(1, 1, 1), args=[out])
     # low: 0xC000 = -2.0 < 0x0000 = 0.0 (true); high: 0x3C00 = 1.0 < 0x4000 = 2.0 (true) -> 11
     assert out[0] == 11
+
+
+@pytest.mark.parametrize("body, message", [
+    ("    mbarrier.init.shared.b64 [bar], 2;\n    @%p1 mbarrier.arrive.shared.b64 %rd5, [bar];\n    ret;",
+     r"half arrived: 1 of 2 arrivals in phase 0"),
+    ("    mbarrier.init.shared.b64 [bar], 1;\n    @%p1 mbarrier.expect_tx.shared.b64 [bar], 128;\n    ret;",
+     "still expecting 128 transaction bytes"),
+    ("    @%p1 bar.arrive 3, 64;\n    ret;", "named barrier 3 half arrived"),
+    ("    mov.u32 %r2, smem;\n    @%p1 cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r2], 16;\n"
+     "    cp.async.bulk.commit_group;\n    ret;", "bulk copies .* still reading shared memory"),
+])
+def test_exit_with_unfinished_synchronisation_is_reported(body, message):
+    prog = kernel("""
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r0, %tid.x;
+    setp.eq.u32 %p1, %r0, 0;
+""" + body, shared=MBAR + ".extern .shared .align 1024 .b8 smem[];\n")
+    with pytest.raises(emu.ProtocolError, match=message):
+        prog.launch("k", block=(32, 1, 1), smem_bytes=1024, args=[np.zeros(4, np.uint32)])
