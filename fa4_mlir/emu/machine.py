@@ -64,6 +64,7 @@ class Warp:
         self.wgmma_open: list = []          # issued, not yet committed
         self.wgmma_groups: list[list] = []  # committed groups, oldest first
         self.wgmma_pending: set[int] = set()
+        self.wgmma_issued = 0               # wgmma.mma_async executed (every warp of a warpgroup must)
         self.bulk_open: list = []
         self.bulk_groups: list[list] = []
         self.cp_open: list = []
@@ -359,6 +360,11 @@ class Launch:
                        + "\n  ".join(blocked), blocked)
 
     def _check_exit(self, cta: CTA) -> None:
+        for first in range(0, len(cta.warps) - len(cta.warps) % 4, 4):
+            counts = [w.wgmma_issued for w in cta.warps[first:first + 4]]
+            if len(set(counts)) > 1:
+                raise ProtocolError(f"CTA {cta.ctaid}: warps {first}..{first + 3} executed {counts} wgmma.mma_async "
+                                    f"instructions; .sync.aligned needs all four warps of the warpgroup in each")
         for ident, named in enumerate(cta.bars):
             if named.arrived:
                 raise ProtocolError(f"CTA {cta.ctaid} exits with named barrier {ident} half arrived ({named.arrived} "

@@ -525,3 +525,24 @@ def test_exit_with_unfinished_synchronisation_is_reported(body, message):
 """ + body, shared=MBAR + ".extern .shared .align 1024 .b8 smem[];\n")
     with pytest.raises(emu.ProtocolError, match=message):
         prog.launch("k", block=(32, 1, 1), smem_bytes=1024, args=[np.zeros(4, np.uint32)])
+
+
+def test_wgmma_issued_by_part_of_a_warpgroup_is_reported():
+    # wgmma.mma_async is .sync.aligned over the warpgroup's 128 threads: here only warp 0 issues it.
+    prog = kernel("""
+    mov.u32 %r0, %tid.x;
+    setp.ge.u32 %p1, %r0, 32;
+    @%p1 bra DONE;
+    mov.u64 %rd2, 0x4000004000010040;
+    wgmma.fence.sync.aligned;
+    wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%f1, %f2, %f3, %f4}, %rd2, %rd2, 0, 1, 1, 0, 0;
+    wgmma.commit_group.sync.aligned;
+    wgmma.wait_group.sync.aligned 0;
+DONE:
+    ret;
+""", shared=".extern .shared .align 1024 .b8 smem[];\n")
+    with pytest.raises(emu.ProtocolError, match=r"executed \[1, 0, 0, 0\] wgmma.mma_async"):
+        prog.launch("k", block=(128, 1, 1), smem_bytes=16384, args=[None])
+    # An operand beyond shared memory is a fault located at the wgmma that read it.
+    with pytest.raises(emu.MemoryFault, match=r"line \d+: wgmma.mma_async.* \(warp 0 of CTA .*outside shared memory"):
+        prog.launch("k", block=(128, 1, 1), smem_bytes=4096, args=[None])

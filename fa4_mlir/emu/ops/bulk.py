@@ -126,7 +126,7 @@ def _tensor(op, ctx, mods) -> None:
                 where = w.where(op)
 
                 def land(tmap=tmap, coord=coord, smem_at=smem_at, bar_at=bar_at, cta=cta, where=where):
-                    nbytes = tma_load(tmap, w.launch.memory, coord, cta.smem.buf, smem_at)
+                    nbytes = tma_load(tmap, w.launch.memory, coord, cta.smem.buf, smem_at, what=where)
                     complete_tx(cta.mbarrier(bar_at, where), nbytes, where, cta)
                 w.launch.schedule(land)
         op.run = run_load
@@ -143,9 +143,10 @@ def _tensor(op, ctx, mods) -> None:
                 pending = _Pending(f"TMA store at {op.where}")
                 w.bulk_open.append(pending)
                 cta = w.cta
+                where = w.where(op)
 
-                def flush(tmap=tmap, coord=coord, smem_at=smem_at, cta=cta, pending=pending):
-                    tma_store(tmap, w.launch.memory, coord, cta.smem.buf, smem_at)
+                def flush(tmap=tmap, coord=coord, smem_at=smem_at, cta=cta, pending=pending, where=where):
+                    tma_store(tmap, w.launch.memory, coord, cta.smem.buf, smem_at, what=where)
                     pending.done = True
                 w.launch.schedule(flush)
         op.run = run_store

@@ -22,7 +22,7 @@ import re
 
 import numpy as np
 
-from fa4_mlir.emu.errors import ProtocolError
+from fa4_mlir.emu.errors import EmulationError, ProtocolError
 from fa4_mlir.emu.isa import wgmma_layout as L
 from fa4_mlir.emu.machine import FULL, WAIT, WARP, Wait
 from fa4_mlir.emu.ops import handles, unsupported
@@ -217,7 +217,16 @@ def _mma(op, ctx, mods) -> None:
                 return out.astype(np.float32).view(np.uint32)
             return np.ascontiguousarray(out.astype(np.float16)).view(np.uint32).reshape(WARP, per_thread)
 
-        entry = _Entry(compute, prev if use_c else None, slots, a_slots)
+        where = w.where(op)
+
+        def located(base):
+            try:
+                return compute(base)
+            except EmulationError as exc:  # an operand outside shared memory, a bad descriptor
+                raise type(exc)(f"{where}: {exc}") from None
+
+        w.wgmma_issued += 1
+        entry = _Entry(located, prev if use_c else None, slots, a_slots)
         w.wgmma_open.append(entry)
         w.wgmma_pending.update(slots)
         w.wgmma_pending.update(a_slots)
