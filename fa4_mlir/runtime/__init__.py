@@ -13,6 +13,10 @@
 builds it once; ``load_file`` does the same for an fa4 ``.mlir`` file and ``load_artifact`` reads an
 ``fa4-compile -o DIR`` directory. With ``FA4_DEBUG=1`` they load debug builds, whose barrier waits
 trap instead of hanging. Loaded kernels are kept per process: a repeated ``load`` costs a dict lookup.
+
+``device="emulator"`` loads the artifact's PTX into the CPU emulator (``fa4_mlir.emu``) instead: an
+``EmulatedKernel`` whose ``launch`` takes NumPy memory (``GlobalTensor.host``) and returns the
+emulator's statistics; see ``fa4_mlir.runtime.emulated``. Without a config it builds sm_90a.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from fa4_mlir.runtime.artifacts import Artifact, ArtifactKey, fetch, read_artifa
 from fa4_mlir.runtime.kernel import Kernel, target_for_capability
 from fa4_mlir.runtime.tensormap import GlobalTensor
 
+EMULATOR = "emulator"  # the device name of the CPU emulator (fa4_mlir.runtime.emulated)
 _loaded: dict[tuple, Kernel] = {}
 _lock = threading.Lock()
 
@@ -42,10 +47,12 @@ def device_target(device: int | None = None) -> str:
     return target
 
 
-def load(kernel: str, config=None, *, device: int | None = None, debug: bool | int | None = None) -> Kernel:
+def load(kernel: str, config=None, *, device: int | str | None = None,
+         debug: bool | int | None = None) -> Kernel:
     """The built-in ``kernel`` (e.g. "copy-pipeline") built for ``config`` (its config class; default
-    config for the device's target), loaded on ``device`` (default: current). ``debug``: True (default
-    limit), a limit in ms, False, or None to follow FA4_DEBUG."""
+    config for the device's target, sm_90a on the emulator), loaded on ``device`` (a GPU index, default:
+    current; or "emulator"). ``debug``: True (default limit), a limit in ms, False, or None to follow
+    FA4_DEBUG."""
     from fa4_mlir.kernels import KERNELS
 
     if kernel not in KERNELS:
@@ -54,23 +61,45 @@ def load(kernel: str, config=None, *, device: int | None = None, debug: bool | i
     if config is not None and not isinstance(config, config_cls):
         raise LaunchError(f"config of '{kernel}' must be a {config_cls.__name__}, got {type(config).__name__}")
     timeout = _timeout(debug)
-    ordinal = driver.current_device() if device is None else device
+    ordinal = _device(device)
     if config is None:
-        config = config_cls(target=device_target(ordinal))
+        config = config_cls(target=_default_target(ordinal))
     return _load(ArtifactKey.for_config(kernel, config, timeout), ordinal)
 
 
-def load_file(path: str | os.PathLike, *, target: str | None = None, device: int | None = None,
+def load_file(path: str | os.PathLike, *, target: str | None = None, device: int | str | None = None,
               debug: bool | int | None = None) -> Kernel:
     """An fa4 ``.mlir`` kernel file, compiled for ``target`` (default: the device's) and cached."""
-    ordinal = driver.current_device() if device is None else device
-    return _load(ArtifactKey.for_file(path, target or device_target(ordinal), _timeout(debug)), ordinal)
+    ordinal = _device(device)
+    return _load(ArtifactKey.for_file(path, target or _default_target(ordinal), _timeout(debug)), ordinal)
 
 
-def load_artifact(path: str | os.PathLike, *, device: int | None = None) -> Kernel:
+def load_artifact(path: str | os.PathLike, *, device: int | str | None = None) -> Kernel:
     """An artifact written by ``fa4-compile -o DIR``: the directory or its ``<kernel>.json``."""
-    ordinal = driver.current_device() if device is None else device
+    ordinal = _device(device)
+    if ordinal == EMULATOR:
+        from fa4_mlir.runtime.emulated import EmulatedKernel
+
+        return EmulatedKernel(read_artifact(path))
     return Kernel(read_artifact(path), ordinal)
+
+
+def _device(device) -> int | str:
+    """A GPU ordinal (None: the current device) or EMULATOR."""
+    if device == EMULATOR and isinstance(device, str):
+        return EMULATOR
+    if device is not None and (not isinstance(device, int) or isinstance(device, bool)):
+        raise LaunchError(f"device must be a GPU index (int), None (the current GPU) or '{EMULATOR}', "
+                          f"got {device!r}")
+    return driver.current_device() if device is None else device
+
+
+def _default_target(ordinal: int | str) -> str:
+    if ordinal == EMULATOR:
+        from fa4_mlir.runtime.emulated import DEFAULT_TARGET
+
+        return DEFAULT_TARGET
+    return device_target(ordinal)
 
 
 def _timeout(debug: bool | int | None) -> int:
@@ -85,16 +114,29 @@ def _timeout(debug: bool | int | None) -> int:
     return debug
 
 
-def _load(key: ArtifactKey, ordinal: int) -> Kernel:
+def _load(key: ArtifactKey, ordinal: int | str) -> Kernel:
     memo = (key, ordinal)
     found = _loaded.get(memo)
     if found is None:
         with _lock:
             found = _loaded.get(memo)
             if found is None:
-                found = _loaded[memo] = Kernel(fetch(key), ordinal)
+                if ordinal == EMULATOR:
+                    from fa4_mlir.runtime.emulated import EmulatedKernel
+
+                    found = _loaded[memo] = EmulatedKernel(fetch(key))
+                else:
+                    found = _loaded[memo] = Kernel(fetch(key), ordinal)
     return found
 
 
-__all__ = ["Artifact", "ArtifactError", "ArtifactKey", "CudaError", "GlobalTensor", "Kernel", "KernelTrap",
-           "LaunchError", "device_target", "load", "load_artifact", "load_file", "read_artifact"]
+def __getattr__(name: str):
+    if name == "EmulatedKernel":  # imported on first use: it loads the emulator
+        from fa4_mlir.runtime.emulated import EmulatedKernel
+
+        return EmulatedKernel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["EMULATOR", "Artifact", "ArtifactError", "ArtifactKey", "CudaError", "EmulatedKernel", "GlobalTensor",
+           "Kernel", "KernelTrap", "LaunchError", "device_target", "load", "load_artifact", "load_file", "read_artifact"]

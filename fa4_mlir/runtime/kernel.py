@@ -25,6 +25,56 @@ _SCALARS = {"i32": (ctypes.c_int32, -(1 << 31), (1 << 31) - 1), "i64": (ctypes.c
 _TRAP_CODES = ("CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_ASSERT")
 
 
+def check_grid(grid, cluster: tuple[int, int, int]) -> tuple[int, int, int]:
+    """``grid`` as three dims, checked: 1 to 3 positive ints within the hardware's limits, each a
+    multiple of the cluster's size along it; LaunchError otherwise."""
+    dims = tuple(grid)
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
+        raise LaunchError(f"grid must be 1 to 3 positive ints, got {grid!r}")
+    dims = dims + (1,) * (3 - len(dims))
+    limits = (2**31 - 1, 65535, 65535)
+    for axis, (d, limit, c) in enumerate(zip(dims, limits, cluster)):
+        if d > limit or d % c:
+            raise LaunchError(f"grid dimension {'xyz'[axis]} must be <= {limit} and a multiple of the "
+                              f"cluster size {c}, got {d}")
+    return dims
+
+
+def bind_args(kernel: str, params: Sequence[dict], args) -> list[object]:
+    """``args`` (a mapping by parameter name, or a sequence in order) as a list in ``params`` order."""
+    names = [p["name"] for p in params]
+    if isinstance(args, Mapping):
+        unknown = sorted(set(args) - set(names))
+        missing = [n for n in names if n not in args]
+        if unknown or missing:
+            raise LaunchError(f"arguments of {kernel} must be exactly {', '.join(names)}; "
+                              f"missing {missing or 'none'}, unknown {unknown or 'none'}")
+        return [args[n] for n in names]
+    args = list(args)
+    if len(args) != len(names):
+        raise LaunchError(f"{kernel} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}")
+    return args
+
+
+def check_scalar(kind: str, value, what: str) -> int | float:
+    """The value of a scalar parameter of ``kind`` (``f32``, ``i32``, ``i64``), checked as a launch
+    passes it; LaunchError for a bad value or a kind this runtime cannot pass."""
+    if kind == "f32":
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise LaunchError(f"{what} must be a finite number, got {value!r}")
+        return float(value)
+    if kind in _SCALARS:
+        _, low, high = _SCALARS[kind]
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise LaunchError(f"{what} must be an int in [{low}, {high}], got {value!r}")
+        return int(value)
+    raise unsupported_kind(kind, what)
+
+
+def unsupported_kind(kind: str, what: str) -> LaunchError:
+    return LaunchError(f"{what} has kind '{kind}', which this runtime cannot pass; rebuild the artifact")
+
+
 def target_for_capability(major: int, minor: int) -> str | None:
     """The fa4 target whose code runs on compute capability ``major.minor`` (arch-specific code runs
     only on its own major.minor), or None."""
@@ -111,35 +161,19 @@ class Kernel:
             self._check_debug_launch(handle)
 
     def _grid(self, grid) -> tuple[int, int, int]:
-        dims = tuple(grid)
-        if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
-            raise LaunchError(f"grid must be 1 to 3 positive ints, got {grid!r}")
-        dims = dims + (1,) * (3 - len(dims))
-        limits = (2**31 - 1, 65535, 65535)
-        for axis, (d, limit, c) in enumerate(zip(dims, limits, self.cluster)):
-            if d > limit or d % c:
-                raise LaunchError(f"grid dimension {'xyz'[axis]} must be <= {limit} and a multiple of the "
-                                  f"cluster size {c}, got {d}")
-        return dims
+        return check_grid(grid, self.cluster)
 
     def _bind(self, args) -> list[object]:
-        names = [p["name"] for p in self.params]
-        if isinstance(args, Mapping):
-            unknown = sorted(set(args) - set(names))
-            missing = [n for n in names if n not in args]
-            if unknown or missing:
-                raise LaunchError(f"arguments of {self.name} must be exactly {', '.join(names)}; "
-                                  f"missing {missing or 'none'}, unknown {unknown or 'none'}")
-            return [args[n] for n in names]
-        args = list(args)
-        if len(args) != len(names):
-            raise LaunchError(f"{self.name} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}")
-        return args
+        return bind_args(self.name, self.params, args)
 
     def _pack(self, param: dict, value):
         kind, what = param["kind"], f"argument '{param['name']}' of {self.name}"
         if kind == "tensormap":
             if isinstance(value, GlobalTensor):
+                if value.array is not None:
+                    raise LaunchError(f"{what} must be in device memory, got a host GlobalTensor (NumPy memory, "
+                                      f"GlobalTensor.host); copy it to device {self.device}, or load the kernel "
+                                      f"with device='emulator'")
                 if value.device is not None and value.device != self.device:
                     raise LaunchError(f"{what} must be on device {self.device} (where the kernel is loaded), "
                                       f"got device {value.device}")
@@ -150,21 +184,16 @@ class Kernel:
                 raise LaunchError(f"{what} must be a GlobalTensor or a CUtensorMap, got {type(value).__name__}")
             return value, value.getPtr()
         if kind == "f32":
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-                raise LaunchError(f"{what} must be a finite number, got {value!r}")
-            holder = ctypes.c_float(value)
+            holder = ctypes.c_float(check_scalar(kind, value, what))
         elif kind in _SCALARS:
-            ctype, low, high = _SCALARS[kind]
-            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-                raise LaunchError(f"{what} must be an int in [{low}, {high}], got {value!r}")
-            holder = ctype(value)
+            holder = _SCALARS[kind][0](check_scalar(kind, value, what))
         elif kind == "ptr":
             address = value.data_ptr() if hasattr(value, "data_ptr") else value
             if not isinstance(address, int) or address < 0:
                 raise LaunchError(f"{what} must be a device address (int) or have data_ptr(), got {value!r}")
             holder = ctypes.c_uint64(address)
         else:
-            raise LaunchError(f"{what} has kind '{kind}', which this runtime cannot pass; rebuild the artifact")
+            raise unsupported_kind(kind, what)
         return holder, ctypes.addressof(holder)
 
     def _tensor_map(self, param: dict, tensor: GlobalTensor, what: str):

@@ -26,13 +26,39 @@ MAX_STRIDE = 1 << 40
 
 @dataclasses.dataclass(frozen=True)
 class GlobalTensor:
-    """A tensor in device memory: its address, element type and layout (in elements, outermost first)."""
+    """A tensor in device memory: its address, element type and layout (in elements, outermost first).
+
+    ``GlobalTensor.host(array, dtype)`` describes a NumPy array instead, for kernels loaded with
+    ``device="emulator"``; it keeps the array in ``array`` (not part of equality, hash or repr).
+    """
 
     address: int
     dtype: str
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     device: int | None = None
+    array: object = dataclasses.field(default=None, compare=False, hash=False, repr=False)
+
+    @classmethod
+    def host(cls, array, dtype: str) -> GlobalTensor:
+        """The NumPy ``array`` holding ``dtype`` elements (bf16 as ``uint16`` bit patterns): address =
+        its data pointer, shape and strides (in elements) its own."""
+        import numpy as np
+
+        if not isinstance(array, np.ndarray):
+            raise LaunchError(f"GlobalTensor.host takes a numpy.ndarray, got {type(array).__name__}")
+        if dtype not in DTYPES:
+            raise LaunchError(f"GlobalTensor.host dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        elem = DTYPES[dtype].bytes
+        if array.itemsize != elem:
+            raise LaunchError(f"GlobalTensor.host array must have {elem}-byte elements to hold {dtype}, got "
+                              f"{array.dtype} ({array.itemsize}-byte); pass the bit patterns, e.g. "
+                              f"array.view(np.uint{8 * elem})")
+        if any(s % elem for s in array.strides):
+            raise LaunchError(f"GlobalTensor.host array strides must be whole elements, got {array.strides} "
+                              f"bytes for {elem}-byte elements")
+        return cls(int(array.__array_interface__["data"][0]), dtype, tuple(int(n) for n in array.shape),
+                   tuple(int(s) // elem for s in array.strides), None, array)
 
     @classmethod
     def contiguous(cls, address: int, dtype: str, shape, device: int | None = None) -> GlobalTensor:

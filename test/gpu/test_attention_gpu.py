@@ -1,14 +1,16 @@
-"""The attention forward on a real GPU: numerics against an f32 reference (error within 2x that of
-torch SDPA's math backend in the same precision), odd lengths, causal, GQA / MQA, the LSE, every
-output element written, strided inputs, and the op's errors."""
+"""The attention forward on a real GPU and (the ``backend`` tests) in the emulator: numerics against
+the float64 reference (error within 2x that of the same computation at the kernel's precision,
+``fa4_mlir.reference``), odd lengths, causal, GQA / MQA, the LSE, every output element written,
+strided inputs, and the op's errors."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
-from fa4_mlir import runtime
+from fa4_mlir import reference
 from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.kernels.attention import launch_geometry
 
@@ -18,122 +20,104 @@ SHAPES = [(1, 128, 128, 1, 1, 128, False), (2, 77, 200, 4, 4, 128, False), (1, 1
           (1, 257, 129, 4, 1, 64, True), (2, 1000, 1000, 8, 2, 128, True), (1, 300, 700, 2, 2, 256, False),
           (1, 700, 300, 2, 2, 256, True), (1, 129, 1, 1, 1, 128, True), (3, 64, 4000, 2, 2, 64, False),
           (1, 2048, 2048, 4, 4, 128, True), (1, 333, 333, 8, 8, 256, True), (2, 511, 513, 8, 1, 128, False)]
+# Small shapes on two kernel configs per dtype (each config compiles once, about 2 s, in a fresh cache).
+EMULATOR_SHAPES = {
+    "bf16": [(1, 128, 128, 1, 1, 128, False), (1, 1, 1, 2, 2, 128, False), (1, 129, 200, 4, 1, 64, True)],
+    "fp16": [(1, 77, 100, 1, 1, 256, True), (2, 64, 130, 2, 2, 64, False)],
+}
 GROUPS = (1, 4, 8)  # the GQA groups the GPU artifacts are built for (test/gpu/build_artifacts.py)
 
 
-def reference(torch, q, k, v, causal, scale):
-    """f32 attention and LSE of (B, S, H, D) inputs; K/V heads repeated for GQA."""
-    group = q.shape[2] // k.shape[2]
-    qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))
-    kf, vf = kf.repeat_interleave(group, dim=1), vf.repeat_interleave(group, dim=1)
-    s = torch.einsum("bhqd,bhkd->bhqk", qf, kf) * scale
-    if causal:
-        sq, sk = s.shape[-2:]
-        s = s.masked_fill(torch.ones(sq, sk, dtype=torch.bool, device=s.device).triu(1), -math.inf)
-    lse = torch.logsumexp(s, dim=-1)
-    out = torch.einsum("bhqk,bhkd->bhqd", torch.softmax(s, dim=-1), vf)
-    return out.transpose(1, 2), lse
-
-
-def sdpa_math(torch, q, k, v, causal, scale):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    with sdpa_kernel(SDPBackend.MATH):
-        out = torch.nn.functional.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal, scale=scale,
-            enable_gqa=q.shape[2] != k.shape[2])
-    return out.transpose(1, 2)
-
-
-def _errors(out, ref):
-    diff = (out.float() - ref).abs()
-    return float(diff.max()), float(diff.pow(2).mean().sqrt())
-
-
-def _check(torch, q, k, v, causal, scale, out, what, lse=None):
-    ref, ref_lse = reference(torch, q, k, v, causal, scale)
-    theirs = sdpa_math(torch, q, k, v, causal, scale)
-    assert not torch.isnan(out).any(), f"{what}: NaN in the output (an element was never written)"
-    ours_max, ours_rms = _errors(out, ref)
-    torch_max, torch_rms = _errors(theirs, ref)
-    floor = 1e-6 * float(ref.abs().max()) + 1e-6
-    assert ours_max <= 2 * torch_max + floor, f"{what}: max error {ours_max} vs SDPA math {torch_max}"
-    assert ours_rms <= 2 * torch_rms + floor, f"{what}: rms error {ours_rms} vs SDPA math {torch_rms}"
+def _check(q, k, v, causal, scale, out, dtype, what, lse=None):
+    """``out`` (bits) and ``lse`` against the float64 reference; the yardstick rounds P to ``dtype``
+    before P @ V, as the kernel does."""
+    qf, kf, vf = (reference.to_f64(t, dtype) for t in (q, k, v))
+    ref, ref_lse = reference.attention(qf, kf, vf, causal, scale)
+    assert not np.isnan(reference.to_f32(out, dtype)).any(), f"{what}: NaN in the output (an element never written)"
+    result = reference.compare(out, ref, reference.attention_yardstick(qf, kf, vf, causal, scale, dtype), dtype)
+    assert result.ok, f"{what}: {result.summary()}"
     if lse is not None:
-        assert lse.shape == ref_lse.shape and lse.dtype == torch.float32
-        err = float((lse - ref_lse).abs().max())
-        assert err <= 1e-3 * float(ref_lse.abs().max()) + 1e-3, f"{what}: LSE error {err}"
+        assert lse.shape == ref_lse.shape and lse.dtype == np.float32
+        err = float(np.abs(lse - ref_lse).max())
+        assert err <= reference.lse_tolerance(ref_lse), f"{what}: LSE error {err}"
 
 
-def _inputs(torch, b, sq, sk, h, hk, d, dtype, gen):
-    q = torch.randn(b, sq, h, d, generator=gen).to(dtype).cuda()
-    k = torch.randn(b, sk, hk, d, generator=gen).to(dtype).cuda()
-    v = torch.randn(b, sk, hk, d, generator=gen).to(dtype).cuda()
-    return q, k, v
+def _inputs(rng, b, sq, sk, h, hk, d, dtype):
+    return tuple(reference.random_bits(rng, shape, dtype, 1.0) for shape in ((b, sq, h, d), (b, sk, hk, d),
+                                                                            (b, sk, hk, d)))
 
 
-@pytest.mark.parametrize("dtype_name", ["bfloat16", "float16"])
-def test_matches_f32_reference_within_twice_sdpa_math_error(torch_gpu, dtype_name):
-    from fa4_mlir.torch import flash_attention
-
-    torch = torch_gpu
-    dtype = getattr(torch, dtype_name)
-    gen = torch.Generator().manual_seed(torch.seed())
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_matches_f64_reference_within_twice_the_same_precision_error(backend, dtype):
+    rng = np.random.default_rng()
 
     def draw(lo, hi):
-        return int(torch.randint(lo, hi, (1,), generator=gen))
+        return int(rng.integers(lo, hi))
 
     drawn = []
     for _ in range(6):  # fresh random shapes every run, over the built head dims and groups
         hk, group = draw(1, 3), GROUPS[draw(0, len(GROUPS))]
         drawn.append((draw(1, 3), draw(1, 1500), draw(1, 1500), hk * group, hk, (64, 128, 256)[draw(0, 3)],
                       bool(draw(0, 2))))
-    for b, sq, sk, h, hk, d, causal in SHAPES + drawn:
-        q, k, v = _inputs(torch, b, sq, sk, h, hk, d, dtype, gen)
-        scale = float(torch.empty(()).uniform_(0.02, 0.3))
-        out, lse = flash_attention(q, k, v, causal=causal, softmax_scale=scale, return_lse=True)
-        assert out.shape == q.shape and out.dtype == dtype and out.is_contiguous()
-        _check(torch, q, k, v, causal, scale, out, f"{dtype} B{b} Sq{sq} Sk{sk} H{h}/{hk} D{d} causal={causal}", lse)
+    # The emulator draws lengths for one of its configs.
+    _, _, _, h, hk, d, causal = EMULATOR_SHAPES[dtype][draw(0, len(EMULATOR_SHAPES[dtype]))]
+    drawn = backend.pick(drawn, [(1, draw(1, 300), draw(1, 300), h, hk, d, causal)])
+    for b, sq, sk, h, hk, d, causal in backend.pick(SHAPES, EMULATOR_SHAPES[dtype]) + drawn:
+        q, k, v = _inputs(rng, b, sq, sk, h, hk, d, dtype)
+        scale = float(rng.uniform(0.02, 0.3))
+        out, lse = backend.flash_attention(q, k, v, causal, scale, dtype)
+        assert out.shape == q.shape
+        _check(q, k, v, causal, scale, out, dtype, f"{backend}: {dtype} B{b} Sq{sq} Sk{sk} H{h}/{hk} D{d} "
+                                                   f"causal={causal} scale {scale}", lse)
+
+
+def _torch_inputs(torch, b, sq, sk, h, hk, d, dtype, gen):
+    q = torch.randn(b, sq, h, d, generator=gen).to(dtype).cuda()
+    k = torch.randn(b, sk, hk, d, generator=gen).to(dtype).cuda()
+    v = torch.randn(b, sk, hk, d, generator=gen).to(dtype).cuda()
+    return q, k, v
+
+
+def _check_torch(torch, q, k, v, causal, scale, out, what):
+    """``_check`` of torch tensors."""
+    dtype = {torch.bfloat16: "bf16", torch.float16: "fp16"}[q.dtype]
+    bits = [t.contiguous().view(torch.int16).cpu().numpy().view(np.uint16) for t in (q, k, v, out)]
+    _check(*bits[:3], causal, scale, bits[3], dtype, what)
 
 
 def test_default_scale_and_no_lse(torch_gpu):
     from fa4_mlir.torch import flash_attention
 
     torch = torch_gpu
-    q, k, v = _inputs(torch, 2, 300, 300, 4, 4, 128, torch.bfloat16, torch.Generator().manual_seed(3))
+    q, k, v = _torch_inputs(torch, 2, 300, 300, 4, 4, 128, torch.bfloat16, torch.Generator().manual_seed(3))
     out = flash_attention(q, k, v)
     assert isinstance(out, torch.Tensor)
-    _check(torch, q, k, v, False, 1 / math.sqrt(128), out, "default scale")
+    _check_torch(torch, q, k, v, False, 1 / math.sqrt(128), out, "default scale")
 
 
-def test_every_output_element_is_written(torch_gpu, gpu):
+def test_every_output_element_is_written(backend):
     """Through the runtime with a NaN-poisoned O: the kernel overwrites all of it, ragged query tiles
     included, and nothing past it (a guard position after Sq stays poisoned)."""
-    torch = torch_gpu
-    tensor = runtime.GlobalTensor
-    for b, sq, sk, h, d, causal in [(2, 77, 300, 3, 128, False), (1, 1000, 129, 2, 64, True),
-                                    (1, 200, 1000, 2, 256, True)]:
-        config = AttentionConfig(target=runtime.device_target(gpu), head_dim=d, causal=causal)
-        kernel = runtime.load("attention", config, device=gpu)
-        q, k, v = _inputs(torch, b, sq, sk, h, h, d, torch.bfloat16, torch.Generator().manual_seed(sq))
-        o = torch.full((b, sq + 1, h, d), float("nan"), dtype=torch.bfloat16, device="cuda")
-        lse = torch.full((b, h, sq + 1), float("nan"), device="cuda")
+    poison = reference.POISON["bf16"]
+    for b, sq, sk, h, d, causal in backend.pick([(2, 77, 300, 3, 128, False), (1, 1000, 129, 2, 64, True),
+                                                 (1, 200, 1000, 2, 256, True)], [(2, 77, 130, 2, 128, False)]):
+        config = AttentionConfig(target=backend.target, head_dim=d, causal=causal)
+        kernel = backend.load("attention", config)
+        q, k, v = _inputs(np.random.default_rng(sq), b, sq, sk, h, h, d, "bf16")
+        o = backend.array(np.full((b, sq + 1, h, d), poison, np.uint16))
+        lse = backend.array(np.full((b, h, sq + 1), np.nan, np.float32))
         scale = 1 / math.sqrt(d)
-
-        def view(t, s):
-            strides = t.stride()
-            return tensor(t.data_ptr(), "bf16", (b, s, h, d), strides, gpu)
-
-        kernel.launch(launch_geometry(config, b, sq, h, sk),
-                      {"q": view(q, sq), "k": view(k, sk), "v": view(v, sk), "o": view(o, sq),
-                       "lse": lse.data_ptr(), "seq_q": sq, "seq_k": sk, "num_heads": h,
-                       "scale_log2e": scale * math.log2(math.e), "write_lse": 0})
-        torch.cuda.synchronize()
-        what = f"B{b} Sq{sq} Sk{sk} H{h} D{d} causal={causal}"
-        assert not torch.isnan(o[:, :sq]).any(), f"{what}: unwritten elements"
-        assert torch.isnan(o[:, sq]).all(), f"{what}: the kernel wrote past O"
-        assert torch.isnan(lse).all(), f"{what}: write_lse = 0 but the LSE was written"
-        _check(torch, q, k, v, causal, scale, o[:, :sq], what)
+        backend.launch(kernel, launch_geometry(config, b, sq, h, sk),
+                       {"q": backend.tensor(backend.array(q), "bf16"), "k": backend.tensor(backend.array(k), "bf16"),
+                        "v": backend.tensor(backend.array(v), "bf16"), "o": backend.tensor(o, "bf16", (b, sq, h, d)),
+                        "lse": backend.pointer(lse), "seq_q": sq, "seq_k": sk, "num_heads": h,
+                        "scale_log2e": scale * math.log2(math.e), "write_lse": 0})
+        out, lse_out = backend.host(o), backend.host(lse)
+        what = f"{backend}: B{b} Sq{sq} Sk{sk} H{h} D{d} causal={causal}"
+        assert not (out[:, :sq] == poison).any(), f"{what}: unwritten elements"
+        assert (out[:, sq] == poison).all(), f"{what}: the kernel wrote past O"
+        assert np.isnan(lse_out).all(), f"{what}: write_lse = 0 but the LSE was written"
+        _check(q, k, v, causal, scale, out[:, :sq], "bf16", what)
 
 
 def test_strided_inputs_from_a_packed_qkv(torch_gpu):
@@ -144,7 +128,7 @@ def test_strided_inputs_from_a_packed_qkv(torch_gpu):
     qkv = torch.randn(2, 333, 3, 4, 128, device="cuda").bfloat16()
     q, k, v = qkv.unbind(2)
     out = flash_attention(q, k, v, causal=True)
-    _check(torch, q, k, v, True, 1 / math.sqrt(128), out, "packed qkv")
+    _check_torch(torch, q, k, v, True, 1 / math.sqrt(128), out, "packed qkv")
 
 
 def test_fake_implementation_gives_shapes(torch_gpu):
@@ -163,13 +147,13 @@ def test_op_works_under_torch_compile(torch_gpu):
     from fa4_mlir.torch import flash_attention
 
     torch = torch_gpu
-    q, k, v = _inputs(torch, 1, 256, 256, 2, 2, 64, torch.float16, torch.Generator().manual_seed(5))
+    q, k, v = _torch_inputs(torch, 1, 256, 256, 2, 2, 64, torch.float16, torch.Generator().manual_seed(5))
 
     @torch.compile(fullgraph=True)
     def f(q, k, v):
         return flash_attention(q, k, v, causal=True) * 2
 
-    _check(torch, q, k, v, True, 1 / 8, f(q, k, v) / 2, "torch.compile")
+    _check_torch(torch, q, k, v, True, 1 / 8, f(q, k, v) / 2, "torch.compile")
 
 
 def test_empty_inputs(torch_gpu):

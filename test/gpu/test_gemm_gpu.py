@@ -1,118 +1,101 @@
-"""The GEMM with residual epilogue on a real GPU: numerics against an f32 reference (error within 2x
-that of torch.addmm in the same precision), every output element written, beta = 0 ignores C, both
-B layouts, and the op's errors."""
+"""The GEMM with residual epilogue on a real GPU and (the ``backend`` tests) in the emulator:
+numerics against the float64 reference (error within 2x that of the same product at the kernel's
+precision, ``fa4_mlir.reference``), every output element written, beta = 0 ignores C, both B layouts,
+and the op's errors."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from fa4_mlir import runtime
+from fa4_mlir import reference, runtime
 from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.kernels import gemm
 
 # Tile multiples, ragged M / N / K (tiles are 128 x 256 x 64), single rows, K below one K block.
 SHAPES = [(128, 256, 64), (256, 512, 1024), (1, 8, 8), (77, 264, 200), (257, 136, 1032), (1000, 1000, 72),
           (3000, 520, 8), (129, 4104, 520), (2048, 2048, 2048)]
+EMULATOR_SHAPES = [(128, 256, 64), (1, 8, 8), (77, 264, 200)]
 
 
-def _errors(torch, out, ref):
-    diff = (out.float() - ref).abs()
-    return float(diff.max()), float(diff.pow(2).mean().sqrt())
+def _check(a, b, c, alpha, beta, out, dtype, what):
+    """``out`` (bits) against the float64 reference, with the correctly rounded product as the yardstick."""
+    ref = reference.gemm_residual(*(reference.to_f64(t, dtype) for t in (a, b, c)), alpha, beta)
+    result = reference.compare(out, ref, reference.gemm_yardstick(ref, dtype), dtype)
+    assert not np.isnan(reference.to_f32(out, dtype)).any(), \
+        f"{what}: NaN in the output (an element was never written, or C leaked)"
+    assert result.ok, f"{what}: {result.summary()}"
 
 
-def _check(torch, a, b, c, alpha, beta, out, what):
-    """``out`` against the f32 reference, with torch.addmm in ``a``'s precision as the yardstick."""
-    ref = torch.addmm(c.float(), a.float(), b.float(), beta=beta, alpha=alpha)
-    if beta == 0:
-        ref = torch.mm(a.float(), b.float()) * alpha
-        c_torch = torch.zeros_like(c)
-    else:
-        c_torch = c
-    theirs = torch.addmm(c_torch, a, b, beta=beta, alpha=alpha)
-    assert not torch.isnan(out).any(), f"{what}: NaN in the output (an element was never written, or C leaked)"
-    ours_max, ours_rms = _errors(torch, out, ref)
-    torch_max, torch_rms = _errors(torch, theirs, ref)
-    floor = 1e-6 * float(ref.abs().max()) + 1e-6
-    assert ours_max <= 2 * torch_max + floor, f"{what}: max error {ours_max} vs torch.addmm {torch_max}"
-    assert ours_rms <= 2 * torch_rms + floor, f"{what}: rms error {ours_rms} vs torch.addmm {torch_rms}"
-
-
-def _operands(torch, m, n, k, dtype, b_major, gen):
-    a = torch.randn(m, k, generator=gen).to(dtype).cuda()
-    b = torch.randn(k, n, generator=gen).to(dtype).cuda()
-    if b_major == "k":  # the transpose of a row-major (N, K) tensor, as an nn.Linear weight
-        b = b.t().contiguous().t()
-    c = torch.randn(m, n, generator=gen).to(dtype).cuda()
-    return a, b, c
+def _operands(rng, m, n, k, dtype):
+    """a (M, K), b (K, N), c (M, N) as ``dtype`` bits of standard normal values."""
+    return (reference.random_bits(rng, (m, k), dtype, 1.0), reference.random_bits(rng, (k, n), dtype, 1.0),
+            reference.random_bits(rng, (m, n), dtype, 1.0))
 
 
 @pytest.mark.parametrize("b_major", ["k", "mn"])
-@pytest.mark.parametrize("dtype_name", ["bfloat16", "float16"])
-def test_matches_f32_reference_within_twice_torch_error(torch_gpu, dtype_name, b_major):
-    torch = torch_gpu
-    dtype = getattr(torch, dtype_name)
-    gen = torch.Generator().manual_seed(torch.seed())
-    drawn = [tuple(int(torch.randint(1, 400, (1,), generator=gen)) * s for s in (1, 8, 8)) for _ in range(6)]
-    for m, n, k in SHAPES + drawn:
-        a, b, c = _operands(torch, m, n, k, dtype, b_major, gen)
-        alpha, beta = float(torch.empty(()).uniform_(-2, 2)), float(torch.empty(()).uniform_(-2, 2))
-        out = torch.ops.fa4.gemm_residual(a, b, c, alpha, beta)
-        assert out.shape == (m, n) and out.dtype == dtype and out.is_contiguous()
-        _check(torch, a, b, c, alpha, beta, out, f"{dtype} B {b_major}-major {m}x{n}x{k} alpha {alpha} beta {beta}")
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_matches_f64_reference_within_twice_the_rounding_error(backend, dtype, b_major):
+    rng = np.random.default_rng()
+    drawn = [tuple(int(rng.integers(1, 400)) * s for s in (1, 8, 8)) for _ in range(backend.pick(6, 1))]
+    if backend.name == "emulator" and not backend.full:
+        drawn = [(m % 200 + 1, n % 264 + 8, k % 136 + 8) for m, n, k in drawn]
+    for m, n, k in backend.pick(SHAPES, EMULATOR_SHAPES) + drawn:
+        a, b, c = _operands(rng, m, n, k, dtype)
+        alpha, beta = float(rng.uniform(-2, 2)), float(rng.uniform(-2, 2))
+        out = backend.gemm_residual(a, b, c, alpha, beta, dtype, b_major)
+        assert out.shape == (m, n)
+        _check(a, b, c, alpha, beta, out, dtype, f"{backend}: {dtype} B {b_major}-major {m}x{n}x{k} alpha {alpha} "
+                                                 f"beta {beta}")
 
 
 @pytest.mark.parametrize("b_major", ["k", "mn"])
-def test_beta_zero_never_reads_c(torch_gpu, b_major):
-    torch = torch_gpu
-    gen = torch.Generator().manual_seed(torch.seed())
-    for m, n, k in [(300, 264, 136), (128, 256, 64), (1000, 1000, 1000)]:
-        a, b, c = _operands(torch, m, n, k, torch.bfloat16, b_major, gen)
-        c.fill_(float("nan"))
-        out = torch.ops.fa4.gemm_residual(a, b, c, 1.5, 0.0)
-        _check(torch, a, b, c, 1.5, 0.0, out, f"beta 0 {m}x{n}x{k}")
+def test_beta_zero_never_reads_c(backend, b_major):
+    rng = np.random.default_rng()
+    for m, n, k in backend.pick([(300, 264, 136), (128, 256, 64), (1000, 1000, 1000)], [(200, 264, 136)]):
+        a, b, c = _operands(rng, m, n, k, "bf16")
+        c[:] = reference.POISON["bf16"]  # NaN
+        out = backend.gemm_residual(a, b, c, 1.5, 0.0, "bf16", b_major)
+        _check(a, b, c, 1.5, 0.0, out, "bf16", f"{backend}: beta 0 {m}x{n}x{k}")
 
 
-def test_every_output_element_is_written(torch_gpu, gpu):
+def _launch(backend, kernel, config, a, b_mem, c, d, m, n, k, ctas, alpha, beta):
+    """Through the runtime: ``d``'s first m rows = alpha a @ B + beta c (b_mem as the kernel reads B)."""
+    grid, scalars = gemm.launch_geometry(config, m, n, k, ctas)
+    backend.launch(kernel, grid, {"a": backend.tensor(a, "bf16"), "b": backend.tensor(b_mem, "bf16"),
+                                  "c": backend.tensor(c, "bf16"), "d": backend.tensor(d, "bf16", (m, n)),
+                                  **scalars, "alpha": alpha, "beta": beta, "has_c": 1})
+
+
+def test_every_output_element_is_written(backend):
     """Through the runtime with a NaN-poisoned D: the kernel must overwrite all of it, ragged tiles
     included, and nothing outside (a guard row after D stays poisoned)."""
-    torch = torch_gpu
-    for m, n, k in [(77, 264, 200), (1000, 1032, 520), (129, 4104, 72)]:
-        config = GemmConfig(target=runtime.device_target(gpu), b_major="mn")
-        kernel = runtime.load("gemm", config, device=gpu)
-        a, b, c = _operands(torch, m, n, k, torch.bfloat16, "mn", torch.Generator().manual_seed(m))
-        d = torch.full((m + 1, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        grid, scalars = gemm.launch_geometry(config, m, n, k, kernel.resident_ctas)
-        tensor = runtime.GlobalTensor
-        kernel.launch(grid, {"a": tensor.contiguous(a.data_ptr(), "bf16", (m, k), gpu),
-                             "b": tensor.contiguous(b.data_ptr(), "bf16", (k, n), gpu),
-                             "c": tensor.contiguous(c.data_ptr(), "bf16", (m, n), gpu),
-                             "d": tensor.contiguous(d.data_ptr(), "bf16", (m, n), gpu),
-                             **scalars, "alpha": 1.0, "beta": 1.0, "has_c": 1})
-        torch.cuda.synchronize()
-        assert not torch.isnan(d[:m]).any(), f"{m}x{n}x{k}: unwritten elements"
-        assert torch.isnan(d[m]).all(), f"{m}x{n}x{k}: the kernel wrote past D"
-        _check(torch, a, b, c, 1.0, 1.0, d[:m], f"runtime {m}x{n}x{k}")
+    config = GemmConfig(target=backend.target, b_major="mn")
+    kernel = backend.load("gemm", config)
+    for m, n, k in backend.pick([(77, 264, 200), (1000, 1032, 520), (129, 4104, 72)], [(77, 264, 200)]):
+        a, b, c = _operands(np.random.default_rng(m), m, n, k, "bf16")
+        d = backend.array(np.full((m + 1, n), reference.POISON["bf16"], np.uint16))
+        _launch(backend, kernel, config, backend.array(a), backend.array(b), backend.array(c), d, m, n, k,
+                kernel.resident_ctas, 1.0, 1.0)
+        out = backend.host(d)
+        what = f"{backend}: {m}x{n}x{k}"
+        assert not (out[:m] == reference.POISON["bf16"]).any(), f"{what}: unwritten elements"
+        assert (out[m] == reference.POISON["bf16"]).all(), f"{what}: the kernel wrote past D"
+        _check(a, b, c, 1.0, 1.0, out[:m], "bf16", f"runtime {what}")
 
 
-def test_small_grid_walks_every_tile(torch_gpu, gpu):
+def test_small_grid_walks_every_tile(backend):
     """Fewer CTAs than tiles: each CTA loops over many tiles (the persistent schedule and the
     pipelines' phases across tiles)."""
-    torch = torch_gpu
-    config = GemmConfig(target=runtime.device_target(gpu))
-    kernel = runtime.load("gemm", config, device=gpu)
-    m, n, k = 1100, 2056, 320
-    a, b, c = _operands(torch, m, n, k, torch.bfloat16, "k", torch.Generator().manual_seed(7))
-    for ctas in (1, 3, 7):
-        d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        grid, scalars = gemm.launch_geometry(config, m, n, k, ctas)
-        tensor = runtime.GlobalTensor
-        kernel.launch(grid, {"a": tensor.contiguous(a.data_ptr(), "bf16", (m, k), gpu),
-                             "b": tensor.contiguous(b.t().data_ptr(), "bf16", (n, k), gpu),
-                             "c": tensor.contiguous(c.data_ptr(), "bf16", (m, n), gpu),
-                             "d": tensor.contiguous(d.data_ptr(), "bf16", (m, n), gpu),
-                             **scalars, "alpha": 0.5, "beta": 2.0, "has_c": 1})
-        torch.cuda.synchronize()
-        _check(torch, a, b, c, 0.5, 2.0, d, f"{ctas} CTAs")
+    config = GemmConfig(target=backend.target)
+    kernel = backend.load("gemm", config)
+    m, n, k = backend.pick((1100, 2056, 320), (300, 520, 136))
+    a, b, c = _operands(np.random.default_rng(7), m, n, k, "bf16")
+    handles = backend.array(a), backend.array(np.ascontiguousarray(b.T)), backend.array(c)
+    for ctas in backend.pick((1, 3, 7), (1, 5)):
+        d = backend.array(np.full((m, n), reference.POISON["bf16"], np.uint16))
+        _launch(backend, kernel, config, *handles, d, m, n, k, ctas, 0.5, 2.0)
+        _check(a, b, c, 0.5, 2.0, backend.host(d), "bf16", f"{backend}: {ctas} CTAs")
 
 
 def test_k_zero_and_empty_outputs(torch_gpu):

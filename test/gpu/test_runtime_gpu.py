@@ -1,4 +1,5 @@
-"""copy-pipeline through the runtime API alone (cuda-python + NumPy, no PyTorch) on a real GPU."""
+"""copy-pipeline through the runtime API alone (cuda-python + NumPy, no PyTorch) on a real GPU, and
+(the ``backend`` tests) in the emulator."""
 
 from __future__ import annotations
 
@@ -6,89 +7,66 @@ import json
 
 import numpy as np
 import pytest
-from numerics import POISON, random_bits, scaled
 
 from fa4_mlir import runtime
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.kernels.copy_pipeline import launch_geometry
+from fa4_mlir.reference import POISON, random_bits, scaled
 from fa4_mlir.runtime import GlobalTensor
-from fa4_mlir.runtime.driver import check, cu
 
 # Tile multiples, ragged edges in rows and columns, single rows, tiles larger than the tensor.
 SHAPES = [(128, 64), (256, 128), (1, 8), (3, 24), (129, 72), (200, 296), (1000, 64), (777, 1000), (4097, 520)]
+EMULATOR_SHAPES = [(128, 64), (1, 8), (129, 72), (200, 136)]
 
 
-class DeviceBuffer:
-    def __init__(self, nbytes: int):
-        self.nbytes = nbytes
-        self.address = int(check(cu().cuMemAlloc(max(nbytes, 16)), "cuMemAlloc"))
-
-    def upload(self, host: np.ndarray) -> None:
-        check(cu().cuMemcpyHtoD(self.address, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
-
-    def download(self, shape) -> np.ndarray:
-        host = np.empty(shape, dtype=np.uint16)
-        check(cu().cuCtxSynchronize(), "cuCtxSynchronize")
-        check(cu().cuMemcpyDtoH(host.ctypes.data, self.address, host.nbytes), "cuMemcpyDtoH")
-        return host
-
-    def free(self) -> None:
-        check(cu().cuMemFree(self.address), "cuMemFree")
-
-
-def run_copy(kernel, config, host: np.ndarray, scale: float, src_stride: int | None = None,
+def run_copy(backend, kernel, config, host: np.ndarray, scale: float, src_stride: int | None = None,
              ctas: int | None = None) -> np.ndarray:
+    """``scale * host`` through ``kernel`` on ``backend``, from a source whose rows are ``src_stride``
+    elements apart, into a POISON-filled destination."""
     rows, cols = host.shape
     stride = src_stride or cols
-    src, dst = DeviceBuffer(rows * stride * 2), DeviceBuffer(rows * cols * 2)
     padded = np.zeros((rows, stride), dtype=np.uint16)
     padded[:, :cols] = host
-    src.upload(padded)
-    check(cu().cuMemsetD16(dst.address, POISON[config.dtype], rows * cols), "cuMemsetD16")
+    src = backend.array(padded)
+    dst = backend.array(np.full((rows, cols), POISON[config.dtype], np.uint16))
     grid, tiles = launch_geometry(config, rows, cols, ctas or kernel.resident_ctas)
-    kernel.launch(grid, {
-        "src": GlobalTensor(src.address, config.dtype, (rows, cols), (stride, 1), kernel.device),
-        "dst": GlobalTensor.contiguous(dst.address, config.dtype, (rows, cols), kernel.device),
-        **tiles,
-        "scale": scale,
-    })
-    out = dst.download((rows, cols))
-    src.free()
-    dst.free()
-    return out
+    backend.launch(kernel, grid, {"src": backend.tensor(src, config.dtype, (rows, cols)),
+                                  "dst": backend.tensor(dst, config.dtype), **tiles, "scale": scale})
+    return backend.host(dst)
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
-def test_copy_pipeline_is_exact_on_random_sizes(gpu, dtype):
-    config = CopyPipelineConfig(dtype=dtype, target=runtime.device_target(gpu))
-    kernel = runtime.load("copy-pipeline", config, device=gpu)
+def test_copy_pipeline_is_exact_on_random_sizes(backend, dtype):
+    config = CopyPipelineConfig(dtype=dtype, target=backend.target)
+    kernel = backend.load("copy-pipeline", config)
     rng = np.random.default_rng()
-    drawn = [(int(rng.integers(1, 3000)), 8 * int(rng.integers(1, 300))) for _ in range(12)]
-    for rows, cols in SHAPES + drawn:
+    drawn = backend.pick([(int(rng.integers(1, 3000)), 8 * int(rng.integers(1, 300))) for _ in range(12)],
+                         [(int(rng.integers(1, 300)), 8 * int(rng.integers(1, 30)))])
+    for rows, cols in backend.pick(SHAPES, EMULATOR_SHAPES) + drawn:
         host = random_bits(rng, (rows, cols), dtype)
         scale = float(rng.uniform(-3, 3))
         # Persistent grids of every size: one tile per CTA, a few CTAs crossing row blocks, one CTA.
         ctas = int(rng.choice([kernel.resident_ctas, 7, 1, 10**9]))
-        out = run_copy(kernel, config, host, scale, ctas=ctas)
+        out = run_copy(backend, kernel, config, host, scale, ctas=ctas)
         expected = scaled(host, scale, dtype)
         assert np.array_equal(out, expected), (
-            f"{dtype} {rows}x{cols} scale {scale} on {ctas} CTAs: {np.count_nonzero(out != expected)} elements differ, "
-            f"{np.count_nonzero(out == POISON[dtype])} never written")
+            f"{backend}: {dtype} {rows}x{cols} scale {scale} on {ctas} CTAs: {np.count_nonzero(out != expected)} "
+            f"elements differ, {np.count_nonzero(out == POISON[dtype])} never written")
 
 
-def test_copy_pipeline_reads_strided_rows(gpu):
-    config = CopyPipelineConfig(target=runtime.device_target(gpu))
-    kernel = runtime.load("copy-pipeline", config, device=gpu)
+def test_copy_pipeline_reads_strided_rows(backend):
+    config = CopyPipelineConfig(target=backend.target)
+    kernel = backend.load("copy-pipeline", config)
     host = random_bits(np.random.default_rng(), (300, 200), "bf16")
-    assert np.array_equal(run_copy(kernel, config, host, 1.0, src_stride=264), host)
+    assert np.array_equal(run_copy(backend, kernel, config, host, 1.0, src_stride=264), host), backend
 
 
-def test_the_debug_build_gives_the_same_results(gpu):
-    config = CopyPipelineConfig(target=runtime.device_target(gpu))
-    kernel = runtime.load("copy-pipeline", config, device=gpu, debug=True)
+def test_the_debug_build_gives_the_same_results(backend):
+    config = CopyPipelineConfig(target=backend.target)
+    kernel = backend.load("copy-pipeline", config, debug=True)
     assert kernel.debug_timeout_ms > 0
-    host = random_bits(np.random.default_rng(), (1000, 776), "bf16")
-    assert np.array_equal(run_copy(kernel, config, host, 0.5), scaled(host, 0.5, "bf16"))
+    host = random_bits(np.random.default_rng(), backend.pick((1000, 776), (200, 136)), "bf16")
+    assert np.array_equal(run_copy(backend, kernel, config, host, 0.5), scaled(host, 0.5, "bf16")), backend
 
 
 def test_launch_checks_name_what_is_wrong(gpu):
@@ -125,9 +103,9 @@ def test_an_sm100a_artifact_is_refused_on_another_gpu(gpu):
         runtime.load("copy-pipeline", CopyPipelineConfig(target=other), device=gpu)
 
 
-def test_load_is_memoised_per_process(gpu):
-    config = CopyPipelineConfig(target=runtime.device_target(gpu))
-    assert runtime.load("copy-pipeline", config, device=gpu) is runtime.load("copy-pipeline", config, device=gpu)
+def test_load_is_memoised_per_process(backend):
+    config = CopyPipelineConfig(target=backend.target)
+    assert backend.load("copy-pipeline", config) is backend.load("copy-pipeline", config)
 
 
 

@@ -1,0 +1,205 @@
+"""Float64 NumPy references of the built-in kernels, their error budgets, and the bf16/fp16 bit
+patterns NumPy holds data in (NumPy has no bfloat16: bf16 and fp16 arrays are ``uint16`` bits).
+
+The GPU tests (test/gpu, on a GPU or in the emulator) and ``fa4-emu`` check kernels with these:
+
+* ``copy-pipeline``: exact. Every element must be bit-identical to ``scaled``: the f32 product of the
+  element and the f32 scale, rounded once (the kernel's math).
+* ``gemm`` and ``attention``: the max and the rms error against the float64 reference must be at
+  most twice those of a *yardstick*, the same computation done in NumPy at the kernel's precision
+  (``gemm_yardstick``: the correctly rounded result; ``attention_yardstick``: P rounded to the input
+  type before P @ V, as the kernel feeds its second MMA, then the output rounded), plus
+  ``1e-6 * max|ref|``. The rule is the one the GPU tests used against torch in the same precision
+  (FA4's ``check_tensor_vs_ref``), with a yardstick that needs no torch.
+
+No MLIR, no CUDA, no torch: NumPy only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+POISON = {"bf16": 0xFFFF, "fp16": 0xFFFF}  # NaN in both: an element the kernel never wrote
+HALF_DTYPES = ("bf16", "fp16")
+FLOOR = 1e-6  # of max|ref|: what separates "twice the yardstick's error" from zero when both are exact
+
+
+# -- bits ----------------------------------------------------------------------------------------------
+
+def bf16_bits(values: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 bits, rounding to nearest even (what cvt.rn.bf16.f32 does). NaN stays NaN."""
+    bits = np.asarray(values, dtype=np.float32).view(np.uint32)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    nan = np.isnan(np.asarray(values, dtype=np.float32))
+    return np.where(nan, (bits >> 16) | 0x40, rounded).astype(np.uint16)
+
+
+def to_f32(bits: np.ndarray, dtype: str) -> np.ndarray:
+    """bf16/fp16 bits -> float32 values (exact)."""
+    if dtype == "bf16":
+        return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return np.asarray(bits, dtype=np.uint16).view(np.float16).astype(np.float32)
+
+
+def to_f64(bits: np.ndarray, dtype: str) -> np.ndarray:
+    return to_f32(bits, dtype).astype(np.float64)
+
+
+def from_f32(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 values -> bf16/fp16 bits, rounded to nearest even."""
+    if dtype == "bf16":
+        return bf16_bits(values)
+    return np.asarray(values, dtype=np.float32).astype(np.float16).view(np.uint16)
+
+
+def round_to(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float64 values rounded to ``dtype`` (bits). fp16 is rounded once; bf16 through float32, which
+    differs from one rounding only when the float32 lands exactly on a bf16 tie (about 2^-16 of
+    random values, each then one ulp off)."""
+    values = np.asarray(values, dtype=np.float64)
+    if dtype == "fp16":
+        return values.astype(np.float16).view(np.uint16)
+    return bf16_bits(values.astype(np.float32))
+
+
+def random_bits(rng: np.random.Generator, shape, dtype: str, scale: float = 4.0) -> np.ndarray:
+    """Normal values of standard deviation ``scale`` as ``dtype`` bits."""
+    return from_f32(rng.standard_normal(shape, dtype=np.float32) * np.float32(scale), dtype)
+
+
+# -- references -------------------------------------------------------------------------------------------
+
+def scaled(bits: np.ndarray, scale: float, dtype: str) -> np.ndarray:
+    """copy-pipeline's exact result (bits): widen to f32, multiply by the f32 scale, round once."""
+    return from_f32(to_f32(bits, dtype) * np.float32(scale), dtype)
+
+
+def copy_pipeline(x: np.ndarray, scale: float) -> np.ndarray:
+    """``scale * x`` in float64 (``x`` as values)."""
+    return np.asarray(x, np.float64) * np.float64(np.float32(scale))
+
+
+def gemm_residual(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> np.ndarray:
+    """``alpha * a @ b + beta * c`` in float64 for a (M, K), b (K, N), c (M, N) values; with
+    ``beta == 0`` C is not read (NaN in it does not propagate), as the kernel and torch.addmm do."""
+    product = np.float64(np.float32(alpha)) * (np.asarray(a, np.float64) @ np.asarray(b, np.float64))
+    if beta == 0:
+        return product
+    return product + np.float64(np.float32(beta)) * np.asarray(c, np.float64)
+
+
+def gemm_yardstick(ref: np.ndarray, dtype: str) -> np.ndarray:
+    """The GEMM at the kernel's precision: the float64 result rounded once (bits)."""
+    return round_to(ref, dtype)
+
+
+def _heads_first(t: np.ndarray, heads: int) -> np.ndarray:
+    """(B, S, Hk, D) values -> (B, heads, S, D) float64, each K/V head repeated for its query heads."""
+    t = np.asarray(t, np.float64).transpose(0, 2, 1, 3)
+    return np.repeat(t, heads // t.shape[1], axis=1) if t.shape[1] != heads else t
+
+
+def _softmax_parts(q, k, causal: bool, scale: float):
+    """Per batch: (scaled logits' row max, P = exp(S - max), row sums) as (B, H, Sq, Sk) pieces."""
+    heads = q.shape[2]
+    qt, kt = _heads_first(q, heads), _heads_first(k, heads)
+    s = (qt @ kt.transpose(0, 1, 3, 2)) * scale
+    if causal:
+        sq, sk = s.shape[-2:]
+        s[..., np.triu(np.ones((sq, sk), bool), 1)] = -np.inf
+    m = s.max(axis=-1, keepdims=True)
+    p = np.exp(s - m, out=s)
+    return m, p, p.sum(axis=-1, keepdims=True)
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool, scale: float):
+    """``softmax(scale * q k') v`` and the log-sum-exp in float64: q (B, Sq, H, D), k and v
+    (B, Sk, Hk, D) values, Hk dividing H (query head h reads K/V head h // (H / Hk)); ``causal`` hides
+    key j from query i when j > i (the top-left diagonal). Returns (out (B, Sq, H, D), lse (B, H, Sq))."""
+    m, p, l = _softmax_parts(q, k, causal, scale)
+    out = (p @ _heads_first(v, q.shape[2])) / l
+    return out.transpose(0, 2, 1, 3), (np.log(l) + m)[..., 0]
+
+
+def attention_yardstick(q, k, v, causal: bool, scale: float, dtype: str) -> np.ndarray:
+    """Attention at the kernel's precision (bits): P = exp(S - max) rounded to ``dtype`` before P @ V,
+    the row sums from the unrounded P, the output rounded once."""
+    _, p, l = _softmax_parts(q, k, causal, scale)
+    p_low = to_f64(round_to(p, dtype), dtype)
+    out = (p_low @ _heads_first(v, q.shape[2])) / l
+    return round_to(out.transpose(0, 2, 1, 3), dtype)
+
+
+# -- comparison -------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """``out`` against the float64 ``ref``: errors, bit-identical elements and the verdict."""
+
+    max_abs: float
+    max_rel: float  # max_abs / max|ref|
+    rms: float
+    identical: int  # elements bit-identical to the expected bits (exact, or the correctly rounded ref)
+    total: int
+    unwritten: int  # elements still holding POISON (NaN): never written by the kernel
+    limit_max: float  # the largest max_abs that passes
+    limit_rms: float
+    ok: bool
+    rule: str
+    exact: bool = False  # the rule is bit-identity (the limits are then the exact result's errors)
+
+    def summary(self) -> str:
+        unwritten = f", {self.unwritten} never written" if self.unwritten else ""
+        if self.exact:
+            return (f"{self.identical}/{self.total} bit-identical (all must be){unwritten}; max abs error "
+                    f"{self.max_abs:.3g}, max rel error {self.max_rel:.3g}, rms error {self.rms:.3g}")
+        return (f"max abs error {self.max_abs:.3g} (limit {self.limit_max:.3g}), "
+                f"max rel error {self.max_rel:.3g}, rms error {self.rms:.3g} (limit {self.limit_rms:.3g}), "
+                f"{self.identical}/{self.total} bit-identical{unwritten}")
+
+
+def _errors(values: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+    if values.size == 0:
+        return 0.0, 0.0
+    diff = np.abs(values - ref)
+    if np.isnan(diff).any():
+        return math.inf, math.inf
+    return float(diff.max()), float(np.sqrt(np.mean(diff * diff)))
+
+
+def compare_exact(out: np.ndarray, expected: np.ndarray, ref: np.ndarray, dtype: str) -> Comparison:
+    """``out`` (bits) must equal ``expected`` (bits) everywhere; errors against ``ref`` are reported."""
+    out, expected = np.asarray(out, np.uint16), np.asarray(expected, np.uint16)
+    values = to_f64(out, dtype)
+    max_abs, rms = _errors(values, ref)
+    top = float(np.abs(ref).max()) if ref.size else 0.0
+    identical = int(np.count_nonzero(out == expected))
+    return Comparison(max_abs, max_abs / top if top else max_abs, rms, identical, out.size,
+                      int(np.count_nonzero(out == POISON[dtype])), *_errors(to_f64(expected, dtype), ref),
+                      identical == out.size, "bit-identical to scale * x in f32, rounded once", True)
+
+
+def compare(out: np.ndarray, ref: np.ndarray, yardstick: np.ndarray, dtype: str) -> Comparison:
+    """``out`` (bits) against ``ref`` (float64) with the budget of twice ``yardstick``'s errors (bits)
+    plus FLOOR * max|ref|; ``identical`` counts elements equal to ``ref`` correctly rounded."""
+    out = np.asarray(out, np.uint16)
+    values = to_f64(out, dtype)
+    max_abs, rms = _errors(values, ref)
+    yard_max, yard_rms = _errors(to_f64(yardstick, dtype), ref)
+    top = float(np.abs(ref).max()) if ref.size else 0.0
+    floor = FLOOR * top + FLOOR
+    limit_max, limit_rms = 2 * yard_max + floor, 2 * yard_rms + floor
+    return Comparison(max_abs, max_abs / top if top else max_abs, rms,
+                      int(np.count_nonzero(out == round_to(ref, dtype))), out.size,
+                      int(np.count_nonzero(out == POISON[dtype])), limit_max, limit_rms,
+                      max_abs <= limit_max and rms <= limit_rms,
+                      "max and rms errors <= 2x those of the same computation at the kernel's precision "
+                      "+ 1e-6 max|ref|")
+
+
+def lse_tolerance(ref_lse: np.ndarray) -> float:
+    """The largest LSE error that passes (fp32 output, ex2.approx and log2 in f32)."""
+    return 1e-3 * float(np.abs(ref_lse).max()) + 1e-3

@@ -1,0 +1,316 @@
+"""fa4-emu: run a built-in kernel in the PTX emulator on random inputs and check it against NumPy.
+
+    fa4-emu copy-pipeline                              # 256x128 bf16, scale 1.5, on sm_90a
+    fa4-emu gemm --shape 256x256x512                   # D = alpha A @ B + beta C (the residual)
+    fa4-emu gemm --b-major mn --dtype fp16 --json
+    fa4-emu attention --head-dim 64 --causal --shape 1x128x256x1
+    fa4-emu attention --group 4 --shape 1x128x200x4    # GQA: 4 query heads on one K/V head
+
+Takes the same kernel options as ``fa4-compile KERNEL`` (``--target`` defaults to sm_90a here: the
+emulator runs Hopper code), compiles the config through the runtime's artifact cache
+(``FA4_CACHE_DIR``), runs it with ``runtime.load(..., device="emulator")`` on random inputs drawn
+from ``--seed`` (which also seeds the emulator's scheduling), and compares with the float64 NumPy
+reference of ``fa4_mlir.reference``. It prints the max abs and rel error (rel: max abs / max|ref|),
+the rms error, the elements bit-identical to the exact result (copy-pipeline: scale * x in f32,
+rounded once; gemm and attention: the float64 reference correctly rounded), instructions executed and
+seconds; ``--json`` prints one object instead.
+
+Shapes (``--shape``): copy-pipeline ``ROWSxCOLS`` (default 256x128; columns a multiple of 8, TMA's
+16-byte rows), gemm ``MxNxK`` (default 256x256x512; N and K multiples of 8), attention
+``BxSQxSKxH`` (default 1x128x256xG for group G; H a multiple of the group; the head dim is the
+config's).
+
+Tolerance (``fa4_mlir.reference``): copy-pipeline must be bit-identical; gemm and attention pass when
+their max and rms errors are at most twice those of the same computation in NumPy at the kernel's
+precision, plus 1e-6 max|ref|; attention's LSE within 1e-3 (1 + max|lse|).
+
+Exit status: 0 within tolerance; 1 outside it, or when the kernel fails to compile or fails in the
+emulator (deadlock, memory fault, an instruction it does not support: sm_100a's tcgen05 for now);
+2 for usage errors (bad options, configs or shapes). Errors are one ``fa4-emu: error:`` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+
+import numpy as np
+
+from fa4_mlir import __version__, reference
+from fa4_mlir.tools.fa4_compile import _kernel_options, _shorthands
+
+USAGE, FAILED = 2, 1
+DEFAULT_SHAPES = {"copy-pipeline": "256x128", "gemm": "256x256x512", "attention": "1x128x256x{group}"}
+SHAPE_FORMS = {"copy-pipeline": ("ROWSxCOLS", ("rows", "cols")), "gemm": ("MxNxK", ("m", "n", "k")),
+               "attention": ("BxSQxSKxH", ("batch", "seq_q", "seq_k", "heads"))}
+COPY_SCALE = 1.5
+# The largest operand (elements) and attention score matrix (B * H * Sq * Sk) fa4-emu draws. The
+# emulator runs about 3 million thread-instructions a second on one core (2026-11: gemm 256x256x512,
+# 757k in 0.27 s), so a GEMM of this size already takes hours.
+MAX_ELEMENTS = 1 << 26
+GEMM_ALPHA, GEMM_BETA = 1.0, 1.0  # a plain residual: D = A @ B + C
+
+
+class UsageError(Exception):
+    """A bad option, config or shape: exit 2."""
+
+
+def _base_parser(add_help: bool) -> argparse.ArgumentParser:
+    from fa4_mlir.kernels import KERNELS
+
+    p = argparse.ArgumentParser(
+        prog="fa4-emu", add_help=add_help,
+        description="Run a built-in kernel in the PTX emulator on random inputs and compare with a float64 "
+                    "NumPy reference.",
+        epilog="Kernel options are fa4-compile's: fa4-emu KERNEL --help lists them.")
+    p.add_argument("kernel", choices=list(KERNELS), help="a built-in kernel")
+    p.add_argument("--target", default="sm_90a", help="sm_90a (default) or sm_100a")
+    p.add_argument("--shape", default=None, help="problem shape: copy-pipeline ROWSxCOLS, gemm MxNxK, "
+                                                 "attention BxSQxSKxH (defaults: small; see the module doc)")
+    p.add_argument("--seed", type=int, default=0, help="seeds the inputs and the emulator's schedule (default 0)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--version", action="version", version=f"fa4-emu {__version__}")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    from fa4_mlir.kernels import KERNELS
+
+    kernel = next((a for a in argv if a in KERNELS), None)  # its config options join the parser
+    parser = _base_parser(add_help=True)
+    if kernel is not None:
+        _kernel_options(parser, KERNELS[kernel][0])
+    args = parser.parse_args(argv)  # exits 2 with a usage line on a bad option
+    try:
+        return _run(args, KERNELS[args.kernel][0])
+    except UsageError as exc:
+        print(f"fa4-emu: error: {exc}", file=sys.stderr)
+        return USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a bug: one line, not a traceback
+        from fa4_mlir.core.isolate import report_internal_error
+
+        report_internal_error("fa4-emu", exc)
+        return FAILED
+
+
+def _failed(message: str) -> int:
+    print(f"fa4-emu: error: {message}", file=sys.stderr)
+    return FAILED
+
+
+def _config(args, config_cls):
+    from fa4_mlir.errors import ConfigError
+
+    options = {k[len("cfg_"):]: v for k, v in vars(args).items() if k.startswith("cfg_")}
+    short = _shorthands(args)
+    if isinstance(short, str):
+        raise UsageError(short)
+    options.update(short)
+    try:
+        return config_cls(target=args.target, **options)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def parse_shape(kernel: str, text: str) -> dict[str, int]:
+    """``--shape`` as named dims, each an int >= 1; UsageError naming the form otherwise."""
+    form, names = SHAPE_FORMS[kernel]
+    parts = text.lower().split("x")
+    if len(parts) != len(names) or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise UsageError(f"--shape of {kernel} must be {form} with integers >= 1, got '{text}'")
+    return dict(zip(names, (int(p) for p in parts)))
+
+
+def check_shape(kernel: str, config, shape: dict[str, int]) -> None:
+    """The kernel's rules for a problem shape (TMA rows, GQA heads, tile counts); UsageError."""
+    from fa4_mlir.errors import LaunchError
+
+    per_row = 16 // 2  # TMA: rows 16-byte aligned, of 2-byte elements (bf16, fp16)
+    try:
+        if kernel == "copy-pipeline":
+            from fa4_mlir.kernels.copy_pipeline import launch_geometry
+
+            if shape["cols"] % per_row:
+                raise UsageError(f"copy-pipeline COLS must be a multiple of {per_row} (TMA reads 16-byte rows), "
+                                 f"got {shape['cols']}")
+            launch_geometry(config, shape["rows"], shape["cols"], 1)
+        elif kernel == "gemm":
+            from fa4_mlir.kernels.gemm import launch_geometry
+
+            for name in ("n", "k"):
+                if shape[name] % per_row:
+                    raise UsageError(f"gemm {name.upper()} must be a multiple of {per_row} (TMA reads 16-byte "
+                                     f"rows of A, B, C and D), got {shape[name]}")
+            launch_geometry(config, shape["m"], shape["n"], shape["k"], 1)
+        else:
+            from fa4_mlir.kernels.attention import launch_geometry
+
+            if shape["heads"] % config.group:
+                raise UsageError(f"attention H must be a multiple of the config's group ({config.group}: query "
+                                 f"heads per K/V head), got {shape['heads']}")
+            launch_geometry(config, shape["batch"], shape["seq_q"], shape["heads"], shape["seq_k"])
+    except LaunchError as exc:
+        raise UsageError(str(exc)) from None
+    if kernel == "copy-pipeline":
+        sizes = {"ROWS * COLS": shape["rows"] * shape["cols"]}
+    elif kernel == "gemm":
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        sizes = {"M * K": m * k, "N * K": n * k, "M * N": m * n}
+    else:
+        b, sq, sk, h = shape["batch"], shape["seq_q"], shape["seq_k"], shape["heads"]
+        sizes = {"B * SQ * H * D": b * sq * h * config.head_dim, "B * SK * H * D": b * sk * h * config.head_dim,
+                 "B * H * SQ * SK": b * h * sq * sk}
+    for name, size in sizes.items():
+        if size > MAX_ELEMENTS:
+            raise UsageError(f"{kernel} {name} must be <= {MAX_ELEMENTS} for fa4-emu (the emulator runs a few "
+                             f"million thread-instructions a second), got {size}")
+
+
+# -- launches on host arrays (also what the GPU tests' emulator mode runs) -----------------------------------
+
+def launch_copy_pipeline(kernel, config, x: np.ndarray, out: np.ndarray, scale: float, *,
+                         ctas: int | None = None, seed: int = 0):
+    """``out = scale * x`` (2-D arrays of ``config.dtype`` bits; ``x`` may be a row-strided view)."""
+    from fa4_mlir.kernels.copy_pipeline import launch_geometry
+    from fa4_mlir.runtime import GlobalTensor
+
+    grid, tiles = launch_geometry(config, x.shape[0], x.shape[1], ctas or kernel.resident_ctas)
+    e = config.dtype
+    return kernel.launch(grid, {"src": GlobalTensor.host(x, e), "dst": GlobalTensor.host(out, e), **tiles,
+                                "scale": float(scale)}, seed=seed)
+
+
+def launch_gemm(kernel, config, a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray, alpha: float,
+                beta: float, *, ctas: int | None = None, seed: int = 0):
+    """``d = alpha * a @ B + beta * c``: ``a`` (M, K), ``b`` as the kernel reads it ((N, K) for b_major
+    "k", (K, N) for "mn"), ``c`` and ``d`` (M, N), all ``config.dtype`` bits."""
+    from fa4_mlir.kernels import gemm
+    from fa4_mlir.runtime import GlobalTensor
+
+    (m, k), n = a.shape, d.shape[1]
+    grid, scalars = gemm.launch_geometry(config, m, n, k, ctas or kernel.resident_ctas)
+    e = config.dtype
+    return kernel.launch(grid, {"a": GlobalTensor.host(a, e), "b": GlobalTensor.host(b, e),
+                                "c": GlobalTensor.host(c, e), "d": GlobalTensor.host(d, e), **scalars,
+                                "alpha": float(alpha), "beta": float(beta), "has_c": int(beta != 0)}, seed=seed)
+
+
+def launch_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray,
+                     lse: np.ndarray | None, scale: float, *, seed: int = 0):
+    """``o = softmax(scale q k') v`` for (B, S, H, D) arrays of ``config.dtype`` bits, and the (B, H, Sq)
+    float32 ``lse`` unless None (as torch.ops.fa4.flash_attention launches it)."""
+    from fa4_mlir.kernels.attention import launch_geometry
+    from fa4_mlir.runtime import GlobalTensor
+
+    b, sq, h, _ = q.shape
+    sk = k.shape[1]
+    e = config.dtype
+    return kernel.launch(launch_geometry(config, b, sq, h, sk),
+                         {"q": GlobalTensor.host(q, e), "k": GlobalTensor.host(k, e), "v": GlobalTensor.host(v, e),
+                          "o": GlobalTensor.host(o, e), "lse": lse, "seq_q": sq, "seq_k": sk, "num_heads": h,
+                          "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None)}, seed=seed)
+
+
+# -- the run ---------------------------------------------------------------------------------------------------
+
+def _run(args, config_cls) -> int:
+    from fa4_mlir import emu, runtime
+    from fa4_mlir.errors import ArtifactError, LaunchError
+
+    config = _config(args, config_cls)
+    if args.shape is None:
+        args.shape = DEFAULT_SHAPES[args.kernel].format(group=getattr(config, "group", 1))
+    shape = parse_shape(args.kernel, args.shape)
+    check_shape(args.kernel, config, shape)
+    try:
+        kernel = runtime.load(args.kernel, config, device="emulator", debug=False)
+    except (ArtifactError, LaunchError) as exc:
+        return _failed(str(exc))
+    except emu.EmulationError as exc:
+        return _failed(f"the emulator cannot load {args.kernel}'s PTX: {exc}")
+    rng = np.random.default_rng(args.seed)
+    try:
+        stats, checks = RUNS[args.kernel](kernel, config, shape, rng, args.seed)
+    except emu.EmulationError as exc:
+        return _failed(f"{args.kernel} failed in the emulator ({type(exc).__name__}, --seed {args.seed}): {exc}")
+    except LaunchError as exc:
+        return _failed(str(exc))
+    ok = all(c["ok"] for c in checks.values())
+    report = {"kernel": args.kernel, "target": config.target, "config": dataclasses.asdict(config), "shape": shape,
+              "seed": args.seed, "instructions": stats.instructions, "warp_instructions": stats.warp_instructions,
+              "ctas": stats.ctas, "seconds": round(stats.seconds, 3), "checks": checks, "ok": ok}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        dims = "x".join(str(v) for v in shape.values())
+        form = SHAPE_FORMS[args.kernel][0]
+        print(f"{args.kernel} {config.target} {config.dtype} {dims} ({form}), seed {args.seed}: "
+              f"{stats.instructions} instructions ({stats.warp_instructions} warp), {stats.ctas} CTAs, "
+              f"{stats.seconds:.2f} s in the emulator")
+        for name, check in checks.items():
+            print(f"  {name}: {check['summary']}: {'ok' if check['ok'] else 'FAILED'}")
+        print("within tolerance" if ok else "OUTSIDE TOLERANCE")
+    return 0 if ok else FAILED
+
+
+def _check(comparison: reference.Comparison) -> dict:
+    """A comparison as JSON-ready values: non-finite errors (NaN where nothing was written) as strings."""
+    values = {k: (v if not isinstance(v, float) or math.isfinite(v) else str(v)) for k, v in vars(comparison).items()}
+    return {**values, "summary": comparison.summary()}
+
+
+def _run_copy(kernel, config, shape, rng, seed):
+    rows, cols = shape["rows"], shape["cols"]
+    x = reference.random_bits(rng, (rows, cols), config.dtype)
+    out = np.full((rows, cols), reference.POISON[config.dtype], np.uint16)
+    stats = launch_copy_pipeline(kernel, config, x, out, COPY_SCALE, seed=seed)
+    ref = reference.copy_pipeline(reference.to_f64(x, config.dtype), COPY_SCALE)
+    return stats, {"out": _check(reference.compare_exact(out, reference.scaled(x, COPY_SCALE, config.dtype), ref,
+                                                         config.dtype))}
+
+
+def _run_gemm(kernel, config, shape, rng, seed):
+    m, n, k, e = shape["m"], shape["n"], shape["k"], config.dtype
+    a, c = reference.random_bits(rng, (m, k), e, 1.0), reference.random_bits(rng, (m, n), e, 1.0)
+    b = reference.random_bits(rng, (k, n), e, 1.0)
+    b_mem = np.ascontiguousarray(b.T) if config.b_major == "k" else b
+    d = np.full((m, n), reference.POISON[e], np.uint16)
+    stats = launch_gemm(kernel, config, a, b_mem, c, d, GEMM_ALPHA, GEMM_BETA, seed=seed)
+    ref = reference.gemm_residual(reference.to_f64(a, e), reference.to_f64(b, e), reference.to_f64(c, e),
+                                  GEMM_ALPHA, GEMM_BETA)
+    return stats, {"d": _check(reference.compare(d, ref, reference.gemm_yardstick(ref, e), e))}
+
+
+def _run_attention(kernel, config, shape, rng, seed):
+    bsz, sq, sk, h, e = shape["batch"], shape["seq_q"], shape["seq_k"], shape["heads"], config.dtype
+    hk, dim = h // config.group, config.head_dim
+    q = reference.random_bits(rng, (bsz, sq, h, dim), e, 1.0)
+    k = reference.random_bits(rng, (bsz, sk, hk, dim), e, 1.0)
+    v = reference.random_bits(rng, (bsz, sk, hk, dim), e, 1.0)
+    o = np.full((bsz, sq, h, dim), reference.POISON[e], np.uint16)
+    lse = np.full((bsz, h, sq), np.nan, np.float32)
+    scale = 1 / math.sqrt(dim)
+    stats = launch_attention(kernel, config, q, k, v, o, lse, scale, seed=seed)
+    qf, kf, vf = (reference.to_f64(t, e) for t in (q, k, v))
+    ref, ref_lse = reference.attention(qf, kf, vf, config.causal, scale)
+    yard = reference.attention_yardstick(qf, kf, vf, config.causal, scale, e)
+    lse_err = float(np.abs(lse - ref_lse).max())
+    limit = reference.lse_tolerance(ref_lse)
+    lse_ok = bool(lse_err <= limit)  # NaN (never written) fails
+    return stats, {"o": _check(reference.compare(o, ref, yard, e)),
+                   "lse": {"max_abs": lse_err if math.isfinite(lse_err) else str(lse_err), "limit_max": limit,
+                           "ok": lse_ok,
+                           "summary": f"max abs error {lse_err:.3g} (limit {limit:.3g})"}}
+
+
+RUNS = {"copy-pipeline": _run_copy, "gemm": _run_gemm, "attention": _run_attention}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
