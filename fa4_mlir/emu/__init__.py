@@ -20,7 +20,7 @@ import os
 import numpy as np
 
 from fa4_mlir.emu.errors import (Deadlock, EmulationError, LaunchArgumentError, MemoryFault, ProtocolError,
-                                 PtxSyntaxError, Unsupported)
+                                 PtxSyntaxError, Trap, Unsupported)
 from fa4_mlir.emu.tensormap import TensorMap
 
 MAX_THREADS = 1024
@@ -150,4 +150,4 @@ def load_ptx(text_or_path) -> Program:
 
 
 __all__ = ["Deadlock", "EmulationError", "LaunchArgumentError", "MemoryFault", "Program", "ProtocolError",
-           "PtxSyntaxError", "TensorMap", "Unsupported", "load_ptx"]
+           "PtxSyntaxError", "TensorMap", "Trap", "Unsupported", "load_ptx"]

@@ -44,3 +44,7 @@ class Deadlock(EmulationError):
 class ProtocolError(EmulationError):
     """A rule of the ISA broken at run time: an mbarrier arrive past its count, a register read while a
     wgmma still writes it, an exit with async work pending, a barrier thread count mismatch."""
+
+
+class Trap(EmulationError):
+    """The kernel executed ``trap`` (on a GPU: an illegal-instruction error that ends the context)."""

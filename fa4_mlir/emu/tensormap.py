@@ -71,8 +71,14 @@ def swizzle(address, mode: str):
     return address ^ (((address >> 7) & ((1 << bits) - 1)) << 4)
 
 
+# fa4's dtype names (manifests, configs) for the same formats
+_FA4_NAMES = {"fp16": "f16", "fp32": "f32", "fp64": "f64", "fp8_e4m3": "e4m3", "fp8_e5m2": "e5m2"}
+
+
 def _format_of(dtype, array_dtype=None) -> tuple[str, np.dtype]:
-    """(format name, storage dtype) from a NumPy dtype or a PTX-style format name."""
+    """(format name, storage dtype) from a NumPy dtype, a PTX-style format name or an fa4 dtype name."""
+    if isinstance(dtype, str):
+        dtype = _FA4_NAMES.get(dtype, dtype)
     if isinstance(dtype, str) and dtype in FORMATS:
         name = dtype
     else:

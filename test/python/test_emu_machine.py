@@ -546,3 +546,22 @@ DONE:
     # An operand beyond shared memory is a fault located at the wgmma that read it.
     with pytest.raises(emu.MemoryFault, match=r"line \d+: wgmma.mma_async.* \(warp 0 of CTA .*outside shared memory"):
         prog.launch("k", block=(128, 1, 1), smem_bytes=4096, args=[None])
+
+
+def test_trap_is_an_emulation_error_naming_the_line():
+    ptx = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+  .reg .pred %p1;
+  .reg .b32 %r1;
+  mov.u32 %r1, %tid.x;
+  setp.eq.u32 %p1, %r1, 5;
+  @%p1 trap;
+  ret;
+}
+"""
+    with pytest.raises(emu.Trap, match="line 10"):
+        emu.load_ptx(ptx).launch("k", grid=(1, 1, 1), block=(32, 1, 1), args=[None])
+    assert issubclass(emu.Trap, emu.EmulationError)

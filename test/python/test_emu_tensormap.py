@@ -385,3 +385,12 @@ def test_global_fault_names_the_access():
     tma_load(tmap, mem, (0, 0), smem, 1024)  # rows 0..7 are inside the allocation
     with pytest.raises(MemoryFault, match="outside every allocation"):
         tma_load(tmap, mem, (0, 8), smem, 1024)
+
+
+@pytest.mark.parametrize("fa4_name, ptx_name", [("fp16", "f16"), ("fp32", "f32"), ("fp8_e4m3", "e4m3")])
+def test_fa4_dtype_names_are_accepted(fa4_name, ptx_name):
+    size = {"f16": 2, "f32": 4, "e4m3": 1}[ptx_name]
+    array = np.zeros((8, 16), np.dtype(f"u{size}"))
+    assert TensorMap(array, box=(8, 16), swizzle="none", dtype=fa4_name).format == ptx_name
+    with pytest.raises(LaunchArgumentError, match="must match the array's"):
+        TensorMap(np.zeros((8, 16), np.uint64), box=(8, 16), swizzle="none", dtype=fa4_name)

@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from fa4_mlir.emu.errors import EmulationError
+from fa4_mlir.emu.errors import Trap
 from fa4_mlir.emu.machine import FULL, LANES
 from fa4_mlir.emu.ops import handles, unsupported
 from fa4_mlir.emu.ops.operands import syntax
 from fa4_mlir.emu.ptx import ast
-
-
-class Trap(EmulationError):
-    """The kernel executed ``trap`` (on a GPU: an illegal-instruction error that ends the context)."""
 
 
 @handles("bra")
