@@ -54,9 +54,10 @@ class Program:
     def launch(self, name: str, grid=(1, 1, 1), block=(32, 1, 1), cluster=(1, 1, 1), smem_bytes: int = 0,
                args=(), seed: int = 0, *, max_delay: int = 400, quantum: int = 64):
         """Run kernel ``name``; returns ``Stats``. ``seed`` fixes the interleaving of warps and the
-        completion times of asynchronous copies and MMAs (``max_delay`` bounds them, in executed
-        warp-instructions; ``quantum`` bounds how many instructions a warp runs before the scheduler
-        picks again)."""
+        completion times of asynchronous copies and MMAs, in executed warp-instructions (each seed
+        bounds them by ``max_delay`` times 1, 16 or 256, and holds some warps back after their
+        waits; see ``machine``); ``quantum`` bounds how many instructions a warp runs before the
+        scheduler picks again."""
         from fa4_mlir.emu.machine import Launch
         from fa4_mlir.emu.memory import GlobalMemory
         from fa4_mlir.emu.params import pack

@@ -10,8 +10,19 @@ Warps of one cluster interleave: the scheduler (seeded, ``numpy.random.Generator
 warp and runs it for a random quantum of instructions or until it blocks (named barrier, mbarrier
 wait, wgmma/bulk group wait). Asynchronous work (TMA copies, bulk stores, wgmma) completes at a time
 drawn by the scheduler, counted in executed warp-instructions; data moves at completion, so a read
-that forgets its wait sees stale data under some seed. Clusters run one after another (in a seeded
-order); inter-cluster communication other than through global memory at kernel end is not modelled.
+that forgets its wait sees stale data under some seed.
+
+The seed also draws the launch's tempo, so that twenty seeds cover schedules far apart rather than
+twenty variations of one (in the spirit of PCT, probabilistic concurrency testing): the bound on
+completion delays (``max_delay`` times DELAY_FACTORS: 1 in three seeds of five, 16 or 256 in the
+others); how often an asynchronous operation is a straggler (never, 1 in 16, 1 in 4), completing up
+to HOLD_SCALE**2 times the bound late; and, in half the seeds, how often each warp that a wait
+releases is held back before it runs again (never, 1 in 4 or always, drawn per warp) for
+bound/HOLD_SCALE to HOLD_SCALE times the bound (both lengths log-uniform, so a few outlast whole
+phases of a pipeline). A correct kernel must tolerate any such delay; a missing wait shows under the
+tempos that open its window (a copy still in flight when its data is read, a consumer reading a
+buffer its producer has not filled yet). Clusters run one after another (in a seeded order);
+inter-cluster communication other than through global memory at kernel end is not modelled.
 
 If no warp can run and nothing is pending, the launch fails with ``Deadlock`` naming every blocked
 warp, what it waits for and the PTX line.
@@ -45,6 +56,24 @@ class Wait:
 WAIT = object()  # what a handler returns after setting ``warp.wait``
 
 
+class _Held(Wait):
+    """The scheduler holding a warp back after a wait released it (``Launch.hold_chance``)."""
+    __slots__ = ()
+
+    def __init__(self, ready, describe):
+        super().__init__(ready, describe, retry=False)
+
+
+DELAY_FACTORS = (1, 1, 1, 16, 256)  # most seeds fast: fine interleavings; some slow: long windows
+HOLD_CHANCES = (0.0, 0.25, 1.0)
+STRAGGLE_CHANCES = (0.0, 1 / 16, 1 / 4)
+HOLD_SCALE = 16  # holds last bound/16 .. 16 x bound, stragglers bound .. 256 x bound (log-uniform)
+
+
+def _nothing() -> None:
+    pass
+
+
 class Warp:
     def __init__(self, cta, wid: int, nthreads: int, kernel, launch):
         self.cta, self.wid, self.launch = cta, wid, launch
@@ -55,6 +84,7 @@ class Warp:
         self.stack = [[0, mask, -1]]
         self.regs = [np.zeros(WARP, dtype) for _, dtype in kernel.slots]
         self.wait: Wait | None = None
+        self.hold_chance = 0.0  # drawn per launch by the scheduler (Launch._run_cluster)
         self.done = False
         self.special_cache: dict[str, np.ndarray] = {}
         lin = first + LANES
@@ -65,6 +95,7 @@ class Warp:
         self.wgmma_groups: list[list] = []  # committed groups, oldest first
         self.wgmma_pending: set[int] = set()
         self.wgmma_issued = 0               # wgmma.mma_async executed (every warp of a warpgroup must)
+        self.wgmma_committed = 0            # wgmma.commit_group executed: numbers the groups
         self.bulk_open: list = []
         self.bulk_groups: list[list] = []
         self.cp_open: list = []
@@ -276,6 +307,10 @@ class Launch:
         self.rng = np.random.default_rng(seed)
         self.seed = seed
         self.max_delay, self.quantum = max_delay, quantum
+        self.delay_bound = max_delay * DELAY_FACTORS[int(self.rng.integers(len(DELAY_FACTORS)))]
+        self.straggle_chance = STRAGGLE_CHANCES[int(self.rng.integers(len(STRAGGLE_CHANCES)))]
+        # Half the seeds hold no warp back; in the others each warp draws how often it is held.
+        self.holds = self.rng.integers(0, 2) == 1
         self.stats = Stats()
         self.now = 0
         self._events: list = []
@@ -289,7 +324,14 @@ class Launch:
 
     # -- async work -------------------------------------------------------------------------------
     def delay(self) -> int:
-        return int(self.rng.integers(1, self.max_delay))
+        if self.straggle_chance and self.rng.random() < self.straggle_chance:
+            return 1 + self._long(self.delay_bound)  # a straggler: far slower than the rest (a long race window)
+        return int(self.rng.integers(1, self.delay_bound))
+
+    def _long(self, shortest: float) -> int:
+        """A heavy-tailed length: log-uniform from ``shortest`` to HOLD_SCALE**2 times as much, so a few
+        holds and stragglers outlast whole phases of a pipeline (many completions of the others)."""
+        return int(shortest * HOLD_SCALE ** self.rng.uniform(0.0, 2.0))
 
     def schedule(self, callback, delay: int | None = None) -> None:
         self._sequence += 1
@@ -325,6 +367,8 @@ class Launch:
         self.cluster_ctas = ctas
         self.cluster_barrier = {"arrived": 0, "generation": 0}
         warps = [w for cta in ctas for w in cta.warps]
+        for w in warps:  # how often the scheduler holds each warp back after a wait releases it
+            w.hold_chance = HOLD_CHANCES[int(self.rng.integers(len(HOLD_CHANCES)))] if self.holds else 0.0
         rng = self.rng
         quantum = self.quantum
         while True:
@@ -339,10 +383,7 @@ class Launch:
                     break
                 self._deadlock(warps)
             w = runnable[int(rng.integers(len(runnable)))] if len(runnable) > 1 else runnable[0]
-            try:
-                self.now += w.run(int(rng.integers(1, quantum)))
-            except EmulationError:
-                raise
+            self.now += w.run(int(rng.integers(1, quantum)))
             self._fire_due()
             self._wake(warps)
         for cta in ctas:
@@ -353,6 +394,16 @@ class Launch:
             wait = w.wait
             if wait is not None and wait.ready():
                 w.wait = None
+                if w.hold_chance and not isinstance(wait, _Held) and self.rng.random() < w.hold_chance:
+                    self._hold(w)
+
+    def _hold(self, w) -> None:
+        """Keep a warp that its wait just released off the schedule for a while (a retried try_wait
+        then re-reads the phase afterwards); an empty event lets the clock reach the end of the hold."""
+        until = self.now + 1 + self._long(self.delay_bound / HOLD_SCALE)
+        w.wait = _Held(lambda: self.now >= until, lambda: f"is held back by the scheduler until time {until}")
+        self._sequence += 1
+        heapq.heappush(self._events, (until, self._sequence, _nothing))
 
     def _deadlock(self, warps) -> None:
         blocked = [f"{w.name}: {w.wait.describe()}" for w in warps if not w.done and w.wait is not None]

@@ -11,6 +11,14 @@ Blackwell keep 1 KiB per CTA); static ``.shared`` variables follow it and the dy
 (``.extern .shared`` arrays) comes after them, aligned to its declared alignment.
 
 Every access names its instruction (``what``) so a fault can say which PTX line, warp and lane did it.
+
+Shared memory also keeps the bytes that asynchronous operations still own (``InFlight``): a TMA or
+bulk load's destination until it lands, a TMA or bulk store's source until its issuing warp's
+``cp.async.bulk.wait_group`` retires it, a wgmma's shared operands until a ``wgmma.wait_group`` of its
+warpgroup retires it. The memory model orders none of these with other accesses before that point, so
+writing such bytes meanwhile, or reading bytes a load still owns, is a data race: a ``ProtocolError``
+naming both instructions, whatever the values involved. (A read after the load landed but without
+the wait that orders it is a race too; the seeds whose timing keeps the load in flight report it.)
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import bisect
 
 import numpy as np
 
-from fa4_mlir.emu.errors import MemoryFault
+from fa4_mlir.emu.errors import MemoryFault, ProtocolError
 
 GLOBAL_BASE = 0x0000_0001_0000_0000
 GLOBAL_ALIGN = 256
@@ -167,6 +175,28 @@ class GlobalMemory:
         return None, None
 
 
+class InFlight:
+    """Shared bytes an asynchronous operation still owns: ``[lo, hi)``, or exactly the shared addresses
+    in ``index`` (an int64 array within ``[lo, hi)``; a wgmma operand is not contiguous). ``writes``: the
+    operation writes them (a load) rather than reads them. ``what`` names the operation and ``remedy``
+    says which wait ends its ownership; ``group`` and ``seq`` identify a wgmma's warpgroup and group."""
+    __slots__ = ("lo", "hi", "index", "writes", "what", "remedy", "group", "seq")
+
+    def __init__(self, lo: int, hi: int, writes: bool, what: str, remedy: str, index=None, group=None):
+        self.lo, self.hi, self.index, self.writes = int(lo), int(hi), index, writes
+        self.what, self.remedy, self.group, self.seq = what, remedy, group, None
+
+    def overlap(self, lo: int, hi: int, index) -> bool:
+        if hi <= self.lo or self.hi <= lo:
+            return False
+        if self.index is not None:
+            mine = self.index[(self.index >= lo) & (self.index < hi)]
+            if index is None or not mine.size:
+                return bool(mine.size)
+            return bool(np.isin(index, mine).any())
+        return index is None or bool(((index >= self.lo) & (index < self.hi)).any())
+
+
 class SharedMemory:
     """One CTA's shared memory, indexed by shared-window address."""
 
@@ -178,6 +208,43 @@ class SharedMemory:
         self.buf = np.zeros((self.size + 15) // 16 * 16, np.uint8)
         # Uninitialised shared memory holds garbage on a GPU; a fixed pattern makes reads of it visible.
         self.buf[:] = 0xA5
+        self.in_flight: list[InFlight] = []
+
+    def guard(self, starts: np.ndarray, width: int, where: str, index=None, reading: bool = False) -> None:
+        """Raise ProtocolError if an access at ``starts`` (``width`` bytes each; or exactly the bytes of
+        ``index``) races with an asynchronous operation in flight: a write touching bytes it reads or
+        writes, or (``reading``) a read touching bytes it has not written yet."""
+        if not self.in_flight:
+            return
+        lo, hi = (int(index.min()), int(index.max()) + 1) if index is not None else \
+            (int(starts.min()), int(starts.max()) + width)
+        for a in self.in_flight:
+            if hi <= a.lo or a.hi <= lo or (reading and not a.writes):
+                continue
+            exact = index  # several lanes' accesses are not one contiguous range: compare byte by byte
+            if exact is None and len(starts) > 1:
+                exact = (np.asarray(starts, np.int64)[:, None] + np.arange(width, dtype=np.int64)).reshape(-1)
+            if a.overlap(lo, hi, exact):
+                first, last = max(lo, a.lo), min(hi, a.hi) - 1
+                if reading:
+                    raise ProtocolError(f"{where} reads shared bytes (in 0x{first:x}..0x{last:x}) that {a.what} "
+                                        f"has not written yet: a data race; {a.remedy}")
+                raise ProtocolError(f"{where} writes shared bytes (in 0x{first:x}.."
+                                    f"0x{last:x}) that {a.what} may still {'write' if a.writes else 'read'}: a "
+                                    f"data race; {a.remedy}")
+
+    def track(self, access: InFlight, where: str) -> InFlight:
+        """Start an asynchronous operation's ownership of its bytes, after checking that it does not
+        race with another operation in flight: a load must not write bytes another one owns, a store or
+        wgmma must not read bytes a load has not written yet."""
+        self.guard(np.array([access.lo], np.int64), access.hi - access.lo, where, access.index,
+                   reading=not access.writes)
+        self.in_flight.append(access)
+        return access
+
+    def release(self, access: InFlight) -> None:
+        if access in self.in_flight:
+            self.in_flight.remove(access)
 
     def check(self, offsets: np.ndarray, width: int, what) -> None:
         lo, hi = int(offsets.min()), int(offsets.max())

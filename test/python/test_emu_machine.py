@@ -450,15 +450,85 @@ def test_tma_load_lands_swizzled_and_signals_the_mbarrier():
             np.testing.assert_array_equal(rows[r, j ^ r], src[8 + r, 64 + 8 * j: 64 + 8 * j + 8])
 
 
-def test_reading_a_tma_destination_without_the_wait_sees_stale_data_under_some_seed():
+def test_reading_a_tma_destination_before_it_lands_is_reported_as_a_data_race():
+    # PTX memory model: a TMA load's writes are ordered before a read only by the mbarrier wait that
+    # observes its complete-tx. A read of a destination still in flight is a data race whatever bytes
+    # it happens to see, so the emulator reports it; where the copy lands first the read sees the data.
     src = np.arange(20 * 200, dtype=np.uint16).reshape(20, 200)
-    stale = []
+    tmap = emu.TensorMap(src, box=(8, 64), swizzle="128B", dtype="bf16")
+    want = np.zeros(512, np.uint16)
+    tma_kernel(wait=True).launch("k", block=(32, 1, 1), smem_bytes=2048, args=[want, tmap])
+    races = []
     for seed in range(20):
         out = np.zeros(512, np.uint16)
-        tma_kernel(wait=False).launch("k", block=(32, 1, 1), smem_bytes=2048, seed=seed, args=[
-            out, emu.TensorMap(src, box=(8, 64), swizzle="128B", dtype="bf16")])
-        stale.append(bool((out == 0xA5A5).any()))
-    assert any(stale), "the copy always landed before the unsynchronised read: async timing is not modelled"
+        try:
+            tma_kernel(wait=False).launch("k", block=(32, 1, 1), smem_bytes=2048, seed=seed, args=[out, tmap])
+        except emu.ProtocolError as exc:
+            races.append(str(exc))
+            continue
+        np.testing.assert_array_equal(out, want, err_msg=f"seed {seed}")
+    assert races, "no seed read the destination while the copy was in flight: async timing is not modelled"
+    assert "ld.shared.v4.b32" in races[0] and "reads shared bytes" in races[0], races[0]
+    assert "that the TMA load at line" in races[0] and "wait on the load's mbarrier first" in races[0], races[0]
+
+
+def parity_kernel(acknowledge: bool) -> emu.Program:
+    # Thread 0 produces two phases of ``full``; warp 1 consumes phase 0 then phase 1 by parity. Between
+    # its two arrives the producer waits for a bulk copy. Without the consumer's acknowledgement on
+    # ``ack`` nothing stops the producer from completing phase 1 before the consumer has re-read the
+    # barrier after phase 0: the phase is then 2, parity 0 again, and the consumer waits forever.
+    return kernel(f"""
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r0, %tid.x;
+    setp.ne.u32 %p1, %r0, 0;
+    @%p1 bra INIT_DONE;
+    mbarrier.init.shared.b64 [full], 1;
+    mbarrier.init.shared.b64 [ack], 1;
+    mbarrier.init.shared.b64 [dma], 1;
+INIT_DONE:
+    bar.sync 0;
+    setp.ge.u32 %p2, %r0, 32;
+    @%p2 bra CONSUMER;
+    @%p1 bra DONE;
+    mbarrier.arrive.shared.b64 %rd5, [full];
+    mbarrier.arrive.expect_tx.shared.b64 %rd5, [dma], 16;
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf], [%rd1], 16, [dma];
+DMA:
+    mbarrier.try_wait.parity.shared.b64 %p3, [dma], 0;
+    @!%p3 bra DMA;
+{"ACK:" if acknowledge else ""}
+    {"mbarrier.try_wait.parity.shared.b64 %p3, [ack], 0;" if acknowledge else ""}
+    {"@!%p3 bra ACK;" if acknowledge else ""}
+    mbarrier.arrive.shared.b64 %rd5, [full];
+    bra DONE;
+CONSUMER:
+    mbarrier.try_wait.parity.shared.b64 %p3, [full], 0;
+    @!%p3 bra CONSUMER;
+    setp.eq.u32 %p4, %r0, 32;
+    {"@%p4 mbarrier.arrive.shared.b64 %rd5, [ack];" if acknowledge else ""}
+SECOND:
+    mbarrier.try_wait.parity.shared.b64 %p3, [full], 1;
+    @!%p3 bra SECOND;
+DONE:
+    ret;
+""", shared=".shared .align 8 .b8 full[8];\n.shared .align 8 .b8 ack[8];\n.shared .align 8 .b8 dma[8];\n"
+            ".shared .align 16 .b8 buf[16];\n")
+
+
+def test_the_scheduler_holds_a_released_warp_back_so_a_producer_can_run_a_phase_ahead():
+    # machine.Launch: a seed's tempo may hold a warp its wait released off the schedule. That opens the
+    # window of a missing acknowledgement: the producer completes the next phase first, and the consumer
+    # deadlocks on a parity that came round again. With the acknowledgement every seed passes.
+    data = np.arange(4, dtype=np.uint32)
+    found = []
+    for seed in range(20):
+        parity_kernel(acknowledge=True).launch("k", block=(64, 1, 1), args=[data], seed=seed)
+        try:
+            parity_kernel(acknowledge=False).launch("k", block=(64, 1, 1), args=[data], seed=seed)
+        except emu.Deadlock as exc:
+            found.append((seed, str(exc)))
+    assert found, "no seed let the producer run a phase ahead of its consumer"
+    assert "waits for phase parity 0" in found[0][1], found[0][1]
 
 
 def test_bulk_wait_group_read_waits_for_every_older_group():
@@ -565,3 +635,58 @@ def test_trap_is_an_emulation_error_naming_the_line():
     with pytest.raises(emu.Trap, match="line 10"):
         emu.load_ptx(ptx).launch("k", grid=(1, 1, 1), block=(32, 1, 1), args=[None])
     assert issubclass(emu.Trap, emu.EmulationError)
+
+
+BULK = ".extern .shared .align 1024 .b8 smem[];\n.shared .align 8 .b8 bar[8];\n"
+
+
+def test_writing_a_bulk_store_source_before_its_wait_group_read_is_a_data_race():
+    # PTX ISA cp.async.bulk.wait_group.read: the source of a bulk store may be reused only after the wait
+    # retires its group. The copy may have read it already (seed-dependent), so the emulator reports the
+    # write itself, naming the store and the wait that is missing.
+    prog = kernel("""
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra DONE;
+    mov.u32 %r2, smem;
+    st.shared.v4.u32 [%r2], {1, 1, 1, 1};
+    fence.proxy.async.shared::cta;
+    cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r2], 16;
+    cp.async.bulk.commit_group;
+    st.shared.u32 [%r2+12], 7;
+    cp.async.bulk.wait_group 0;
+DONE:
+    ret;
+""", shared=BULK)
+    for seed in range(5):
+        with pytest.raises(emu.ProtocolError) as info:
+            prog.launch("k", block=(32, 1, 1), smem_bytes=1024, args=[np.zeros(4, np.uint32)], seed=seed)
+        message = str(info.value)
+        assert "line 25: st.shared.u32" in message and "the bulk store at line 23" in message, message
+        assert "may still read" in message and "cp.async.bulk.wait_group.read" in message, message
+
+
+def test_a_load_into_bytes_another_load_still_writes_is_a_data_race():
+    # Two bulk copies into the same shared bytes, the second issued before the first landed: the
+    # memory model orders neither write, so the destination's final value is undefined.
+    prog = kernel("""
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra DONE;
+    mbarrier.init.shared.b64 [bar], 1;
+    mbarrier.arrive.expect_tx.shared.b64 %rd5, [bar], 32;
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [smem], [%rd1], 16, [bar];
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [smem], [%rd1], 16, [bar];
+WAIT:
+    mbarrier.try_wait.parity.shared.b64 %p2, [bar], 0;
+    @!%p2 bra WAIT;
+DONE:
+    ret;
+""", shared=BULK)
+    with pytest.raises(emu.ProtocolError) as info:
+        prog.launch("k", block=(32, 1, 1), smem_bytes=1024, args=[np.zeros(4, np.uint32)])
+    message = str(info.value)
+    assert "line 23: cp.async.bulk" in message and "the bulk copy at line 22" in message, message
+    assert "may still write" in message and "wait on the copy's mbarrier first" in message, message

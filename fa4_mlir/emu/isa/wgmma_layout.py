@@ -173,6 +173,15 @@ def load_operand(smem: np.ndarray, desc: Descriptor, rows: int, k: int, elem_byt
     return np.ascontiguousarray(raw).view(_STORAGE[elem_bytes]).reshape(rows, k)
 
 
+def operand_addresses(desc: Descriptor, rows: int, k: int, elem_bytes: int, k_major: bool) -> np.ndarray:
+    """The shared addresses (int64, flat) of every byte ``load_operand`` reads for these arguments,
+    without its checks (it reports a bad descriptor when the wgmma reads)."""
+    phase = desc.start_address % 1024
+    index, _, _ = _operand_index(desc.leading_byte_offset, desc.stride_byte_offset, desc.swizzle, rows, k,
+                                 elem_bytes, bool(k_major), phase)
+    return index.reshape(-1) + (desc.start_address - phase)
+
+
 def accumulator_coords(n: int) -> tuple[np.ndarray, np.ndarray]:
     """(row, col) of the D elements thread ``t`` (0..127 of the warpgroup) holds in register order
     d0, d1, ... for ``wgmma .m64nNk*`` with an f32 (or s32) accumulator: arrays of shape (128, n/2).

@@ -5,6 +5,9 @@ Each executing lane issues its own copy (kernels elect one lane). A copy's data 
 completes, at a time the scheduler draws: a TMA load writes shared memory and then performs
 complete-tx on its mbarrier; a TMA store reads shared memory and writes global memory at completion,
 so overwriting the staging buffer before ``cp.async.bulk.wait_group.read`` shows up as wrong output.
+Whatever the timing, shared memory also holds each copy's bytes as in flight (``memory.InFlight``): a
+load's destination until it lands, a store's source until a wait_group of the issuing warp retires it,
+so writing them meanwhile is a ``ProtocolError``.
 Tensor maps are found through their address (a by-value kernel parameter or a global buffer) and
 must have been made by ``emu.TensorMap``.
 """
@@ -15,7 +18,7 @@ import numpy as np
 
 from fa4_mlir.emu.errors import ProtocolError
 from fa4_mlir.emu.machine import FULL, LANES, WAIT, Wait
-from fa4_mlir.emu.memory import PARAM_BASE, SHARED_BASE, WINDOW_SIZE
+from fa4_mlir.emu.memory import PARAM_BASE, SHARED_BASE, WINDOW_SIZE, InFlight
 from fa4_mlir.emu.ops import handles, unsupported
 from fa4_mlir.emu.ops.operands import address, reader
 from fa4_mlir.emu.ops.sync import complete_tx
@@ -48,19 +51,34 @@ def read_tensor_map(w, op, generic: int):
 
 
 class _Pending:
-    __slots__ = ("done", "describe")
+    """A bulk store of a bulk group: ``done`` once it has read shared memory; ``access`` (its source bytes)
+    stays in flight until a wait_group of the issuing warp retires the group."""
+    __slots__ = ("done", "describe", "access", "smem")
 
-    def __init__(self, describe: str):
-        self.done, self.describe = False, describe
+    def __init__(self, describe: str, access=None, smem=None):
+        self.done, self.describe, self.access, self.smem = False, describe, access, smem
+
+    def retire(self) -> None:
+        if self.smem is not None:
+            self.smem.release(self.access)
 
 
-def _groups_pending(groups) -> int:
-    """How many groups a wait_group must still count: every group from the oldest incomplete one on
-    (wait_group N returns once all but the N most recent groups are complete, whatever the order in
-    which the newer ones finished)."""
-    while groups and all(p.done for p in groups[0]):
-        groups.pop(0)
-    return len(groups)
+def _line(op) -> str:
+    return op.where.split(":")[0]  # "line N"
+
+
+def _drained(groups, limit: int) -> bool:
+    """Does wait_group ``limit`` return now? It does once all but the ``limit`` most recent groups are
+    complete (whatever the order in which the newer ones finished); it then retires exactly those
+    older groups, so a store's source stays in flight until a wait that covers it, even if the copy
+    is already done (the ISA orders nothing before that wait)."""
+    older = len(groups) - limit
+    if older > 0 and not all(p.done for g in groups[:older] for p in g):
+        return False
+    while len(groups) > limit:
+        for p in groups.pop(0):
+            p.retire()
+    return True
 
 
 @handles("cp")
@@ -124,8 +142,12 @@ def _tensor(op, ctx, mods) -> None:
                 cta = w.cta
                 cta.mbarrier(bar_at, w.where(op))
                 where = w.where(op)
+                access = cta.smem.track(InFlight(smem_at, smem_at + tmap.box_bytes, True,
+                                                 f"the TMA load at {_line(op)} ({w.name})",
+                                                 "wait on the load's mbarrier first"), where)
 
-                def land(tmap=tmap, coord=coord, smem_at=smem_at, bar_at=bar_at, cta=cta, where=where):
+                def land(tmap=tmap, coord=coord, smem_at=smem_at, bar_at=bar_at, cta=cta, where=where, access=access):
+                    cta.smem.release(access)
                     nbytes = tma_load(tmap, w.launch.memory, coord, cta.smem.buf, smem_at, what=where)
                     complete_tx(cta.mbarrier(bar_at, where), nbytes, where, cta)
                 w.launch.schedule(land)
@@ -140,10 +162,14 @@ def _tensor(op, ctx, mods) -> None:
                 tmap = read_tensor_map(w, op, int(maps[lane]))
                 coord = tuple(int(c[lane]) for c in cs)
                 smem_at = _shared(w, op, int(srcs[lane]), "the source")
-                pending = _Pending(f"TMA store at {op.where}")
-                w.bulk_open.append(pending)
                 cta = w.cta
                 where = w.where(op)
+                access = cta.smem.track(InFlight(smem_at, smem_at + tmap.box_bytes, False,
+                                                 f"the TMA store at {_line(op)} ({w.name})",
+                                                 "the issuing thread must wait with cp.async.bulk.wait_group.read "
+                                                 "(and a barrier must follow) first"), where)
+                pending = _Pending(f"TMA store at {op.where}", access, cta.smem)
+                w.bulk_open.append(pending)
 
                 def flush(tmap=tmap, coord=coord, smem_at=smem_at, cta=cta, pending=pending, where=where):
                     tma_store(tmap, w.launch.memory, coord, cta.smem.buf, smem_at, what=where)
@@ -178,8 +204,11 @@ def _bulk_copy(op, ctx, mods) -> None:
                 cta.smem.check(np.array([s_at]), n, lambda i: w.where(op))
                 buf, off = w.launch.memory.resolve(g_at, n, w.where(op))
                 where = w.where(op)
+                access = cta.smem.track(InFlight(s_at, s_at + n, True, f"the bulk copy at {_line(op)} ({w.name})",
+                                                 "wait on the copy's mbarrier first"), where)
 
-                def land(s_at=s_at, buf=buf, off=off, n=n, b_at=b_at, cta=cta, where=where):
+                def land(s_at=s_at, buf=buf, off=off, n=n, b_at=b_at, cta=cta, where=where, access=access):
+                    cta.smem.release(access)
                     cta.smem.buf[s_at:s_at + n] = buf[off:off + n]
                     complete_tx(cta.mbarrier(b_at, where), n, where, cta)
                 w.launch.schedule(land)
@@ -197,9 +226,12 @@ def _bulk_copy(op, ctx, mods) -> None:
                 s_at = _shared(w, op, int(rsrc(w)[lane]), "the source")
                 g_at = int(rdst(w)[lane])
                 buf, off = w.launch.memory.resolve(g_at, n, w.where(op))
-                pending = _Pending(f"bulk store at {op.where}")
-                w.bulk_open.append(pending)
                 cta = w.cta
+                access = cta.smem.track(InFlight(s_at, s_at + n, False, f"the bulk store at {_line(op)} ({w.name})",
+                                                 "the issuing thread must wait with cp.async.bulk.wait_group.read "
+                                                 "(and a barrier must follow) first"), w.where(op))
+                pending = _Pending(f"bulk store at {op.where}", access, cta.smem)
+                w.bulk_open.append(pending)
 
                 def flush(s_at=s_at, buf=buf, off=off, n=n, cta=cta, pending=pending):
                     buf[off:off + n] = cta.smem.buf[s_at:s_at + n]
@@ -237,9 +269,9 @@ def _wait(op, ctx, kind: str, rest) -> None:
         if kind == "cp" and rest == ["wait_all"]:
             w.cp_groups.append(w.cp_open)
             w.cp_open = []
-        if _groups_pending(groups) <= limit:
+        if _drained(groups, limit):
             return None
-        w.wait = Wait(lambda: _groups_pending(groups) <= limit,
+        w.wait = Wait(lambda: _drained(groups, limit),
                       lambda: f"waits for {kind} copy groups to drain to {limit} at {op.where}", retry=False, op=op)
         return WAIT
     op.run = run
@@ -283,8 +315,12 @@ def _cp_async(op, ctx, mods) -> None:
         w.cp_open.append(pending)
         cta = w.cta
         targets = np.where(dsts >= SHARED_BASE, dsts - SHARED_BASE, dsts)
+        index = (targets[:, None] + np.arange(nbytes)).reshape(-1)
+        access = cta.smem.track(InFlight(index.min(), index.max() + 1, True, f"the cp.async at {_line(op)} ({w.name})",
+                                         "wait with cp.async.wait_group first", index=index), w.where(op))
 
         def land():
+            cta.smem.release(access)
             cta.smem.buf[targets[:, None] + np.arange(nbytes)] = data
             pending.done = True
         w.launch.schedule(land)

@@ -50,6 +50,7 @@ def _ldmatrix(op, ctx) -> None:
         if m is not FULL:
             raise ProtocolError(f"{w.where(op)}: ldmatrix is .sync.aligned: all 32 lanes must execute it")
         offsets = _row_offsets(w, op, addr, count)
+        w.cta.smem.guard(offsets.reshape(-1), 16, w.where(op), reading=True)  # a TMA load's destination?
         smem = w.cta.smem.buf
         for i in range(count):
             tile = smem[offsets[i][:, None] + np.arange(16)].copy().view(np.uint16)  # (8 rows, 8 elements)
@@ -73,6 +74,7 @@ def _stmatrix(op, ctx) -> None:
         if m is not FULL:
             raise ProtocolError(f"{w.where(op)}: stmatrix is .sync.aligned: all 32 lanes must execute it")
         offsets = _row_offsets(w, op, addr, count)
+        w.cta.smem.guard(offsets.reshape(-1), 16, w.where(op))  # a TMA store's source?
         smem = w.cta.smem.buf
         for i in range(count):
             value = reads[i](w)

@@ -129,6 +129,8 @@ def _ld(op, ctx) -> None:
         if buf is None:  # lanes in several global allocations
             words = np.stack([_gather_one(w, op, space, a, l, elem * count) for a, l in zip(addrs, lane_ids)])
         else:
+            if buf is w.cta.smem.buf and w.cta.smem.in_flight:  # bytes a TMA load has not landed in?
+                w.cta.smem.guard(offsets, elem * count, w.where(op), reading=True)
             words = as_words(lane_bytes(buf, offsets, elem * count), elem)
         for i, write in enumerate(writes):
             if m is FULL:
@@ -179,6 +181,8 @@ def _st(op, ctx) -> None:
                 b, off = resolve(w, op, space, np.array([a], np.uint64), np.array([lane]), elem * count)
                 b[int(off[0]) + steps] = raw[i]
             return
+        if buf is w.cta.smem.buf and w.cta.smem.in_flight:  # bytes a TMA store or wgmma may still read?
+            w.cta.smem.guard(offsets, elem * count, w.where(op))
         # Lanes storing to the same bytes: the highest lane wins (one of them does, on a GPU).
         buf[offsets[:, None] + steps] = raw
     op.run = run
@@ -246,6 +250,8 @@ def _atom(op, ctx) -> None:
         with np.errstate(all="ignore"):
             for a, lane in zip(addrs, lane_ids):  # lanes in ascending order: one legal serialisation
                 buf, off = resolve(w, op, space, np.array([a], np.uint64), np.array([lane]), elem)
+                if buf is w.cta.smem.buf and w.cta.smem.in_flight:
+                    w.cta.smem.guard(off, elem, w.where(op))
                 cell = buf[int(off[0]):int(off[0]) + elem].view(dtype)
                 old = cell[0]
                 olds[lane] = old

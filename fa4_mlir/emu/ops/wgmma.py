@@ -8,7 +8,10 @@ so each warp computes its share when it issues; no warp waits for the others her
 The operation is asynchronous: shared-memory operands are read at a completion time the scheduler
 draws (so a buffer released before ``wgmma.wait_group`` can be overwritten first), and the result
 reaches the registers at ``wgmma.wait_group``. Until then, any other instruction that names a
-destination or A-fragment register is a ``ProtocolError`` (the ISA makes it undefined).
+destination or A-fragment register is a ``ProtocolError`` (the ISA makes it undefined). Its shared
+operands are in flight (``memory.InFlight``) from issue until a ``wgmma.wait_group`` of any warp of the
+warpgroup retires its group (the wgmma is one warpgroup operation): a write to them meanwhile (a TMA
+load into a stage released too early) is a ``ProtocolError`` whatever the timing.
 
 Numerics: each K-step is one fused sum of the exact products and the accumulator with the H100's
 truncated alignment and round-toward-zero (``isa.mma_numerics``: the model, its parameters and the
@@ -25,6 +28,7 @@ from fa4_mlir.emu.errors import EmulationError, ProtocolError
 from fa4_mlir.emu.isa import wgmma_layout as L
 from fa4_mlir.emu.isa.mma_numerics import dot_accumulate
 from fa4_mlir.emu.machine import FULL, WAIT, WARP, Wait
+from fa4_mlir.emu.memory import InFlight
 from fa4_mlir.emu.ops import handles, unsupported
 from fa4_mlir.emu.ops.operands import reader
 from fa4_mlir.emu.ptx import ast
@@ -67,10 +71,11 @@ def to_float64(bits: np.ndarray, kind: str) -> np.ndarray:
 
 class _Entry:
     """One issued wgmma of one warp: computes its 16 x N block on demand, in issue order."""
-    __slots__ = ("compute_fn", "result", "prev", "slots", "a_slots")
+    __slots__ = ("compute_fn", "result", "prev", "slots", "a_slots", "access")
 
-    def __init__(self, compute_fn, prev, slots, a_slots):
+    def __init__(self, compute_fn, prev, slots, a_slots, access):
         self.compute_fn, self.result, self.prev, self.slots, self.a_slots = compute_fn, None, prev, slots, a_slots
+        self.access = access  # its shared operand bytes, in flight until its group is retired
 
     def compute(self):
         if self.result is None:
@@ -97,6 +102,9 @@ def _wgmma(op, ctx) -> None:
 
 
 def _commit(w, m) -> None:
+    for entry in w.wgmma_open:
+        entry.access.seq = w.wgmma_committed
+    w.wgmma_committed += 1
     w.wgmma_groups.append(w.wgmma_open)
     w.wgmma_open = []
 
@@ -107,6 +115,10 @@ def _retire(w, limit: int) -> None:
             values = entry.compute()
             for i, slot in enumerate(entry.slots):
                 w.regs[slot] = values[:, i].copy()
+    # Groups 0 .. retired-1 of this warp are complete, so are those of its warpgroup: their operands are free.
+    retired, smem, group = w.wgmma_committed - len(w.wgmma_groups), w.cta.smem, w.wid // 4
+    for access in [a for a in smem.in_flight if a.group == group and a.seq is not None and a.seq < retired]:
+        smem.release(access)
     pending = set()
     for entry in w.wgmma_open + [e for g in w.wgmma_groups for e in g]:
         pending.update(entry.slots)
@@ -226,8 +238,15 @@ def _mma(op, ctx, mods) -> None:
             except EmulationError as exc:  # an operand outside shared memory, a bad descriptor
                 raise type(exc)(f"{where}: {exc}") from None
 
+        index = L.operand_addresses(desc_b, n, k, elem, not trans_b)
+        if desc_a is not None:
+            index = np.concatenate([L.operand_addresses(desc_a, 64, k, elem, not trans_a), index])
+        access = w.cta.smem.track(InFlight(index.min(), index.max() + 1, False,
+                                           f"the wgmma.mma_async at {op.where.split(':')[0]} ({w.name})",
+                                           "retire it with wgmma.wait_group first", index=index, group=w.wid // 4),
+                                  where)
         w.wgmma_issued += 1
-        entry = _Entry(located, prev if use_c else None, slots, a_slots)
+        entry = _Entry(located, prev if use_c else None, slots, a_slots, access)
         w.wgmma_open.append(entry)
         w.wgmma_pending.update(slots)
         w.wgmma_pending.update(a_slots)
