@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from fa4_mlir.emu.errors import Deadlock, EmulationError, ProtocolError
+from fa4_mlir.emu.errors import Deadlock, ProtocolError
 from fa4_mlir.emu.memory import SharedMemory
 
 WARP = 32
@@ -57,7 +57,7 @@ WAIT = object()  # what a handler returns after setting ``warp.wait``
 
 
 class _Held(Wait):
-    """The scheduler holding a warp back after a wait released it (``Launch.hold_chance``)."""
+    """The scheduler holding a warp back after a wait released it (``Warp.hold_chance``)."""
     __slots__ = ()
 
     def __init__(self, ready, describe):
