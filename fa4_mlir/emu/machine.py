@@ -93,9 +93,12 @@ class Warp:
         # async state
         self.wgmma_open: list = []          # issued, not yet committed
         self.wgmma_groups: list[list] = []  # committed groups, oldest first
-        self.wgmma_pending: set[int] = set()
+        self.pending_regs: set[int] = set()   # registers an async wgmma / tcgen05.ld still writes
         self.wgmma_issued = 0               # wgmma.mma_async executed (every warp of a warpgroup must)
         self.wgmma_committed = 0            # wgmma.commit_group executed: numbers the groups
+        self.tmem_ld_pending: set[int] = set()  # tcgen05.ld destinations until tcgen05.wait::ld
+        self.tmem_st_pending: list = []     # tcgen05.st cells (tmem.Region) until tcgen05.wait::st
+        self.tc_tail = 0                    # completion time of the last tcgen05.mma this warp issued
         self.bulk_open: list = []
         self.bulk_groups: list[list] = []
         self.cp_open: list = []
@@ -153,7 +156,7 @@ class Warp:
             executed += 1
             stats.warp_instructions += 1
             stats.instructions += WARP if mask is FULL else int(np.count_nonzero(mask))
-            if self.wgmma_pending and op.regs and not op.is_async_mma and self.wgmma_pending & op.regs:
+            if self.pending_regs and op.regs and not op.is_async_mma and self.pending_regs & op.regs:
                 self._pending_access(op)
             kind = op.kind
             if kind == "plain":
@@ -209,9 +212,20 @@ class Warp:
                                 f"wait for them with cp.async.wait_all")
 
     def _pending_access(self, op) -> None:
-        regs = sorted(self.kernel.slots[s][0] for s in self.wgmma_pending & op.regs)
-        raise ProtocolError(f"{self.where(op)} accesses {', '.join(regs[:4])}{' ...' if len(regs) > 4 else ''} "
-                            f"while a wgmma.mma_async still writes it; wait with wgmma.wait_group first")
+        hit = self.pending_regs & op.regs
+        if op.moved and hit <= self.tmem_ld_pending and not hit & op.moved:
+            # A mov of a tcgen05.ld result before tcgen05.wait::ld (LLVM schedules register packing there)
+            # copies a value that is not defined yet: its destination is pending too, until the wait.
+            self.tmem_ld_pending |= op.moved
+            self.pending_regs |= op.moved
+            return
+        regs = sorted(self.kernel.slots[s][0] for s in hit)
+        named = f"{', '.join(regs[:4])}{' ...' if len(regs) > 4 else ''}"
+        if hit & self.tmem_ld_pending:
+            raise ProtocolError(f"{self.where(op)} accesses {named} before the tcgen05.ld that writes it is "
+                                f"waited for; wait with tcgen05.wait::ld first")
+        raise ProtocolError(f"{self.where(op)} accesses {named} while a wgmma.mma_async still writes it; wait "
+                            f"with wgmma.wait_group first")
 
     def _local(self) -> np.ndarray:
         size = max(1, self.kernel.local_bytes)
@@ -262,6 +276,8 @@ class CTA:
         self.smem = SharedMemory(k.static_smem, k.dynamic_offset, launch.smem_bytes)
         self.mbarriers: dict[int, MBarrier] = {}
         self.bars = [NamedBarrier() for _ in range(16)]
+        self.tmem = None       # tmem.TensorMemory, made by the first tcgen05 instruction
+        self.tc_tail = 0       # completion time of the last tcgen05.mma issued in this CTA
         bx, by, bz = launch.block
         nthreads = bx * by * bz
         self.nthreads = nthreads
@@ -416,6 +432,10 @@ class Launch:
             if len(set(counts)) > 1:
                 raise ProtocolError(f"CTA {cta.ctaid}: warps {first}..{first + 3} executed {counts} wgmma.mma_async "
                                     f"instructions; .sync.aligned needs all four warps of the warpgroup in each")
+        leaks = cta.tmem.leaks() if cta.tmem is not None else None
+        if leaks:
+            raise ProtocolError(f"CTA {cta.ctaid} exits with tensor memory still allocated: {leaks}; "
+                                f"tcgen05.dealloc every allocation before exit")
         for ident, named in enumerate(cta.bars):
             if named.arrived:
                 raise ProtocolError(f"CTA {cta.ctaid} exits with named barrier {ident} half arrived ({named.arrived} "

@@ -39,6 +39,7 @@ class Op:
     guard_negated: bool = False
     regs: frozenset = frozenset()  # register slots the instruction names (for the wgmma in-flight check)
     is_async_mma: bool = False
+    moved: frozenset = frozenset()  # a mov's destination slots: an undefined (pending) source taints them
 
     @property
     def where(self) -> str:

@@ -79,9 +79,10 @@ def test_unwritten_elements_fail_and_the_json_stays_strict(capsys, monkeypatch):
 
 
 def test_a_kernel_the_emulator_cannot_run_is_exit_1(capsys):
-    code, _, err = _run(capsys, "gemm", "--target", "sm_100a")
+    code, _, err = _run(capsys, "gemm", "--target", "sm_100a", "--cta-group", "2", "--tile", "256x256x64")
     assert code == 1
-    assert err.startswith("fa4-emu: error: gemm failed in the emulator (Unsupported, --seed 0): ") and "tcgen05" in err
+    assert err.startswith("fa4-emu: error: gemm failed in the emulator (Unsupported, --seed 0): ") and \
+        "cta_group::2" in err
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -189,13 +189,26 @@ def test_small_attention_matches_numpy():
     assert float(np.abs(lse - ref_lse).max()) <= reference.lse_tolerance(ref_lse)
 
 
-def test_an_sm100a_artifact_loads_and_the_emulator_names_what_it_lacks():
-    kernel = runtime.load("gemm", GemmConfig(target="sm_100a"), device="emulator")
+def test_an_sm100a_artifact_runs_in_the_emulator():
+    config = GemmConfig(target="sm_100a")
+    kernel = runtime.load("gemm", config, device="emulator")
     assert kernel.manifest["target"] == "sm_100a"
-    a = np.zeros((128, 64), np.uint16)
-    b, c = np.zeros((256, 64), np.uint16), np.zeros((128, 256), np.uint16)
-    with pytest.raises(emu.Unsupported, match="tcgen05"):
-        launch_gemm(kernel, GemmConfig(target="sm_100a"), a, b, c, np.zeros_like(c), 1.0, 1.0)
+    rng = np.random.default_rng(2)
+    a, b, c = (reference.random_bits(rng, shape, "bf16", 1.0) for shape in ((128, 64), (256, 64), (128, 256)))
+    d = np.full_like(c, reference.POISON["bf16"])
+    launch_gemm(kernel, config, a, b, c, d, 0.5, 1.0)
+    af, bf, cf = (reference.to_f64(t, "bf16") for t in (a, b, c))
+    ref = 0.5 * af @ bf.T + cf
+    assert np.abs(reference.to_f64(d, "bf16") - ref).max() <= 2 ** -7 * (np.abs(ref).max() + 1)
+
+
+def test_the_emulator_names_what_it_lacks():
+    config = GemmConfig(target="sm_100a", cta_group=2, tile_m=256)
+    kernel = runtime.load("gemm", config, device="emulator")
+    a = np.zeros((256, 64), np.uint16)
+    b, c = np.zeros((256, 64), np.uint16), np.zeros((256, 256), np.uint16)
+    with pytest.raises(emu.Unsupported, match="cta_group::2"):
+        launch_gemm(kernel, config, a, b, c, np.zeros_like(c), 1.0, 1.0)
 
 
 # -- argument checks ------------------------------------------------------------------------------------------

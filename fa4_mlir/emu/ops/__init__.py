@@ -36,6 +36,8 @@ def compile_instruction(op, ctx) -> None:
                           f"{op.ins.text or op.ins.full_opcode}")
     handler(op, ctx)
     op.regs = frozenset(_slots(op.ins.operands, ctx, op.ins))
+    if op.ins.opcode == "mov" and op.ins.operands:
+        op.moved = frozenset(_slots(op.ins.operands[:1], ctx, op.ins))
 
 
 def _slots(operands, ctx, ins):
@@ -53,4 +55,4 @@ def _slots(operands, ctx, ins):
             yield from _slots((o.tensor_map, *o.coords), ctx, ins)
 
 
-from fa4_mlir.emu.ops import alu, control, memory, sync, bulk, wgmma, matrix  # noqa: E402,F401  (registration)
+from fa4_mlir.emu.ops import alu, control, memory, sync, bulk, wgmma, matrix, tcgen05  # noqa: E402,F401  (registration)

@@ -123,7 +123,7 @@ def _retire(w, limit: int) -> None:
     for entry in w.wgmma_open + [e for g in w.wgmma_groups for e in g]:
         pending.update(entry.slots)
         pending.update(entry.a_slots)
-    w.wgmma_pending = pending
+    w.pending_regs = pending | w.tmem_ld_pending
 
 
 def _wait(op) -> None:
@@ -248,8 +248,8 @@ def _mma(op, ctx, mods) -> None:
         w.wgmma_issued += 1
         entry = _Entry(located, prev if use_c else None, slots, a_slots, access)
         w.wgmma_open.append(entry)
-        w.wgmma_pending.update(slots)
-        w.wgmma_pending.update(a_slots)
+        w.pending_regs.update(slots)
+        w.pending_regs.update(a_slots)
 
         def early(w=w, entry=entry):
             entry.compute()

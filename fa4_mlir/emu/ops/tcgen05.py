@@ -1,0 +1,326 @@
+"""The 5th-generation tensor-core family (``tcgen05.*``, sm_100a): tensor-memory allocation, loads and
+stores between registers and TMEM, ``tcgen05.mma`` and ``tcgen05.commit``.
+
+PTX ISA "TensorCore 5th Generation Family Instructions" (sections named per instruction below):
+
+- ``tcgen05.alloc/dealloc/relinquish_alloc_permit .cta_group::1`` ("Tensor Memory Allocation"):
+  warp-wide (.sync.aligned); see ``fa4_mlir.emu.tmem`` for the rules enforced.
+- ``tcgen05.ld/st .sync.aligned.32x32b.xN.b32`` ("Data movement", "Matrix fragments for
+  tcgen05.ld/st", shape 32x32b): warp ``w`` reaches TMEM lanes ``32*(w % 4)`` .. ``+31`` only (the
+  address's lane field must be that base); thread ``t`` moves register ``i`` from/to lane ``base + t``,
+  column ``col + i``. A load's destination registers are undefined until the warp's
+  ``tcgen05.wait::ld`` (reading one first is a ``ProtocolError``); a store's cells are in flight until
+  ``tcgen05.wait::st``.
+- ``tcgen05.mma.cta_group::1.kind::f16 [d], a-desc, b-desc, idesc, enable-input-d`` (SS form:
+  "tcgen05.mma"; descriptors in ``isa.tcgen05_desc``): D[M x N] (+)= A[M x K=16] x B[N x K]^T, issued by
+  each executing thread, executed in issue order by the CTA's tensor core at a completion time the
+  scheduler draws; operands are read and D written then. With M = 128, row ``i`` of D is TMEM lane
+  ``i`` and column ``j`` is column ``col + j`` ("Data path layout", layout for M = 128, cta_group::1).
+- ``tcgen05.commit.cta_group::1.mbarrier::arrive::one`` ("tcgen05.commit"): one arrive on the
+  mbarrier once every tcgen05.mma the warp issued before it has completed.
+- ``tcgen05.fence::before_thread_sync / after_thread_sync`` order tcgen05 operations around thread
+  synchronisation; the emulator executes tcgen05 operations in a single order, so they are no-ops.
+
+Numerics (an assumption, not a measurement: no Blackwell was available): each MMA sums the exact
+products of its K = 16 step with the fp32 accumulator and rounds once to fp32 (round to nearest).
+A may come from tensor memory (the TS form ``[d], [a-tmem], b-desc, idesc, enable-input-d``): rows in
+lanes 0..127, two 16-bit elements per column, the lower K index in the low half. Unmodelled forms
+(M other than 128, cta_group::2, other kinds, .ws) are ``Unsupported``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fa4_mlir.emu import types as T
+from fa4_mlir.emu.errors import EmulationError, ProtocolError
+from fa4_mlir.emu.isa import wgmma_layout as L
+from fa4_mlir.emu.isa.tcgen05_desc import decode_instr_descriptor, decode_smem_descriptor, split_tmem_address
+from fa4_mlir.emu.machine import FULL, LANES, WAIT, WARP, Wait
+from fa4_mlir.emu.memory import SHARED_BASE, WINDOW_SIZE, InFlight
+from fa4_mlir.emu.ops import handles, unsupported
+from fa4_mlir.emu.ops.operands import address, reader, writer
+from fa4_mlir.emu.ops.sync import arrive
+from fa4_mlir.emu.ops.wgmma import to_float64
+from fa4_mlir.emu.ptx import ast
+from fa4_mlir.emu.tmem import Region, TensorMemory
+
+_SYNC = {"sync", "aligned"}
+
+
+def tmem(cta) -> TensorMemory:
+    if cta.tmem is None:
+        cta.tmem = TensorMemory()
+    return cta.tmem
+
+
+def _full_warp(w, op, m, what: str) -> None:
+    if m is not FULL:
+        raise ProtocolError(f"{w.where(op)}: {what} is .sync.aligned: all 32 lanes of the warp must execute it")
+
+
+def _shared_address(w, op, value: int, what: str) -> int:
+    """A shared::cta window address from a shared::cta / shared::cluster (this CTA) / generic value."""
+    if SHARED_BASE <= value < SHARED_BASE + WINDOW_SIZE:
+        value -= SHARED_BASE
+    if value >= WINDOW_SIZE:
+        raise ProtocolError(f"{w.where(op)}: {what} must be a shared-memory address of this CTA, got 0x{value:x}")
+    return value
+
+
+@handles("tcgen05")
+def _tcgen05(op, ctx) -> None:
+    mods = list(op.ins.modifiers)
+    action = mods[0] if mods else ""
+    rest = set(mods[1:])
+    if action in ("fence::before_thread_sync", "fence::after_thread_sync") and not rest:
+        op.run = lambda w, m: None
+        return
+    if action in ("wait::ld", "wait::st") and rest == _SYNC:
+        op.run = _wait_ld if action == "wait::ld" else _wait_st
+        return
+    if "cta_group::2" in rest:
+        raise unsupported(op, "cta_group::2 (CTA pairs) is not modelled yet")
+    if action == "alloc" and rest == _SYNC | {"cta_group::1", "shared::cta", "b32"}:
+        return _alloc(op, ctx)
+    if action == "dealloc" and rest == _SYNC | {"cta_group::1", "b32"}:
+        return _dealloc(op, ctx)
+    if action == "relinquish_alloc_permit" and rest == _SYNC | {"cta_group::1"}:
+        def relinquish(w, m):
+            _full_warp(w, op, m, "tcgen05.relinquish_alloc_permit")
+            tmem(w.cta).relinquished = w.where(op)
+        op.run = relinquish
+        return
+    if action in ("ld", "st"):
+        return _ld_st(op, ctx, action, mods[1:])
+    if action == "mma":
+        return _mma(op, ctx, mods[1:])
+    if action == "commit":
+        return _commit(op, ctx, rest)
+    raise unsupported(op)
+
+
+# -- allocation --------------------------------------------------------------------------------------
+def _alloc(op, ctx) -> None:
+    dst, cols = op.ins.operands
+    _, addr = address(ctx, dst, op.ins, "shared")
+    rcols = reader(ctx, cols, "u32", op.ins)
+
+    def run(w, m):
+        _full_warp(w, op, m, "tcgen05.alloc")
+        ncols, at = int(rcols(w)[0]), _shared_address(w, op, int(addr(w)[0]), "the destination")
+        memory = tmem(w.cta)
+
+        def attempt() -> bool:
+            start = memory.try_alloc(ncols, w.where(op))
+            if start is None:
+                return False
+            w.cta.smem.check(np.array([at]), 4, lambda i: w.where(op))
+            w.cta.smem.buf[at:at + 4] = np.array([start], np.uint32).view(np.uint8)
+            return True
+        if attempt():
+            return None
+        w.wait = Wait(attempt, lambda: f"waits at {op.where} for {ncols} free tensor-memory columns "
+                      f"(allocated: {memory._describe()})", retry=False, op=op)
+        return WAIT
+    op.run = run
+
+
+def _dealloc(op, ctx) -> None:
+    taddr, cols = (reader(ctx, o, "u32", op.ins) for o in op.ins.operands)
+
+    def run(w, m):
+        _full_warp(w, op, m, "tcgen05.dealloc")
+        tmem(w.cta).dealloc(int(taddr(w)[0]), int(cols(w)[0]), w.where(op))
+    op.run = run
+
+
+# -- loads and stores ------------------------------------------------------------------------------------
+def _ld_st(op, ctx, action: str, mods: list) -> None:
+    shape = [x for x in mods if x not in _SYNC]
+    if len(shape) != 3 or shape[0] != "32x32b" or not shape[1].startswith("x") or shape[2] != "b32":
+        raise unsupported(op, "only the .32x32b.xN.b32 shape is modelled")
+    count = int(shape[1][1:])
+    if count not in (1, 2, 4, 8, 16, 32, 64, 128):
+        raise unsupported(op, f".x{count}: N must be a power of 2 up to 128")
+    ins = op.ins
+    regs_operand, addr_operand = (ins.operands[0], ins.operands[1]) if action == "ld" else \
+        (ins.operands[1], ins.operands[0])
+    regs = regs_operand.elements if isinstance(regs_operand, ast.Vector) else [regs_operand]
+    if len(regs) != count:
+        raise unsupported(op, f".x{count} needs {count} registers, got {len(regs)}")
+    _, addr = address(ctx, addr_operand, ins, "tmem")
+    dtype = T.STORAGE["b32"]
+    if action == "ld":
+        writes = [writer(ctx, r, "b32", ins) for r in regs]
+        slots = {ctx.slot(r, ins) for r in regs if isinstance(r, ast.Register) and r.name != "_"}
+    else:
+        reads = [reader(ctx, r, "b32", ins) for r in regs]
+
+    def locate(w, m):
+        _full_warp(w, op, m, f"tcgen05.{action}")
+        lane, col = split_tmem_address(int(addr(w)[0]))
+        base = 32 * (w.wid % 4)
+        if lane != base:
+            raise ProtocolError(f"{w.where(op)}: warp {w.wid} (warp {w.wid % 4} of its warpgroup) reaches "
+                                f"tensor-memory lanes {base}..{base + 31} only; the address's lane must be {base}, "
+                                f"got lane {lane}")
+        if col + count > 512:
+            raise ProtocolError(f"{w.where(op)}: columns {col}..{col + count - 1} run past tensor memory's 512")
+        memory = tmem(w.cta)
+        memory.check_allocated(col, col + count, w.where(op))
+        memory.guard(lane, lane + 32, col, col + count, action == "st", w.where(op))
+        return memory, lane, col
+
+    if action == "ld":
+        def run(w, m):
+            memory, lane, col = locate(w, m)
+            block = memory.cells[lane:lane + 32, col:col + count]
+            for i, write in enumerate(writes):
+                write(w, block[:, i].astype(dtype), m)
+            w.tmem_ld_pending |= slots
+            w.pending_regs |= slots
+    else:
+        def run(w, m):
+            memory, lane, col = locate(w, m)
+            for i, read in enumerate(reads):
+                memory.cells[lane:lane + 32, col + i] = read(w)
+            w.tmem_st_pending.append(memory.track(Region(
+                lane, lane + 32, col, col + count, True, f"the tcgen05.st at {op.where.split(':')[0]} ({w.name})",
+                "wait with tcgen05.wait::st first")))
+    op.run = run
+
+
+def _wait_ld(w, m) -> None:
+    w.pending_regs -= w.tmem_ld_pending
+    w.tmem_ld_pending = set()
+
+
+def _wait_st(w, m) -> None:
+    if w.tmem_st_pending:
+        memory = tmem(w.cta)
+        for region in w.tmem_st_pending:
+            memory.release(region)
+        w.tmem_st_pending = []
+
+
+# -- mma and commit ------------------------------------------------------------------------------------
+def _mma(op, ctx, mods) -> None:
+    rest = [x for x in mods if x not in ("collector::a::discard", "collector::a::fill", "collector::a::use",
+                                          "collector::a::lastuse", "collector::b::discard")]
+    if rest != ["cta_group::1", "kind::f16"]:
+        raise unsupported(op, "only .cta_group::1.kind::f16 is modelled")
+    ins = op.ins
+    if len(ins.operands) != 5:
+        raise unsupported(op, "expected [d-tmem], a-desc, b-desc, idesc, enable-input-d (SS form, no "
+                              "disable-output-lane or scale-input-d)")
+    d_op, a_op, b_op, i_op, e_op = ins.operands
+    from_tmem = isinstance(a_op, ast.Address)  # the TS form: A in tensor memory
+    _, d_addr = address(ctx, d_op, ins, "tmem")
+    ra = address(ctx, a_op, ins, "tmem")[1] if from_tmem else reader(ctx, a_op, "b64", ins)
+    rb = reader(ctx, b_op, "b64", ins)
+    ri, re_ = reader(ctx, i_op, "b32", ins), reader(ctx, e_op, "pred", ins)
+    line = op.where.split(":")[0]
+
+    def run(w, m):
+        for lane in (LANES if m is FULL else LANES[m]):
+            _issue(w, op, line, int(d_addr(w)[lane]), int(ra(w)[lane]), int(rb(w)[lane]), int(ri(w)[lane]),
+                   bool(re_(w)[lane]), from_tmem)
+    op.run = run
+
+
+def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem) -> None:
+    where = w.where(op)
+    try:
+        shape = decode_instr_descriptor(idesc)
+        da = None if from_tmem else decode_smem_descriptor(a_desc)
+        db = decode_smem_descriptor(b_desc)
+    except EmulationError as exc:
+        raise type(exc)(f"{where}: {exc}") from None
+    if shape.m != 128:
+        raise ProtocolError(f"{where}: tcgen05.mma .cta_group::1 M must be 128 in the emulator (M = 64 is not "
+                            f"modelled), got M = {shape.m} (instruction descriptor 0x{idesc:08x})")
+    if shape.n % 16 or not 16 <= shape.n <= 256:
+        raise ProtocolError(f"{where}: tcgen05.mma N must be a multiple of 16 in [16, 256] for M = 128, got "
+                            f"{shape.n}")
+    if shape.d_type != "f32":
+        raise ProtocolError(f"{where}: only an f32 accumulator is modelled, got D format {shape.d_type}")
+    lane, col = split_tmem_address(taddr)
+    if lane:
+        raise ProtocolError(f"{where}: with M = 128 the D address must be at lane 0, got lane {lane}")
+    memory, n, k = tmem(w.cta), shape.n, 16
+    memory.check_allocated(col, col + n, where)
+    memory.guard(0, 128, col, col + n, True, where, by_mma=True)
+    what = f"the tcgen05.mma at {line} ({w.name})"
+    remedy = "wait on the mbarrier its tcgen05.commit arrives on (then tcgen05.fence::after_thread_sync) first"
+    regions = [memory.track(Region(0, 128, col, col + n, True, what, remedy, mma=True))]
+    if from_tmem:
+        # A (128 x 16 16-bit elements) in lanes 0..127, two elements per 32-bit column, the lower K index
+        # in the low half ("Data path layout": M = 128, A from tensor memory).
+        a_lane, a_col = split_tmem_address(a_desc)
+        if a_lane or not shape.a_k_major:
+            raise ProtocolError(f"{where}: an A operand in tensor memory must start at lane 0 and be K-major, got "
+                                f"lane {a_lane}, {'K' if shape.a_k_major else 'MN'}-major")
+        memory.check_allocated(a_col, a_col + k // 2, where)
+        memory.guard(0, 128, a_col, a_col + k // 2, False, where, by_mma=True)
+        regions.append(memory.track(Region(0, 128, a_col, a_col + k // 2, False, what, remedy, mma=True)))
+    smem = w.cta.smem
+    try:
+        index = L.operand_addresses(db, n, k, 2, shape.b_k_major)
+        if da is not None:
+            index = np.concatenate([L.operand_addresses(da, 128, k, 2, shape.a_k_major), index])
+    except EmulationError as exc:
+        raise type(exc)(f"{where}: {exc}") from None
+    access = smem.track(InFlight(index.min(), index.max() + 1, False, f"the tcgen05.mma at {line} ({w.name})",
+                                 "wait on the mbarrier its tcgen05.commit arrives on first", index=index), where)
+
+    def complete():
+        for region in regions:
+            memory.release(region)
+        smem.release(access)
+        try:
+            if da is None:
+                a_bits = np.ascontiguousarray(memory.cells[:, a_col:a_col + k // 2]).view(np.uint16)  # (128, 16)
+            else:
+                a_bits = L.load_operand(smem.buf, da, 128, k, 2, shape.a_k_major)
+            a = to_float64(a_bits, shape.a_type)
+            b = to_float64(L.load_operand(smem.buf, db, n, k, 2, shape.b_k_major), shape.b_type)
+        except EmulationError as exc:
+            raise type(exc)(f"{where}: {exc}") from None
+        if shape.negate_a:
+            a = -a
+        if shape.negate_b:
+            b = -b
+        d = a @ b.T
+        if accumulate:
+            d += memory.cells[:, col:col + n].view(np.float32).astype(np.float64)
+        memory.cells[:, col:col + n] = d.astype(np.float32).view(np.uint32)
+
+    cta, launch = w.cta, w.launch
+    done_at = max(cta.tc_tail, launch.now + launch.delay())  # the tensor core executes MMAs in issue order
+    cta.tc_tail = done_at
+    w.tc_tail = done_at
+    launch.schedule(complete, delay=done_at - launch.now)
+
+
+def _commit(op, ctx, rest: set) -> None:
+    if rest - {"cta_group::1", "mbarrier::arrive::one", "shared::cluster", "shared::cta", "b64"} or \
+            "mbarrier::arrive::one" not in rest:
+        raise unsupported(op, "only .cta_group::1.mbarrier::arrive::one (no multicast) is modelled")
+    ins = op.ins
+    if len(ins.operands) != 1:
+        raise unsupported(op, "expected one mbarrier operand")
+    _, addr = address(ctx, ins.operands[0], ins, "shared")
+
+    def run(w, m):
+        for lane in (LANES if m is FULL else LANES[m]):
+            at = _shared_address(w, op, int(addr(w)[lane]), "the mbarrier")
+            bar = w.cta.mbarrier(at, w.where(op))
+            where = w.where(op)
+            launch = w.launch
+            when = max(w.tc_tail, launch.now) + 1  # after the warp's MMAs so far complete
+            launch.schedule(lambda bar=bar, where=where, w=w: arrive(w, bar, 1, where), delay=when - launch.now)
+    op.run = run
+
+
+__all__ = ["tmem", "WARP"]
