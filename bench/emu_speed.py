@@ -1,6 +1,6 @@
-"""How fast the PTX emulator runs the project's sm_90a kernels on this CPU.
+"""How fast the PTX emulator runs the project's sm_90a (or sm_100a) kernels on this CPU.
 
-    python bench/emu_speed.py [--repeats 3]
+    python bench/emu_speed.py [--repeats 3] [--target sm_90a|sm_100a]
 
 The issue's targets: the sm_90a attention, one CTA's work of 128 query rows x 1024 keys at head dim
 128, in at most 20 s; GEMM 256x256x512 (with residual) in at most 10 s. Each row compiles the kernel
@@ -89,9 +89,30 @@ def attention_case(tmp: str, sq: int = 128, sk: int = 1024, d: int = 128):
     return f"attention sm_90a d{d}, {sq} queries x {sk} keys (one CTA)", run, 20.0
 
 
+def sm100_case(kernel: str, shape: str, target_s: float, name: str, **options):
+    """An sm_100a kernel through the runtime's emulator mode and fa4-emu's run-and-check (issue 21's
+    targets: attention 2Q d128, one CTA's 256 query rows x 1024 keys, in 30 s)."""
+    from fa4_mlir import runtime
+    from fa4_mlir.kernels.attention import AttentionConfig
+    from fa4_mlir.kernels.gemm import GemmConfig
+    from fa4_mlir.tools import fa4_emu
+
+    config = {"attention": AttentionConfig, "gemm": GemmConfig}[kernel](target="sm_100a", **options)
+    loaded = runtime.load(kernel, config, device="emulator", debug=False)
+    dims = fa4_emu.parse_shape(kernel, shape)
+
+    def run(seed: int):
+        stats, checks = fa4_emu.RUNS[kernel](loaded, config, dims, np.random.default_rng(seed), seed)
+        assert all(c["ok"] for c in checks.values()), f"{name}: result outside tolerance: {checks}"
+        return stats
+    return name, run, target_s
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=3, help="runs per kernel, seeds 0..N-1 (default 3)")
+    p.add_argument("--target", choices=("sm_90a", "sm_100a"), default="sm_90a",
+                   help="which kernels: the sm_90a ones (issue 20's targets) or the sm_100a ones (issue 21's)")
     args = p.parse_args(argv)
     if args.repeats < 1:
         p.error(f"--repeats must be >= 1, got {args.repeats}")
@@ -101,7 +122,10 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|---|")
     worst = 0.0
     with tempfile.TemporaryDirectory() as tmp:
-        for name, run, target in (attention_case(tmp), gemm_case(tmp)):
+        cases = (attention_case(tmp), gemm_case(tmp)) if args.target == "sm_90a" else (
+            sm100_case("attention", "1x256x1024x1", 30.0, "attention sm_100a 2Q d128, 256 queries x 1024 keys (one CTA)"),
+            sm100_case("gemm", "256x256x512", 15.0, "gemm sm_100a 256x256x512 + residual (1-CTA; pairs not emulated yet)"))
+        for name, run, target in cases:
             times, stats = [], None
             for seed in range(args.repeats):
                 start = time.perf_counter()
