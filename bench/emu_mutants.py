@@ -13,7 +13,9 @@ one synchronisation, in place (the PTX keeps its line numbers):
 * ``wgmma.wait_group``: deleted, and separately ``N`` raised to ``N + 1``;
 * ``bulk wait_group``: ``cp.async.bulk.wait_group(.read) N`` (the TMA-store drain) deleted;
 * ``bar.sync`` / ``bar.arrive`` (named barriers) deleted; with ``--kinds all`` also ``fence.proxy.async``,
-  ``wgmma.fence`` and ``fence.mbarrier_init`` (the emulator executes fences as no-ops).
+  ``wgmma.fence``, ``fence.mbarrier_init`` and ``tcgen05.fence::*`` (the emulator executes fences as no-ops);
+* with ``--target sm_100a`` (issue 21; the 1-CTA kernels): ``tcgen05.commit``, ``tcgen05.wait::ld`` and
+  ``tcgen05.wait::st`` deleted.
 
 Each mutant runs under scheduler seeds 0, 1, ... (at most ``--seeds``) until one detects it: the
 emulator raises an ``EmulationError`` (Deadlock, ProtocolError, MemoryFault, ...) or an output is
@@ -98,9 +100,12 @@ class Case:
     tolerance: str      # words, for the report
 
 
+TARGET = "sm_90a"  # --target: which of our kernels the study mutates
+
+
 def build(kernel: str, out: str, *options: str) -> tuple[str, dict]:
-    """``fa4-compile KERNEL --target sm_90a OPTIONS -o OUT``; returns (PTX text, manifest)."""
-    subprocess.run([sys.executable, "-m", "fa4_mlir.tools.fa4_compile", kernel, "--target", "sm_90a", *options,
+    """``fa4-compile KERNEL --target TARGET OPTIONS -o OUT``; returns (PTX text, manifest)."""
+    subprocess.run([sys.executable, "-m", "fa4_mlir.tools.fa4_compile", kernel, "--target", TARGET, *options,
                     "-o", out], check=True, stdout=subprocess.DEVNULL)
     manifest = json.load(open(os.path.join(out, f"{kernel.replace('-', '_')}.json")))
     with open(os.path.join(out, f"{manifest['entry']}.ptx"), encoding="utf-8") as f:
@@ -164,8 +169,11 @@ def attention_case(tmp: str, causal: bool, sq: int, sk: int, d: int = 64, block_
     """attention forward, one head: O = softmax(scale Q K') V and the LSE; causal is FA's top-left
     diagonal (key j visible to query i iff j <= i)."""
     name = "attention-causal" if causal else "attention"
-    ptx, man = build("attention", os.path.join(tmp, name), "--head-dim", str(d), "--block-n", str(block_n),
+    tiling = ("--block-n", str(block_n)) if TARGET == "sm_90a" else ()  # sm_100a: the config's own (128)
+    ptx, man = build("attention", os.path.join(tmp, name), "--head-dim", str(d), *tiling,
                      "--causal" if causal else "--no-causal")
+    rows = man["config"].get("num_q", 1) * 128 if TARGET == "sm_100a" else 128  # query rows per CTA
+    block_n = man["config"].get("block_n") or (128 if TARGET == "sm_100a" else block_n)
     ps = man["params"]
     rng = np.random.default_rng(3)
     q, k, v = (bf16(rng.standard_normal((1, s, 1, d))) for s in (sq, sk, sk))
@@ -190,14 +198,15 @@ def attention_case(tmp: str, causal: bool, sq: int, sk: int, d: int = 64, block_
 
     tiles = -(-min(sk, sq) // block_n) if causal else -(-sk // block_n)
     return Case(name, f"attention{' causal' if causal else ''} d{d} block_n {block_n}, {sq} queries x {sk} keys, "
-                f"{-(-sq // 128)} CTA(s), up to {tiles} K/V tiles per CTA", ptx, man["entry"], (-(-sq // 128), 1, 1),
+                f"{-(-sq // rows)} CTA(s), up to {tiles} K/V tiles per CTA", ptx, man["entry"], (-(-sq // rows), 1, 1),
                 tuple(man["threads"]), man["smem_bytes"], [Variant("", make_args, check)],
                 "|O - ref| <= 2e-2, |LSE - ref| <= 1e-3")
 
 
 MAKERS = {
     "copy": lambda tmp: copy_case(tmp),
-    "gemm": lambda tmp: gemm_case(tmp),
+    # sm_100a: four tiles, so each of the two TMEM accumulator stages is reused (its empty barrier waited on)
+    "gemm": lambda tmp: gemm_case(tmp) if TARGET == "sm_90a" else gemm_case(tmp, m=512),
     "attention": lambda tmp: attention_case(tmp, causal=False, sq=128, sk=320),
     "attention-causal": lambda tmp: attention_case(tmp, causal=True, sq=256, sk=256),
 }
@@ -296,14 +305,19 @@ class Mutant:
 _WAIT = re.compile(r"^(\s*)mbarrier\.(try_wait|test_wait)(\.\S+)?\s+([%\w]+)\s*,")
 _WGMMA_WAIT = re.compile(r"^(\s*)wgmma\.wait_group\.sync\.aligned\s+(\d+)\s*;")
 _BULK_WAIT = re.compile(r"^(\s*)cp\.async\.bulk\.wait_group(\.read)?\s+(\d+)\s*;")
-_DELETE = [("bar.sync", re.compile(r"^\s*(bar|barrier)\.sync(\.aligned)?\s")),
+_DELETE = [("tcgen05.commit", re.compile(r"^\s*tcgen05\.commit\.")),
+           ("tcgen05.wait::ld", re.compile(r"^\s*tcgen05\.wait::ld\.")),
+           ("tcgen05.wait::st", re.compile(r"^\s*tcgen05\.wait::st\.")),
+           ("bar.sync", re.compile(r"^\s*(bar|barrier)\.sync(\.aligned)?\s")),
            ("bar.arrive", re.compile(r"^\s*(bar|barrier)\.arrive(\.aligned)?\s")),
            ("fence.proxy.async", re.compile(r"^\s*fence\.proxy\.async")),
            ("wgmma.fence", re.compile(r"^\s*wgmma\.fence\.")),
-           ("fence.mbarrier_init", re.compile(r"^\s*fence\.mbarrier_init"))]
+           ("fence.mbarrier_init", re.compile(r"^\s*fence\.mbarrier_init")),
+           ("tcgen05.fence", re.compile(r"^\s*tcgen05\.fence::"))]
 KINDS = ["mbarrier wait", "wgmma.wait_group deleted", "wgmma.wait_group N+1", "bulk wait_group deleted", "bar.sync",
-         "bar.arrive", "fence.proxy.async", "wgmma.fence", "fence.mbarrier_init"]
-DEFAULT_KINDS = KINDS[:6]
+         "bar.arrive", "tcgen05.commit", "tcgen05.wait::ld", "tcgen05.wait::st", "fence.proxy.async", "wgmma.fence",
+         "fence.mbarrier_init", "tcgen05.fence"]
+DEFAULT_KINDS = KINDS[:9]
 
 
 def sites(ptx: str) -> list[tuple[str, int, str, str]]:
@@ -517,9 +531,13 @@ def main(argv=None) -> int:
     p.add_argument("--kinds", default=",".join(DEFAULT_KINDS),
                    help="comma-separated subset of: " + ", ".join(KINDS) + "; or 'all' (default: all but the "
                    "fences, which the emulator executes as no-ops)")
+    p.add_argument("--target", choices=("sm_90a", "sm_100a"), default="sm_90a",
+                   help="mutate the sm_90a kernels (default) or the sm_100a ones (issue 21; 1-CTA kernels)")
     p.add_argument("--markdown", metavar="FILE", help="write the report here")
     p.add_argument("--json", metavar="FILE", help="write every mutant's result here")
     args = p.parse_args(argv)
+    global TARGET
+    TARGET = args.target
     which = args.kernels.split(",")
     kinds = set(KINDS) if args.kinds == "all" else set(args.kinds.split(","))
     if set(which) - set(MAKERS) or kinds - set(KINDS) or args.seeds < 1:
@@ -547,7 +565,7 @@ def main(argv=None) -> int:
     command = "python bench/emu_mutants.py " + " ".join(argv if argv is not None else sys.argv[1:])
     meta = {"command": command.strip(), "date": time.strftime("%Y-%m-%d"), "seeds": args.seeds,
             "baselines": baselines, "machine": machine_words(), "seconds": time.perf_counter() - start,
-            "default_delay": DEFAULT_DELAY, "long_delay": LONG_DELAY}
+            "default_delay": DEFAULT_DELAY, "long_delay": LONG_DELAY, "target": TARGET}
     text = markdown(rows, meta)
     print(text)
     if args.markdown:

@@ -13,7 +13,8 @@ mutants are made by editing its PTX, each removing one synchronisation in place:
   with C and the first of the path without C (which only the has_c=0 launch runs).
 
 Each must be detected (an EmulationError or a result outside the tolerance) under some scheduler seed
-in 0..19, and the unmutated kernel must pass every seed up to the detecting one.
+in 0..19, and the unmutated kernel must pass every seed up to the detecting one. The same for the
+sm_100a GEMM (issue 21): a deleted ``tcgen05.commit`` and a deleted ``tcgen05.wait::ld``.
 """
 
 from __future__ import annotations
@@ -133,3 +134,30 @@ def test_a_missing_tma_store_drain_is_detected(gemm):
         if len(tried) == 2:
             break
     assert set(tried) == {0, 1}, tried
+
+
+@pytest.fixture(scope="module")
+def gemm_sm100(tmp_path_factory):
+    M.TARGET = "sm_100a"
+    try:
+        case = M.gemm_case(str(tmp_path_factory.mktemp("gemm100")))
+    finally:
+        M.TARGET = "sm_90a"
+    return case, M.mutants(case), _Unmutated(case)
+
+
+@pytest.mark.parametrize("kind, expect", [
+    # The MMA warp's commit is the only arrive on the stage-empty / accumulator-full barrier: without it
+    # the waiting producer or epilogue never proceeds.
+    ("tcgen05.commit", "Deadlock"),
+    # The epilogue uses a tcgen05.ld result before tcgen05.wait::ld: undefined in the ISA, reported.
+    ("tcgen05.wait::ld", "before the tcgen05.ld that writes it is waited for"),
+])
+def test_sm100a_missing_commit_or_wait_ld_is_detected(gemm_sm100, kind, expect):
+    case, mutants, unmutated = gemm_sm100
+    sites = [m for m in mutants if m.kind == kind]
+    assert sites, f"the sm_100a GEMM has no {kind}"
+    for m in sites[:2]:
+        seed, how = _detected(case, m)
+        assert expect in how, f"line {m.line}: {how}"
+        unmutated.assert_passes(range(seed + 1))
