@@ -49,6 +49,10 @@ def _base_parser(add_help: bool) -> argparse.ArgumentParser:
                    help="debug build with this barrier-wait limit (implies --debug)")
     p.add_argument("--no-verify-protocol", dest="verify_protocol", action="store_false",
                    help="skip fa4-verify-protocol, the static check of the barrier protocol (on by default)")
+    p.add_argument("--run-emulator", action="store_true",
+                   help="then run the built kernel in the PTX emulator (fa4-emu) on random inputs at its default "
+                        "shape and print its error against a float64 reference and the time; exit 1 outside "
+                        "tolerance (built-in kernels; no GPU needed)")
     p.add_argument("--list-kernels", action="store_true", help="list the built-in kernels and exit")
     p.add_argument("--version", action="version", version=f"fa4-compile {__version__} (MLIR 22.1.8)")
     return p
@@ -119,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     args.timeout = args.debug_timeout_ms or (knobs.DEFAULT_DEBUG_TIMEOUT_MS if args.debug else 0)
     if args.cache and args.emit != "cubin":
         return _error(f"--cache stores cubin artifacts, so --emit must be cubin, got '{args.emit}'")
+    if args.run_emulator and (builtin is None or args.emit not in ("ptx", "cubin")):
+        return _error(f"--run-emulator needs a built-in kernel built to PTX (--emit ptx or cubin), got "
+                      f"'{args.kernel}' with --emit {args.emit}")
     if builtin is None and not args.kernel.endswith(".mlir"):
         names = ", ".join(KERNELS)
         return _error(f"KERNEL must be a built-in kernel ({names}) or a .mlir file, got '{args.kernel}'")
@@ -208,7 +215,26 @@ def _compile(args, builtin, progress) -> int:
             print(summary(layout, result.target))
     for path in written:
         print(f"  wrote {path}")
+    if args.run_emulator:
+        return _run_emulator(args.kernel, config)
     return 0
+
+
+def _run_emulator(kernel: str, config) -> int:
+    """fa4-emu with the same config: the kernel on random inputs in the PTX emulator, against NumPy."""
+    import dataclasses
+
+    from fa4_mlir.tools import fa4_emu
+
+    argv = [kernel, "--target", config.target]
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.name == "target":
+            continue
+        flag = f"--{f.name.replace('_', '-')}"
+        argv += [flag if value else f"--no-{flag[2:]}"] if isinstance(value, bool) else [flag, str(value)]
+    print(f"running in the PTX emulator: fa4-emu {' '.join(argv)}", flush=True)
+    return fa4_emu.main(argv)
 
 
 if __name__ == "__main__":
