@@ -42,3 +42,30 @@ def test_sm100a_kernel_is_right_in_the_emulator(capsys, argv, seed):
         assert check["ok"], (name, check)
         if "unwritten" in check:
             assert check["unwritten"] == 0, (name, check)  # every output element was written
+
+
+def test_tritons_sm100a_matmul_runs_and_matches_numpy():
+    # Third-party Blackwell PTX: Triton 3.9's tl.dot matmul compiled for GPUTarget("cuda", 100, 32)
+    # (test/python/emu_ptx/generate.py --sm100a triton_matmul): tcgen05.mma with M = 64 (data-path
+    # layout F), tcgen05.ld/st .16x32bx2, commit, TMEM alloc. Same source, shapes and NumPy reference as
+    # the sm_90a fixture; only the PTX differs.
+    import pathlib
+    import sys
+
+    import numpy as np
+
+    from fa4_mlir import emu
+
+    here = pathlib.Path(__file__).resolve().parent / "emu_ptx"
+    sys.path.insert(0, str(here))
+    import reference
+
+    fixture = json.loads((here / "kernels_sm100a.json").read_text())["triton_matmul"]
+    text = (here / fixture["file"]).read_text()
+    assert fixture["target"] == "sm_100a" and "tcgen05.mma.cta_group::1.kind::f16" in text
+    program = emu.load_ptx(text)
+    for seed in range(3):
+        _, _, _, args, check = reference.case("triton_matmul", np.random.default_rng(100 + seed))
+        program.launch(fixture["entry"], grid=tuple(fixture["grid"]), block=tuple(fixture["block"]),
+                       smem_bytes=fixture["smem_bytes"], args=args, seed=seed)
+        check(args)

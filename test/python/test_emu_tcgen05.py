@@ -158,7 +158,7 @@ def test_a_warp_reaches_only_its_own_32_lanes():
     tcgen05.wait::ld.sync.aligned;
 """ + DEALLOC.format(cols=32)
     with pytest.raises(emu.ProtocolError, match=r"warp 1 \(warp 1 of its warpgroup\) reaches tensor-memory lanes "
-                                                r"32\.\.63 only; the address's lane must be 32, got lane 0"):
+                                                r"32\.\.63 only; this access needs lanes 0\.\.31"):
         kernel(body).launch("k", block=(64, 1, 1), smem_bytes=1024, args=[np.zeros(1, np.uint32)])
 
 
@@ -411,3 +411,49 @@ def test_reading_d_before_the_commit_wait_is_a_data_race():
             raced.append(str(exc))
     assert raced and "reads tensor memory lanes" in raced[0] and "that the tcgen05.mma at line" in raced[0], raced
     assert "wait on the mbarrier its tcgen05.commit arrives on" in raced[0]
+
+
+def test_16x32bx2_halves_land_at_the_address_and_at_address_plus_the_split_offset():
+    # PTX ISA shape 16x32bx2: threads 0-15 reach lanes L..L+15 at columns C + i, threads 16-31 the same
+    # lanes at taddr + immHalfSplitoff (here 16 columns further).
+    body = ALLOC.format(cols=32) + f"""
+    mul.lo.u32 %r10, %r0, 10;
+    add.u32 %r11, %r10, 1;
+    tcgen05.st.sync.aligned.16x32bx2.x2.b32 [%r2], 16, {{%r10, %r11}};
+    tcgen05.wait::st.sync.aligned;
+    tcgen05.ld.sync.aligned.32x32b.x32.b32 {regs(40, 32)}, [%r2];
+    tcgen05.wait::ld.sync.aligned;
+    ld.param.u64 %rd1, [out];
+    mul.wide.u32 %rd2, %r0, 128;
+    add.s64 %rd3, %rd1, %rd2;
+""" + "".join(f"    st.global.v4.u32 [%rd3+{16 * q}], {{%r{40 + 4 * q}, %r{41 + 4 * q}, %r{42 + 4 * q}, %r{43 + 4 * q}}};\n"
+              for q in range(8)) + DEALLOC.format(cols=32)
+    out = np.zeros((32, 32), np.uint32)
+    kernel(body).launch("k", block=(32, 1, 1), smem_bytes=1024, args=[out])
+    t = np.arange(16, dtype=np.uint32)
+    np.testing.assert_array_equal(out[:16, 0], t * 10)
+    np.testing.assert_array_equal(out[:16, 1], t * 10 + 1)
+    np.testing.assert_array_equal(out[:16, 16], (t + 16) * 10)
+    np.testing.assert_array_equal(out[:16, 17], (t + 16) * 10 + 1)
+    assert (out[16:] == 0xA5A5A5A5).all() and (out[:16, 2:16] == 0xA5A5A5A5).all()
+
+
+def test_m64_mma_uses_layout_f():
+    # M = 64: rows 16q..16q+15 of D in lanes 32q..32q+15 (L0 = 0), PTX ISA data-path layout F.
+    rng = np.random.default_rng(64)
+    a, b = _bf16(rng.standard_normal((64, 64))), _bf16(rng.standard_normal((32, 64)))
+    a_bytes, steps = stage_k_major(np.concatenate([a, np.zeros((64, 64), np.uint16)]), True)
+    b_bytes, _ = stage_k_major(b, True)
+    b_pad = np.zeros(128 * 128, np.uint8)
+    b_pad[:b_bytes.size] = b_bytes
+    out = np.zeros((128, 32), np.float32)
+    idesc = 1 << 4 | 1 << 7 | 1 << 10 | (32 >> 3) << 17 | (64 >> 4) << 24
+    mma_kernel(32, False).launch("k", block=(128, 1, 1), smem_bytes=40960, args=[
+        a_bytes, b_pad, out, np.zeros(1, np.uint16), idesc,
+        *[D.encode_smem_descriptor(32 * s, 16, 1024) for s in range(4)],
+        *[D.encode_smem_descriptor(16384 + 32 * s, 16, 1024) for s in range(4)]])
+    want = _f64(a) @ _f64(b).T
+    lanes = (np.arange(64) % 16) + 32 * (np.arange(64) // 16)
+    np.testing.assert_allclose(out[lanes], want, rtol=1e-6, atol=1e-6)
+    others = np.setdiff1d(np.arange(128), lanes)
+    assert (out[others].view(np.uint32) == 0xA5A5A5A5).all()

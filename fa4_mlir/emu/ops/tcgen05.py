@@ -15,7 +15,8 @@ PTX ISA "TensorCore 5th Generation Family Instructions" (sections named per inst
   "tcgen05.mma"; descriptors in ``isa.tcgen05_desc``): D[M x N] (+)= A[M x K=16] x B[N x K]^T, issued by
   each executing thread, executed in issue order by the CTA's tensor core at a completion time the
   scheduler draws; operands are read and D written then. With M = 128, row ``i`` of D is TMEM lane
-  ``i`` and column ``j`` is column ``col + j`` ("Data path layout", layout for M = 128, cta_group::1).
+  ``i`` and column ``j`` is column ``col + j`` ("Data path layout" D); with M = 64, rows 16q..16q+15
+  are lanes L0 + 32q .. +15 (L0 = 0 or 16; layout F).
 - ``tcgen05.commit.cta_group::1.mbarrier::arrive::one`` ("tcgen05.commit"): one arrive on the
   mbarrier once every tcgen05.mma the warp issued before it has completed.
 - ``tcgen05.fence::before_thread_sync / after_thread_sync`` order tcgen05 operations around thread
@@ -25,7 +26,7 @@ Numerics (an assumption, not a measurement: no Blackwell was available): each MM
 products of its K = 16 step with the fp32 accumulator and rounds once to fp32 (round to nearest).
 A may come from tensor memory (the TS form ``[d], [a-tmem], b-desc, idesc, enable-input-d``): rows in
 lanes 0..127, two 16-bit elements per column, the lower K index in the low half. Unmodelled forms
-(M other than 128, cta_group::2, other kinds, .ws) are ``Unsupported``.
+(M = 256, a TMEM A with M = 64, cta_group::2, other kinds, .ws) are ``Unsupported``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from fa4_mlir.emu import types as T
-from fa4_mlir.emu.errors import EmulationError, ProtocolError
+from fa4_mlir.emu.errors import EmulationError, ProtocolError, Unsupported
 from fa4_mlir.emu.isa import wgmma_layout as L
 from fa4_mlir.emu.isa.tcgen05_desc import decode_instr_descriptor, decode_smem_descriptor, split_tmem_address
 from fa4_mlir.emu.machine import FULL, LANES, WAIT, WARP, Wait
@@ -137,15 +138,33 @@ def _dealloc(op, ctx) -> None:
 
 # -- loads and stores ------------------------------------------------------------------------------------
 def _ld_st(op, ctx, action: str, mods: list) -> None:
+    """``.32x32b``: thread t <-> lane L + t, columns C + i. ``.16x32bx2`` (PTX ISA "Matrix fragments for
+    tcgen05.ld/st", shape 16x32bx2: two 16x32b accesses): threads 0-15 <-> lanes L + t at columns C + i,
+    threads 16-31 <-> the address ``taddr + immHalfSplitoff`` (added to the whole 32-bit address), lanes
+    L' + t - 16 at columns C' + i. Every lane must lie in the warp's 32-lane quarter."""
     shape = [x for x in mods if x not in _SYNC]
-    if len(shape) != 3 or shape[0] != "32x32b" or not shape[1].startswith("x") or shape[2] != "b32":
-        raise unsupported(op, "only the .32x32b.xN.b32 shape is modelled")
-    count = int(shape[1][1:])
+    if len(shape) != 3 or shape[0] not in ("32x32b", "16x32bx2") or not shape[1].startswith("x") or \
+            shape[2] != "b32":
+        raise unsupported(op, "only the .32x32b and .16x32bx2 shapes with .xN.b32 (no .pack/.unpack) are modelled")
+    split = shape[0] == "16x32bx2"
+    count = int(shape[1][1:]) if shape[1][1:].isdigit() else 0
     if count not in (1, 2, 4, 8, 16, 32, 64, 128):
-        raise unsupported(op, f".x{count}: N must be a power of 2 up to 128")
+        raise unsupported(op, f".{shape[1]}: N must be a power of 2 up to 128")
     ins = op.ins
-    regs_operand, addr_operand = (ins.operands[0], ins.operands[1]) if action == "ld" else \
-        (ins.operands[1], ins.operands[0])
+    operands = list(ins.operands)
+    want = 3 if split else 2
+    if len(operands) != want:
+        raise unsupported(op, f"expected {want} operands for .{shape[0]}, got {len(operands)}")
+    if action == "ld":
+        regs_operand, addr_operand = operands[0], operands[1]
+    else:
+        addr_operand, regs_operand = operands[0], operands[-1]
+    offset = 0
+    if split:
+        imm = operands[2] if action == "ld" else operands[1]
+        if not isinstance(imm, ast.Immediate):
+            raise unsupported(op, "immHalfSplitoff must be an immediate")
+        offset = int(imm.value) & 0xFFFFFFFF
     regs = regs_operand.elements if isinstance(regs_operand, ast.Vector) else [regs_operand]
     if len(regs) != count:
         raise unsupported(op, f".x{count} needs {count} registers, got {len(regs)}")
@@ -156,38 +175,49 @@ def _ld_st(op, ctx, action: str, mods: list) -> None:
         slots = {ctx.slot(r, ins) for r in regs if isinstance(r, ast.Register) and r.name != "_"}
     else:
         reads = [reader(ctx, r, "b32", ins) for r in regs]
+    line = op.where.split(":")[0]
 
     def locate(w, m):
+        """[(memory, first lane, first column, threads)] of the warp's one or two lane blocks."""
         _full_warp(w, op, m, f"tcgen05.{action}")
-        lane, col = split_tmem_address(int(addr(w)[0]))
-        base = 32 * (w.wid % 4)
-        if lane != base:
-            raise ProtocolError(f"{w.where(op)}: warp {w.wid} (warp {w.wid % 4} of its warpgroup) reaches "
-                                f"tensor-memory lanes {base}..{base + 31} only; the address's lane must be {base}, "
-                                f"got lane {lane}")
-        if col + count > 512:
-            raise ProtocolError(f"{w.where(op)}: columns {col}..{col + count - 1} run past tensor memory's 512")
-        memory = tmem(w.cta)
-        memory.check_allocated(col, col + count, w.where(op))
-        memory.guard(lane, lane + 32, col, col + count, action == "st", w.where(op))
-        return memory, lane, col
+        taddr = int(addr(w)[0])
+        blocks = [(taddr, slice(0, 16 if split else 32))]
+        if split:
+            blocks.append(((taddr + offset) & 0xFFFFFFFF, slice(16, 32)))
+        base, memory, out = 32 * (w.wid % 4), tmem(w.cta), []
+        for at, threads in blocks:
+            lane, col = split_tmem_address(at)
+            rows = threads.stop - threads.start
+            if not base <= lane or lane + rows > base + 32:
+                raise ProtocolError(f"{w.where(op)}: warp {w.wid} (warp {w.wid % 4} of its warpgroup) reaches "
+                                    f"tensor-memory lanes {base}..{base + 31} only; this access needs lanes "
+                                    f"{lane}..{lane + rows - 1}")
+            if col + count > 512:
+                raise ProtocolError(f"{w.where(op)}: columns {col}..{col + count - 1} run past tensor memory's 512")
+            memory.check_allocated(col, col + count, w.where(op))
+            memory.guard(lane, lane + rows, col, col + count, action == "st", w.where(op))
+            out.append((lane, col, threads, rows))
+        return memory, out
 
     if action == "ld":
         def run(w, m):
-            memory, lane, col = locate(w, m)
-            block = memory.cells[lane:lane + 32, col:col + count]
+            memory, blocks = locate(w, m)
+            values = np.empty((WARP, count), np.uint32)
+            for lane, col, threads, rows in blocks:
+                values[threads] = memory.cells[lane:lane + rows, col:col + count]
             for i, write in enumerate(writes):
-                write(w, block[:, i].astype(dtype), m)
+                write(w, values[:, i].astype(dtype), m)
             w.tmem_ld_pending |= slots
             w.pending_regs |= slots
     else:
         def run(w, m):
-            memory, lane, col = locate(w, m)
-            for i, read in enumerate(reads):
-                memory.cells[lane:lane + 32, col + i] = read(w)
-            w.tmem_st_pending.append(memory.track(Region(
-                lane, lane + 32, col, col + count, True, f"the tcgen05.st at {op.where.split(':')[0]} ({w.name})",
-                "wait with tcgen05.wait::st first")))
+            memory, blocks = locate(w, m)
+            values = np.stack([read(w) for read in reads], axis=1)
+            for lane, col, threads, rows in blocks:
+                memory.cells[lane:lane + rows, col:col + count] = values[threads]
+                w.tmem_st_pending.append(memory.track(Region(
+                    lane, lane + rows, col, col + count, True, f"the tcgen05.st at {line} ({w.name})",
+                    "wait with tcgen05.wait::st first")))
     op.run = run
 
 
@@ -237,27 +267,43 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem) -> 
         db = decode_smem_descriptor(b_desc)
     except EmulationError as exc:
         raise type(exc)(f"{where}: {exc}") from None
-    if shape.m != 128:
-        raise ProtocolError(f"{where}: tcgen05.mma .cta_group::1 M must be 128 in the emulator (M = 64 is not "
-                            f"modelled), got M = {shape.m} (instruction descriptor 0x{idesc:08x})")
-    if shape.n % 16 or not 16 <= shape.n <= 256:
-        raise ProtocolError(f"{where}: tcgen05.mma N must be a multiple of 16 in [16, 256] for M = 128, got "
-                            f"{shape.n}")
+    if shape.m not in (64, 128):
+        raise ProtocolError(f"{where}: tcgen05.mma .cta_group::1 M must be 64 or 128, got M = {shape.m} "
+                            f"(instruction descriptor 0x{idesc:08x})")
+    step = 8 if shape.m == 64 else 16
+    if shape.n % step or not step <= shape.n <= 256:
+        raise ProtocolError(f"{where}: tcgen05.mma N must be a multiple of {step} in [{step}, 256] for M = "
+                            f"{shape.m}, got {shape.n}")
     if shape.d_type != "f32":
         raise ProtocolError(f"{where}: only an f32 accumulator is modelled, got D format {shape.d_type}")
     lane, col = split_tmem_address(taddr)
-    if lane:
-        raise ProtocolError(f"{where}: with M = 128 the D address must be at lane 0, got lane {lane}")
-    memory, n, k = tmem(w.cta), shape.n, 16
-    memory.check_allocated(col, col + n, where)
-    memory.guard(0, 128, col, col + n, True, where, by_mma=True)
+    memory, n, k, m_rows = tmem(w.cta), shape.n, 16, shape.m
     what = f"the tcgen05.mma at {line} ({w.name})"
     remedy = "wait on the mbarrier its tcgen05.commit arrives on (then tcgen05.fence::after_thread_sync) first"
-    regions = [memory.track(Region(0, 128, col, col + n, True, what, remedy, mma=True))]
+    if m_rows == 128:
+        # "Data path layout" D (M = 128, cta_group::1): row i in lane i.
+        if lane:
+            raise ProtocolError(f"{where}: with M = 128 the D address must be at lane 0, got lane {lane}")
+        rows_at = np.arange(128)
+        blocks = [(0, 128)]
+    else:
+        # Layout F (M = 64, cta_group::1): rows 16q..16q+15 in lanes L0 + 32q .. +15 of each warp quarter q,
+        # L0 = 0 or 16 (the half of the quarter).
+        if lane not in (0, 16):
+            raise ProtocolError(f"{where}: with M = 64 the D address lane must be 0 or 16, got lane {lane}")
+        rows_at = lane + (np.arange(64) % 16) + 32 * (np.arange(64) // 16)
+        blocks = [(lane + 32 * q, lane + 32 * q + 16) for q in range(4)]
+    memory.check_allocated(col, col + n, where)
+    regions = []
+    for lo, hi in blocks:
+        memory.guard(lo, hi, col, col + n, True, where, by_mma=True)
+        regions.append(memory.track(Region(lo, hi, col, col + n, True, what, remedy, mma=True)))
     if from_tmem:
         # A (128 x 16 16-bit elements) in lanes 0..127, two elements per 32-bit column, the lower K index
         # in the low half ("Data path layout": M = 128, A from tensor memory).
         a_lane, a_col = split_tmem_address(a_desc)
+        if m_rows != 128:
+            raise Unsupported(f"{where}: an A operand in tensor memory is modelled for M = 128 only, got M = {m_rows}")
         if a_lane or not shape.a_k_major:
             raise ProtocolError(f"{where}: an A operand in tensor memory must start at lane 0 and be K-major, got "
                                 f"lane {a_lane}, {'K' if shape.a_k_major else 'MN'}-major")
@@ -268,7 +314,7 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem) -> 
     try:
         index = L.operand_addresses(db, n, k, 2, shape.b_k_major)
         if da is not None:
-            index = np.concatenate([L.operand_addresses(da, 128, k, 2, shape.a_k_major), index])
+            index = np.concatenate([L.operand_addresses(da, m_rows, k, 2, shape.a_k_major), index])
     except EmulationError as exc:
         raise type(exc)(f"{where}: {exc}") from None
     access = smem.track(InFlight(index.min(), index.max() + 1, False, f"the tcgen05.mma at {line} ({w.name})",
@@ -282,7 +328,7 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem) -> 
             if da is None:
                 a_bits = np.ascontiguousarray(memory.cells[:, a_col:a_col + k // 2]).view(np.uint16)  # (128, 16)
             else:
-                a_bits = L.load_operand(smem.buf, da, 128, k, 2, shape.a_k_major)
+                a_bits = L.load_operand(smem.buf, da, m_rows, k, 2, shape.a_k_major)
             a = to_float64(a_bits, shape.a_type)
             b = to_float64(L.load_operand(smem.buf, db, n, k, 2, shape.b_k_major), shape.b_type)
         except EmulationError as exc:
@@ -293,8 +339,8 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem) -> 
             b = -b
         d = a @ b.T
         if accumulate:
-            d += memory.cells[:, col:col + n].view(np.float32).astype(np.float64)
-        memory.cells[:, col:col + n] = d.astype(np.float32).view(np.uint32)
+            d += memory.cells[rows_at, col:col + n].view(np.float32).astype(np.float64)
+        memory.cells[rows_at, col:col + n] = d.astype(np.float32).view(np.uint32)
 
     cta, launch = w.cta, w.launch
     done_at = max(cta.tc_tail, launch.now + launch.delay())  # the tensor core executes MMAs in issue order

@@ -3,6 +3,7 @@
     cd /work/main && . .venv/bin/activate
     pip install triton==3.9.0          # or the wheel at hand
     python test/python/emu_ptx/generate.py [NAME ...]
+    python test/python/emu_ptx/generate.py --sm100a triton_matmul     # the same source for sm_100a
 
 For each kernel below it compiles the Triton source for sm_90a (GPUTarget("cuda", 90, 32)),
 specialised exactly as the JIT would for the argument values in shapes.py, and writes
@@ -451,13 +452,18 @@ def compile_one(name, spec):
 
 
 def main(argv):
+    global TARGET
+    suffix = ""
+    if argv[:1] == ["--sm100a"]:  # Blackwell fixtures (tcgen05): <name>_sm100a.ptx, kernels_sm100a.json
+        TARGET, suffix, argv = GPUTarget("cuda", 100, 32), "_sm100a", argv[1:]
     specs = kernel_specs()
     names = argv or list(specs)
-    man_path = HERE / "kernels.json"
+    man_path = HERE / f"kernels{suffix}.json"
     manifest = json.loads(man_path.read_text()) if man_path.exists() and argv else {}
     for name in names:
         ptx, entry = compile_one(name, specs[name])
-        (HERE / f"{name}.ptx").write_text(ptx)
+        entry["file"] = f"{name}{suffix}.ptx"
+        (HERE / entry["file"]).write_text(ptx)
         manifest[name] = entry
         print(f"{name}: {entry['entry']} {entry['ptx_lines']} lines, smem {entry['smem_bytes']}, "
               f"{len(entry['params'])} params, global_scratch {entry['global_scratch_size']}")
