@@ -44,11 +44,12 @@ def test_sm100a_kernel_is_right_in_the_emulator(capsys, argv, seed):
             assert check["unwritten"] == 0, (name, check)  # every output element was written
 
 
-def test_tritons_sm100a_matmul_runs_and_matches_numpy():
+@pytest.mark.parametrize("name", ["triton_matmul", "triton_matmul_128"])
+def test_tritons_sm100a_matmul_runs_and_matches_numpy(name):
     # Third-party Blackwell PTX: Triton 3.9's tl.dot matmul compiled for GPUTarget("cuda", 100, 32)
-    # (test/python/emu_ptx/generate.py --sm100a triton_matmul): tcgen05.mma with M = 64 (data-path
-    # layout F), tcgen05.ld/st .16x32bx2, commit, TMEM alloc. Same source, shapes and NumPy reference as
-    # the sm_90a fixture; only the PTX differs.
+    # (test/python/emu_ptx/generate.py --sm100a NAME) at two tile shapes: 64x64x64 (tcgen05.mma with
+    # M = 64, data-path layout F) and 128x128x64 (M = 128); tcgen05.ld/st .16x32bx2, commit, TMEM alloc.
+    # Same source, shapes and NumPy reference as the sm_90a fixtures; only the PTX differs.
     import pathlib
     import sys
 
@@ -60,12 +61,12 @@ def test_tritons_sm100a_matmul_runs_and_matches_numpy():
     sys.path.insert(0, str(here))
     import reference
 
-    fixture = json.loads((here / "kernels_sm100a.json").read_text())["triton_matmul"]
+    fixture = json.loads((here / "kernels_sm100a.json").read_text())[name]
     text = (here / fixture["file"]).read_text()
     assert fixture["target"] == "sm_100a" and "tcgen05.mma.cta_group::1.kind::f16" in text
     program = emu.load_ptx(text)
     for seed in range(3):
-        _, _, _, args, check = reference.case("triton_matmul", np.random.default_rng(100 + seed))
+        _, _, _, args, check = reference.case(name, np.random.default_rng(100 + seed))
         program.launch(fixture["entry"], grid=tuple(fixture["grid"]), block=tuple(fixture["block"]),
                        smem_bytes=fixture["smem_bytes"], args=args, seed=seed)
         check(args)

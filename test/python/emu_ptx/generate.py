@@ -277,7 +277,7 @@ def kernel_specs():
         what="y = (x - mean) * rstd * w + b per row (fp16 x/y, fp32 w/b/mean/rstd, fp32 eps)",
     )
 
-    for name in ("triton_matmul", "triton_matmul_unaligned"):
+    for name in ("triton_matmul", "triton_matmul_128", "triton_matmul_unaligned"):
         s = S[name]
         M, N, K = s["M"], s["N"], s["K"]
         specs[name] = dict(

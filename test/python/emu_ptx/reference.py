@@ -398,6 +398,7 @@ _BUILDERS = {
     "triton_row_sum_bf16": _row_sum_bf16,
     "triton_layernorm_fp16": _layernorm_fp16,
     "triton_matmul": _matmul,
+    "triton_matmul_128": _matmul,
     "triton_matmul_unaligned": _matmul,
     "triton_matmul_tma": _matmul_tma,
     "triton_matmul_tma_device": _matmul_tma_device,

@@ -39,6 +39,9 @@ SHAPES = {
     # N, K and all leading dims multiples of 16 (the cp.async 16-byte path).
     "triton_matmul": dict(M=100, N=80, K=144, lda=144, ldb=80, ldc=80,
                           BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8),
+    # Same kernel with 128 x 128 tiles (on sm_100a: M = 128 tcgen05.mma, 4 warps over 128 TMEM lanes).
+    "triton_matmul_128": dict(M=200, N=160, K=144, lda=144, ldb=160, ldc=160,
+                              BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8),
     # Same kernel, sizes and leading dims NOT multiples of 16: the slow path (no 16-byte cp.async).
     "triton_matmul_unaligned": dict(M=100, N=72, K=136, lda=136, ldb=72, ldc=72,
                                     BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8),
