@@ -62,7 +62,7 @@ class TensorMemory:
         held = self.allocations.get(column)
         if lane or held is None:
             raise ProtocolError(f"{where}: tcgen05.dealloc of 0x{taddr:08x} ({ncols} columns) frees nothing "
-                                f"tcgen05.alloc returned (allocated: {self._describe()}): a double free or a "
+                                f"tcgen05.alloc returned (allocated: {self.describe()}): a double free or a "
                                 f"wrong address")
         if held[0] != ncols:
             raise ProtocolError(f"{where}: tcgen05.dealloc column count must equal the allocation's, "
@@ -73,7 +73,7 @@ class TensorMemory:
                                 f"{busy[0].what} still uses; {busy[0].remedy}")
         del self.allocations[column]
 
-    def _describe(self) -> str:
+    def describe(self) -> str:
         return ", ".join(f"{n} columns at {s}" for s, (n, _) in sorted(self.allocations.items())) or "none"
 
     def leaks(self) -> str | None:
@@ -87,7 +87,7 @@ class TensorMemory:
             if s <= col0 and col1 <= s + n:
                 return
         raise ProtocolError(f"{where}: tensor-memory columns {col0}..{col1 - 1} are not inside one allocation "
-                            f"(allocated: {self._describe()}); tcgen05.alloc them first")
+                            f"(allocated: {self.describe()}); tcgen05.alloc them first")
 
     def guard(self, lane0, lane1, col0, col1, writing: bool, where: str, by_mma: bool = False) -> None:
         """ProtocolError if the access races with an operation in flight: a write to cells it owns, a

@@ -66,6 +66,9 @@ def _shared_address(w, op, value: int, what: str) -> int:
         value -= SHARED_BASE
     if value >= WINDOW_SIZE:
         raise ProtocolError(f"{w.where(op)}: {what} must be a shared-memory address of this CTA, got 0x{value:x}")
+    if value >> 24:
+        raise Unsupported(f"{w.where(op)}: {what} 0x{value:x} names another CTA of the cluster (bits 24 and up); "
+                          f"distributed shared memory and CTA pairs are not modelled yet")
     return value
 
 
@@ -122,7 +125,7 @@ def _alloc(op, ctx) -> None:
         if attempt():
             return None
         w.wait = Wait(attempt, lambda: f"waits at {op.where} for {ncols} free tensor-memory columns "
-                      f"(allocated: {memory._describe()})", retry=False, op=op)
+                      f"(allocated: {memory.describe()})", retry=False, op=op)
         return WAIT
     op.run = run
 
@@ -368,5 +371,3 @@ def _commit(op, ctx, rest: set) -> None:
             launch.schedule(lambda bar=bar, where=where, w=w: arrive(w, bar, 1, where), delay=when - launch.now)
     op.run = run
 
-
-__all__ = ["tmem", "WARP"]
