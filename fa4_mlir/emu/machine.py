@@ -36,7 +36,7 @@ import time
 import numpy as np
 
 from fa4_mlir.emu.errors import Deadlock, ProtocolError
-from fa4_mlir.emu.memory import SharedMemory
+from fa4_mlir.emu.memory import CLUSTER_SHIFT, SHARED_BASE, WINDOW_SIZE, SharedMemory
 
 WARP = 32
 FULL = np.ones(WARP, np.bool_)
@@ -273,6 +273,7 @@ class CTA:
     def __init__(self, launch, ctaid, cluster_rank: int):
         k = launch.kernel
         self.launch, self.ctaid, self.cluster_rank = launch, ctaid, cluster_rank
+        self.window = cluster_rank << CLUSTER_SHIFT  # shared addresses of this CTA: window | offset
         self.smem = SharedMemory(k.static_smem, k.dynamic_offset, launch.smem_bytes)
         self.mbarriers: dict[int, MBarrier] = {}
         self.bars = [NamedBarrier() for _ in range(16)]
@@ -282,6 +283,26 @@ class CTA:
         nthreads = bx * by * bz
         self.nthreads = nthreads
         self.warps = [Warp(self, w, nthreads, k, launch) for w in range((nthreads + WARP - 1) // WARP)]
+
+    def local(self, value: int, where: str) -> int:
+        """The offset in this CTA's shared memory of a shared::cta address (or a generic one)."""
+        if SHARED_BASE <= value < SHARED_BASE + WINDOW_SIZE:
+            value -= SHARED_BASE
+        if value >> CLUSTER_SHIFT != self.cluster_rank:
+            raise ProtocolError(f"{where}: shared address 0x{value:x} is not in this CTA's window (rank "
+                                f"{self.cluster_rank}: 0x{self.window:x}..); another CTA's shared memory is reached "
+                                f"through shared::cluster")
+        return value & ((1 << CLUSTER_SHIFT) - 1)
+
+    def peer(self, value: int, where: str):
+        """(CTA, offset) a shared::cluster address (or a generic shared one) names in this cluster."""
+        if SHARED_BASE <= value < SHARED_BASE + WINDOW_SIZE:
+            value -= SHARED_BASE
+        rank, ctas = value >> CLUSTER_SHIFT, self.launch.cluster_ctas
+        if rank >= len(ctas):
+            raise ProtocolError(f"{where}: shared::cluster address 0x{value:x} names CTA rank {rank}, but the "
+                                f"cluster has {len(ctas)} CTA(s)")
+        return ctas[rank], value & ((1 << CLUSTER_SHIFT) - 1)
 
     def mbarrier(self, address: int, where: str) -> MBarrier:
         bar = self.mbarriers.get(address)

@@ -30,6 +30,10 @@ import numpy as np
 from fa4_mlir.emu.errors import MemoryFault, ProtocolError
 
 GLOBAL_BASE = 0x0000_0001_0000_0000
+# A CTA's shared::cta window sits at its rank's slot of the cluster's shared::cluster window (the PTX ISA's
+# "the shared::cta window is contained in the shared::cluster window"; on sm_90/sm_100 the slot is
+# rank << 24, which CUTLASS and our pair kernels rely on when they clear bit 24 to reach the even CTA).
+CLUSTER_SHIFT = 24
 GLOBAL_ALIGN = 256
 GLOBAL_GUARD = 4096
 SHARED_BASE = 0x0000_7F00_0000_0000

@@ -690,3 +690,57 @@ DONE:
     message = str(info.value)
     assert "line 23: cp.async.bulk" in message and "the bulk copy at line 22" in message, message
     assert "may still write" in message and "wait on the copy's mbarrier first" in message, message
+
+
+CLUSTER_BODY = """
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r1, %cluster_ctarank;
+    mov.u32 %r2, bar;
+    setp.ne.u32 %p1, %r0, 0;
+    @%p1 bra INIT;
+    mbarrier.init.shared.b64 [bar], 1;
+INIT:
+    barrier.cluster.arrive.aligned;
+    barrier.cluster.wait.aligned;
+    setp.ne.u32 %p2, %r1, 1;
+    or.pred %p3, %p1, %p2;
+    @%p3 bra WAIT;
+    mapa.shared::cluster.u32 %r3, %r2, 0;      // CTA 1 arrives on CTA 0's barrier
+    {REMOTE}
+WAIT:
+    setp.ne.u32 %p4, %r1, 0;
+    @%p4 bra DONE;
+SPIN:
+    mbarrier.try_wait.parity.shared.b64 %p5, [bar], 0;
+    @!%p5 bra SPIN;
+DONE:
+    ld.param.u64 %rd1, [out];
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    @!%p1 st.global.u32 [%rd3], %r2;
+    barrier.cluster.arrive.aligned;
+    barrier.cluster.wait.aligned;
+    ret;
+"""
+
+
+def test_cluster_windows_mapa_and_a_remote_arrive():
+    # PTX ISA: a CTA's shared::cta window lies inside the cluster's shared::cluster window (the emulator
+    # puts rank r's at r << 24, as sm_90/sm_100 do); mapa maps an address to another rank's window; an
+    # mbarrier.arrive.shared::cluster on it arrives on that CTA's barrier.
+    prog = kernel(CLUSTER_BODY.replace("{REMOTE}", "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r3];"),
+                  shared=MBAR)
+    for seed in range(4):
+        out = np.zeros(2, np.uint32)
+        prog.launch("k", grid=(2, 1, 1), cluster=(2, 1, 1), block=(32, 1, 1), args=[out], seed=seed)
+        assert out[1] == out[0] | (1 << 24), [hex(x) for x in out]  # the same variable in rank 1's window
+    with pytest.raises(emu.Deadlock):  # without the remote arrive CTA 0 waits forever
+        prog_without = kernel(CLUSTER_BODY.replace("{REMOTE}", ""), shared=MBAR)
+        prog_without.launch("k", grid=(2, 1, 1), cluster=(2, 1, 1), block=(32, 1, 1), args=[np.zeros(2, np.uint32)])
+
+
+def test_a_shared_cta_access_to_another_ctas_window_is_a_fault():
+    prog = kernel(CLUSTER_BODY.replace("{REMOTE}", "ld.shared.u32 %r4, [%r3];"), shared=MBAR)
+    with pytest.raises(emu.MemoryFault, match=r"shared address 0x[0-9a-f]+ is not in this CTA's window \(rank 1\); "
+                                              r"another CTA's shared memory is reached through shared::cluster"):
+        prog.launch("k", grid=(2, 1, 1), cluster=(2, 1, 1), block=(32, 1, 1), args=[np.zeros(2, np.uint32)])

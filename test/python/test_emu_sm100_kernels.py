@@ -5,7 +5,7 @@ under the GPU tests' error bounds (``fa4_mlir.reference``), with the emulator's 
 No Blackwell GPU runs these; the emulator is the only machine that executes this PTX. The configs
 cover 1Q and 2Q attention, head dims 64/96/128, bf16 and fp16, causal and not, GQA groups 1/4/8, odd
 and unequal sequence lengths, the GEMM with both B layouts and odd shapes, and the copy pipeline.
-(CTA pairs, cta_group::2, are not emulated yet.)
+The GEMM also runs as a CTA pair (cta_group::2, clusters of two).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ CASES = [
     ("copy-pipeline", "--shape", "256x128"),
     ("gemm", "--shape", "256x256x512"),
     ("gemm", "--shape", "200x264x136", "--b-major", "mn"),
+    ("gemm", "--cta-group", "2", "--tile", "256x256x64", "--shape", "512x256x512"),
+    ("gemm", "--cta-group", "2", "--tile", "256x256x64", "--shape", "300x264x136", "--b-major", "mn"),
     ("attention", "--shape", "1x128x256x1"),
     ("attention", "--num-q", "1", "--causal", "--shape", "1x100x300x2"),
     ("attention", "--dtype", "fp16", "--shape", "1x130x257x1"),

@@ -202,13 +202,19 @@ def test_an_sm100a_artifact_runs_in_the_emulator():
     assert np.abs(reference.to_f64(d, "bf16") - ref).max() <= 2 ** -7 * (np.abs(ref).max() + 1)
 
 
-def test_the_emulator_names_what_it_lacks():
+def test_an_sm100a_pair_gemm_runs_in_the_emulator():
+    # cta_group::2: a cluster of two CTAs, TMA .cta_group::2 into the leader's barriers, the pair MMA,
+    # multicast commits, mapa + remote mbarrier arrives.
     config = GemmConfig(target="sm_100a", cta_group=2, tile_m=256)
     kernel = runtime.load("gemm", config, device="emulator")
-    a = np.zeros((256, 64), np.uint16)
-    b, c = np.zeros((256, 64), np.uint16), np.zeros((256, 256), np.uint16)
-    with pytest.raises(emu.Unsupported, match="cta_group::2"):
-        launch_gemm(kernel, config, a, b, c, np.zeros_like(c), 1.0, 1.0)
+    assert kernel.manifest["cluster"] == [2, 1, 1]
+    rng = np.random.default_rng(3)
+    a, b, c = (reference.random_bits(rng, shape, "bf16", 1.0) for shape in ((256, 128), (256, 128), (256, 256)))
+    d = np.full_like(c, reference.POISON["bf16"])
+    launch_gemm(kernel, config, a, b, c, d, 1.0, 0.5)
+    af, bf, cf = (reference.to_f64(t, "bf16") for t in (a, b, c))
+    ref = af @ bf.T + 0.5 * cf
+    assert np.abs(reference.to_f64(d, "bf16") - ref).max() <= 2 ** -7 * (np.abs(ref).max() + 1)
 
 
 # -- argument checks ------------------------------------------------------------------------------------------

@@ -10,8 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from fa4_mlir.emu import types as T
+from fa4_mlir.emu.errors import ProtocolError
+from fa4_mlir.emu.machine import FULL
 from fa4_mlir.emu.isa import integers as INT
-from fa4_mlir.emu.memory import LOCAL_BASE, PARAM_BASE, SHARED_BASE
+from fa4_mlir.emu.memory import CLUSTER_SHIFT, LOCAL_BASE, PARAM_BASE, SHARED_BASE
 from fa4_mlir.emu.ops import handles, unsupported
 from fa4_mlir.emu.ops.operands import reader, syntax, writer
 from fa4_mlir.emu.ptx import ast
@@ -286,7 +288,7 @@ def _cvta(op, ctx) -> None:
     ins = op.ins
     mods = list(ins.modifiers)
     to = "to" in mods
-    spaces = [m for m in mods if m in ("shared", "shared::cta", "global", "param", "local", "const")]
+    spaces = [m for m in mods if m in ("shared", "shared::cta", "shared::cluster", "global", "param", "local", "const")]
     (type_name,), _ = split_types(op)
     if len(spaces) != 1 or type_name not in ("u64", "b64"):
         raise unsupported(op, "cvta needs one state space and .u64 (64-bit addressing)")
@@ -298,3 +300,32 @@ def _cvta(op, ctx) -> None:
         op.run = lambda w, m: write(w, read(w) - base, m)
     else:
         op.run = lambda w, m: write(w, read(w) + base, m)
+
+
+@handles("mapa")
+def _mapa(op, ctx) -> None:
+    """``mapa.shared::cluster.{u32,u64} d, a, rank``: the address of the variable at shared::cluster
+    address ``a`` in the CTA of cluster rank ``rank`` (PTX ISA "mapa"): its offset in the window of that
+    rank's slot (``memory.CLUSTER_SHIFT``)."""
+    ins = op.ins
+    mods = list(ins.modifiers)
+    if len(mods) != 2 or mods[0] != "shared::cluster" or mods[1] not in ("u32", "u64"):
+        raise unsupported(op, "only mapa.shared::cluster.u32/.u64 is modelled")
+    d, a, r = _operands(op, 3)
+    type_name = mods[1]
+    read, rank, write = reader(ctx, a, type_name, ins), reader(ctx, r, "u32", ins), writer(ctx, d, type_name, ins)
+    dtype = np.uint64 if type_name == "u64" else np.uint32
+    low = dtype((1 << CLUSTER_SHIFT) - 1)
+
+    def run(w, m):
+        ranks = rank(w)
+        size = len(w.launch.cluster_ctas)
+        bad = ranks >= size
+        if (bad & (m if m is not FULL else True)).any():
+            raise ProtocolError(f"{w.where(op)}: mapa rank must be below the cluster's {size} CTA(s), got "
+                                f"{int(ranks[np.argmax(bad)])}")
+        addr = read(w)
+        if type_name == "u64":
+            addr = np.where((addr >= np.uint64(SHARED_BASE)), addr - np.uint64(SHARED_BASE), addr)
+        write(w, (addr & low) | (ranks.astype(dtype) << dtype(CLUSTER_SHIFT)), m)
+    op.run = run

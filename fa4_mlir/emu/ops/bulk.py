@@ -32,12 +32,19 @@ def _lanes(m):
 
 
 def _shared(w, op, value: int, what: str) -> int:
-    """A shared-window address from a shared-space or generic operand value."""
+    """This CTA's shared-memory offset of a shared::cta or generic operand value."""
     if SHARED_BASE <= value < SHARED_BASE + WINDOW_SIZE:
         value -= SHARED_BASE
     if value >= WINDOW_SIZE:
         raise ProtocolError(f"{w.where(op)}: {what} must be a shared-memory address, got 0x{value:x}")
-    return value
+    return w.cta.local(value, f"{w.where(op)}: {what}")
+
+
+def _cluster(w, op, value: int, what: str):
+    """(CTA, offset) of a shared::cluster operand value: this CTA's or another of its cluster."""
+    if value >= SHARED_BASE + WINDOW_SIZE or (value >= WINDOW_SIZE and value < SHARED_BASE):
+        raise ProtocolError(f"{w.where(op)}: {what} must be a shared::cluster address, got 0x{value:x}")
+    return w.cta.peer(value, f"{w.where(op)}: {what}")
 
 
 def read_tensor_map(w, op, generic: int):
@@ -107,7 +114,7 @@ def _tensor(op, ctx, mods) -> None:
     ins = op.ins
     dims = [m for m in mods if m.endswith("d") and m[:-1].isdigit()]
     known = {"tile", "shared::cluster", "shared::cta", "global", "mbarrier::complete_tx::bytes", "bulk_group",
-             "L2::cache_hint"}
+             "L2::cache_hint", "cta_group::1", "cta_group::2"}
     if len(dims) != 1 or set(mods) - known - set(dims):
         raise unsupported(op, "only tile-mode tensor copies without multicast are modelled in part 1")
     rank = int(dims[0][:-1])
@@ -131,25 +138,31 @@ def _tensor(op, ctx, mods) -> None:
         _, rdst = address(ctx, dst, ins, "shared")
         _, rbar = address(ctx, bar, ins, "shared")
 
+        cluster_space = "shared::cluster" in mods
+
         def run_load(w, m):
             maps, dsts, bars = rmap(w), rdst(w), rbar(w)
             cs = [r(w).view(np.int32) for r in rcoords]
             for lane in _lanes(m):
                 tmap = read_tensor_map(w, op, int(maps[lane]))
                 coord = tuple(int(c[lane]) for c in cs)
-                smem_at = _shared(w, op, int(dsts[lane]), "the destination")
-                bar_at = _shared(w, op, int(bars[lane]), "the mbarrier")
-                cta = w.cta
-                cta.mbarrier(bar_at, w.where(op))
+                if cluster_space:  # .cta_group::2: the mbarrier may be the peer CTA's
+                    cta, smem_at = _cluster(w, op, int(dsts[lane]), "the destination")
+                    bar_cta, bar_at = _cluster(w, op, int(bars[lane]), "the mbarrier")
+                else:
+                    cta, smem_at = w.cta, _shared(w, op, int(dsts[lane]), "the destination")
+                    bar_cta, bar_at = w.cta, _shared(w, op, int(bars[lane]), "the mbarrier")
+                bar_cta.mbarrier(bar_at, w.where(op))
                 where = w.where(op)
                 access = cta.smem.track(InFlight(smem_at, smem_at + tmap.box_bytes, True,
                                                  f"the TMA load at {_line(op)} ({w.name})",
                                                  "wait on the load's mbarrier first"), where)
 
-                def land(tmap=tmap, coord=coord, smem_at=smem_at, bar_at=bar_at, cta=cta, where=where, access=access):
+                def land(tmap=tmap, coord=coord, smem_at=smem_at, bar_at=bar_at, cta=cta, where=where, access=access,
+                         bar_cta=bar_cta):
                     cta.smem.release(access)
                     nbytes = tma_load(tmap, w.launch.memory, coord, cta.smem.buf, smem_at, what=where)
-                    complete_tx(cta.mbarrier(bar_at, where), nbytes, where, cta)
+                    complete_tx(bar_cta.mbarrier(bar_at, where), nbytes, where, bar_cta)
                 w.launch.schedule(land)
         op.run = run_load
     else:
@@ -303,8 +316,9 @@ def _cp_async(op, ctx, mods) -> None:
         counts = rsrc_size(w)[lanes].astype(np.int64) if rsrc_size is not None else np.full(len(lanes), nbytes)
         if ((dsts - 0) % nbytes).any() or (srcs % np.uint64(nbytes)).any():
             raise ProtocolError(f"{w.where(op)}: cp.async of {nbytes} bytes needs {nbytes}-byte aligned addresses")
-        w.cta.smem.check(np.where(dsts >= SHARED_BASE, dsts - SHARED_BASE, dsts), nbytes,
-                         lambda i: w.lane_where(op, int(lanes[i])))
+        targets = np.array([w.cta.local(int(d), w.lane_where(op, int(lane))) for d, lane in zip(dsts, lanes)],
+                           np.int64)
+        w.cta.smem.check(targets, nbytes, lambda i: w.lane_where(op, int(lanes[i])))
         data = np.zeros((len(lanes), nbytes), np.uint8)
         for i, (s, c) in enumerate(zip(srcs.tolist(), counts.tolist())):
             c = min(int(c), nbytes)
@@ -314,7 +328,6 @@ def _cp_async(op, ctx, mods) -> None:
         pending = _Pending(f"cp.async at {op.where}")
         w.cp_open.append(pending)
         cta = w.cta
-        targets = np.where(dsts >= SHARED_BASE, dsts - SHARED_BASE, dsts)
         index = (targets[:, None] + np.arange(nbytes)).reshape(-1)
         access = cta.smem.track(InFlight(index.min(), index.max() + 1, True, f"the cp.async at {_line(op)} ({w.name})",
                                          "wait with cp.async.wait_group first", index=index), w.where(op))

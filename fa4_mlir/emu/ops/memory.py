@@ -13,7 +13,7 @@ import numpy as np
 from fa4_mlir.emu import types as T
 from fa4_mlir.emu.errors import MemoryFault
 from fa4_mlir.emu.machine import FULL, LANES, WARP
-from fa4_mlir.emu.memory import LOCAL_BASE, PARAM_BASE, SHARED_BASE, WINDOW_SIZE, as_words, lane_bytes
+from fa4_mlir.emu.memory import CLUSTER_SHIFT, LOCAL_BASE, PARAM_BASE, SHARED_BASE, WINDOW_SIZE, as_words, lane_bytes
 from fa4_mlir.emu.ops import handles, unsupported
 from fa4_mlir.emu.ops.operands import address, reader, writer
 from fa4_mlir.emu.ptx import ast
@@ -61,6 +61,14 @@ def resolve(w, op, space: str, addrs: np.ndarray, lane_ids: np.ndarray, nbytes: 
         return buf, offsets
     if space == "shared":
         offsets = addrs.astype(np.int64)
+        if w.cta.window or (offsets >> CLUSTER_SHIFT).any():  # this CTA's window only (shared::cta)
+            ranks = offsets >> CLUSTER_SHIFT
+            if (ranks != w.cta.cluster_rank).any():
+                i = int(np.argmax(ranks != w.cta.cluster_rank))
+                raise MemoryFault(f"{what(i)}: shared address 0x{int(offsets[i]):x} is not in this CTA's window "
+                                  f"(rank {w.cta.cluster_rank}); another CTA's shared memory is reached through "
+                                  f"shared::cluster")
+            offsets = offsets & ((1 << CLUSTER_SHIFT) - 1)
         w.cta.smem.check(offsets, nbytes, what)
         return w.cta.smem.buf, offsets
     if space == "param":

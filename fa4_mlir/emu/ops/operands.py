@@ -152,6 +152,8 @@ def reader(ctx, operand, type_name: str, ins):
             name = operand.name
             return lambda w: np.full(WARP, w.launch.global_symbol(name), dtype)
         const = _constant(address, dtype)
+        if space == "shared":  # each CTA's own window
+            return lambda w: (const + np.array(w.cta.window, dtype=dtype)) if w.cta.window else const
         return lambda w: const
     raise syntax(ctx, ins, f"operand {operand} must be a register, literal or symbol")
 
@@ -192,6 +194,8 @@ def address(ctx, operand, ins, default_space: str | None = None):
             name = base.name
             return "global", lambda w: np.full(WARP, w.launch.global_symbol(name) + int(offset), np.uint64)
         const = _constant((addr + int(offset)) & 0xFFFFFFFFFFFFFFFF, np.uint64)
+        if space == "shared":
+            return space, lambda w: (const + np.uint64(w.cta.window)) if w.cta.window else const
         return space, lambda w: const
     slot = ctx.slot(base, ins)
     reg_dtype = np.dtype(ctx.kernel.slots[slot][1])

@@ -145,7 +145,10 @@ def _mbar_address(op, ctx, operand):
             if first % 8:
                 raise ProtocolError(f"{w.where(op)}: an mbarrier must be 8-byte aligned, got shared address "
                                     f"0x{first:x}")
-            out[first] = group
+            if space == "cluster":  # (CTA, offset): this CTA's or another of the cluster (remote arrive)
+                out[w.cta.peer(first, w.where(op))] = group
+            else:
+                out[w.cta.local(first, w.where(op))] = group
         return out
     return barrier_addresses
 
@@ -180,8 +183,8 @@ def _mbarrier(op, ctx) -> None:
     extra = set(mods[1:]) - allowed
     if extra:
         raise unsupported(op, f"modifiers {sorted(extra)}")
-    if "shared::cluster" in mods:
-        raise unsupported(op, "remote (shared::cluster) mbarriers belong to the Blackwell part of the emulator")
+    if "shared::cluster" in mods and action != "arrive":
+        raise unsupported(op, "shared::cluster mbarriers are modelled for arrive (remote arrive) only")
     operands = ins.operands
     if action == "init":
         bar_at = _mbar_address(op, ctx, operands[0])
@@ -217,7 +220,8 @@ def _mbarrier(op, ctx) -> None:
             txs = rtx(w) if rtx is not None else None
             counts = rcount(w) if rcount is not None else None
             for a, lanes in bar_at(w, m).items():
-                bar = w.cta.mbarrier(a, w.where(op))
+                cta, a = a if isinstance(a, tuple) else (w.cta, a)
+                bar = cta.mbarrier(a, w.where(op))
                 token[lanes] = bar.phase
                 if txs is not None:
                     bar.tx += int(txs[lanes].astype(np.int64).sum())

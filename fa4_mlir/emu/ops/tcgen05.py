@@ -61,15 +61,10 @@ def _full_warp(w, op, m, what: str) -> None:
 
 
 def _shared_address(w, op, value: int, what: str) -> int:
-    """A shared::cta window address from a shared::cta / shared::cluster (this CTA) / generic value."""
-    if SHARED_BASE <= value < SHARED_BASE + WINDOW_SIZE:
-        value -= SHARED_BASE
-    if value >= WINDOW_SIZE:
+    """This CTA's shared-memory offset of a shared::cta (or generic) value."""
+    if value >= SHARED_BASE + WINDOW_SIZE or WINDOW_SIZE <= value < SHARED_BASE:
         raise ProtocolError(f"{w.where(op)}: {what} must be a shared-memory address of this CTA, got 0x{value:x}")
-    if value >> 24:
-        raise Unsupported(f"{w.where(op)}: {what} 0x{value:x} names another CTA of the cluster (bits 24 and up); "
-                          f"distributed shared memory and CTA pairs are not modelled yet")
-    return value
+    return w.cta.local(value, f"{w.where(op)}: {what}")
 
 
 @handles("tcgen05")
@@ -83,13 +78,14 @@ def _tcgen05(op, ctx) -> None:
     if action in ("wait::ld", "wait::st") and rest == _SYNC:
         op.run = _wait_ld if action == "wait::ld" else _wait_st
         return
-    if "cta_group::2" in rest:
-        raise unsupported(op, "cta_group::2 (CTA pairs) is not modelled yet")
-    if action == "alloc" and rest == _SYNC | {"cta_group::1", "shared::cta", "b32"}:
+    # cta_group::2 allocation: one warp of each CTA of the pair allocates in its own tensor memory; the
+    # same allocation sequence in both gives both the same address, as the ISA requires.
+    group = rest & {"cta_group::1", "cta_group::2"}
+    if action == "alloc" and len(group) == 1 and rest - group == _SYNC | {"shared::cta", "b32"}:
         return _alloc(op, ctx)
-    if action == "dealloc" and rest == _SYNC | {"cta_group::1", "b32"}:
+    if action == "dealloc" and len(group) == 1 and rest - group == _SYNC | {"b32"}:
         return _dealloc(op, ctx)
-    if action == "relinquish_alloc_permit" and rest == _SYNC | {"cta_group::1"}:
+    if action == "relinquish_alloc_permit" and len(group) == 1 and rest - group == _SYNC:
         def relinquish(w, m):
             _full_warp(w, op, m, "tcgen05.relinquish_alloc_permit")
             tmem(w.cta).relinquished = w.where(op)
@@ -241,8 +237,9 @@ def _wait_st(w, m) -> None:
 def _mma(op, ctx, mods) -> None:
     rest = [x for x in mods if x not in ("collector::a::discard", "collector::a::fill", "collector::a::use",
                                           "collector::a::lastuse", "collector::b::discard")]
-    if rest != ["cta_group::1", "kind::f16"]:
-        raise unsupported(op, "only .cta_group::1.kind::f16 is modelled")
+    if rest not in (["cta_group::1", "kind::f16"], ["cta_group::2", "kind::f16"]):
+        raise unsupported(op, "only .cta_group::1/::2 .kind::f16 is modelled")
+    pair = rest[0] == "cta_group::2"
     ins = op.ins
     if len(ins.operands) != 5:
         raise unsupported(op, "expected [d-tmem], a-desc, b-desc, idesc, enable-input-d (SS form, no "
@@ -258,11 +255,23 @@ def _mma(op, ctx, mods) -> None:
     def run(w, m):
         for lane in (LANES if m is FULL else LANES[m]):
             _issue(w, op, line, int(d_addr(w)[lane]), int(ra(w)[lane]), int(rb(w)[lane]), int(ri(w)[lane]),
-                   bool(re_(w)[lane]), from_tmem)
+                   bool(re_(w)[lane]), from_tmem, pair)
     op.run = run
 
 
-def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem) -> None:
+def _pair(w, op):
+    """The CTAs a .cta_group::2 operation spans: the even-rank CTA of the executing CTA's pair, then the odd."""
+    ctas, rank = w.launch.cluster_ctas, w.cta.cluster_rank
+    if len(ctas) < 2 or (rank | 1) >= len(ctas):
+        raise ProtocolError(f"{w.where(op)}: .cta_group::2 needs a cluster with the CTA pair {rank & ~1}, "
+                            f"{rank | 1}; the cluster has {len(ctas)} CTA(s)")
+    return [ctas[rank & ~1], ctas[rank | 1]]
+
+
+def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem, pair=False) -> None:
+    """One MMA. With .cta_group::2 (data-path layout A, M = 256) it spans the pair: CTA v reads its 128
+    rows of A and its N/2 rows of B at the same shared-memory offsets (the descriptors' values), and gets
+    its 128 rows of D in its own tensor memory at the same address (PTX ISA "tcgen05.mma", cta_group::2)."""
     where = w.where(op)
     try:
         shape = decode_instr_descriptor(idesc)
@@ -270,7 +279,11 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem) -> 
         db = decode_smem_descriptor(b_desc)
     except EmulationError as exc:
         raise type(exc)(f"{where}: {exc}") from None
-    if shape.m not in (64, 128):
+    ctas = _pair(w, op) if pair else [w.cta]
+    if pair and (shape.m != 256 or from_tmem):
+        raise Unsupported(f"{where}: .cta_group::2 is modelled for M = 256 with A in shared memory, got M = "
+                          f"{shape.m}{' and A in tensor memory' if from_tmem else ''}")
+    if not pair and shape.m not in (64, 128):
         raise ProtocolError(f"{where}: tcgen05.mma .cta_group::1 M must be 64 or 128, got M = {shape.m} "
                             f"(instruction descriptor 0x{idesc:08x})")
     step = 8 if shape.m == 64 else 16
@@ -280,13 +293,14 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem) -> 
     if shape.d_type != "f32":
         raise ProtocolError(f"{where}: only an f32 accumulator is modelled, got D format {shape.d_type}")
     lane, col = split_tmem_address(taddr)
-    memory, n, k, m_rows = tmem(w.cta), shape.n, 16, shape.m
+    n, k = shape.n, 16
+    m_rows, n_part = shape.m // len(ctas), n // len(ctas)  # per CTA
     what = f"the tcgen05.mma at {line} ({w.name})"
     remedy = "wait on the mbarrier its tcgen05.commit arrives on (then tcgen05.fence::after_thread_sync) first"
     if m_rows == 128:
-        # "Data path layout" D (M = 128, cta_group::1): row i in lane i.
+        # "Data path layout" D (M = 128, cta_group::1) and A (M = 256, cta_group::2): row i in lane i.
         if lane:
-            raise ProtocolError(f"{where}: with M = 128 the D address must be at lane 0, got lane {lane}")
+            raise ProtocolError(f"{where}: with {m_rows} rows per CTA the D address must be at lane 0, got lane {lane}")
         rows_at = np.arange(128)
         blocks = [(0, 128)]
     else:
@@ -296,11 +310,7 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem) -> 
             raise ProtocolError(f"{where}: with M = 64 the D address lane must be 0 or 16, got lane {lane}")
         rows_at = lane + (np.arange(64) % 16) + 32 * (np.arange(64) // 16)
         blocks = [(lane + 32 * q, lane + 32 * q + 16) for q in range(4)]
-    memory.check_allocated(col, col + n, where)
-    regions = []
-    for lo, hi in blocks:
-        memory.guard(lo, hi, col, col + n, True, where, by_mma=True)
-        regions.append(memory.track(Region(lo, hi, col, col + n, True, what, remedy, mma=True)))
+    a_col = None
     if from_tmem:
         # A (128 x 16 16-bit elements) in lanes 0..127, two elements per 32-bit column, the lower K index
         # in the low half ("Data path layout": M = 128, A from tensor memory).
@@ -310,64 +320,94 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem) -> 
         if a_lane or not shape.a_k_major:
             raise ProtocolError(f"{where}: an A operand in tensor memory must start at lane 0 and be K-major, got "
                                 f"lane {a_lane}, {'K' if shape.a_k_major else 'MN'}-major")
-        memory.check_allocated(a_col, a_col + k // 2, where)
-        memory.guard(0, 128, a_col, a_col + k // 2, False, where, by_mma=True)
-        regions.append(memory.track(Region(0, 128, a_col, a_col + k // 2, False, what, remedy, mma=True)))
-    smem = w.cta.smem
-    try:
-        index = L.operand_addresses(db, n, k, 2, shape.b_k_major)
-        if da is not None:
-            index = np.concatenate([L.operand_addresses(da, m_rows, k, 2, shape.a_k_major), index])
-    except EmulationError as exc:
-        raise type(exc)(f"{where}: {exc}") from None
-    access = smem.track(InFlight(index.min(), index.max() + 1, False, f"the tcgen05.mma at {line} ({w.name})",
-                                 "wait on the mbarrier its tcgen05.commit arrives on first", index=index), where)
-
-    def complete():
-        for region in regions:
-            memory.release(region)
-        smem.release(access)
+    owned = []  # per CTA: (memory, regions, smem, access)
+    for cta in ctas:
+        memory = tmem(cta)
+        memory.check_allocated(col, col + n, where)
+        regions = []
+        for lo, hi in blocks:
+            memory.guard(lo, hi, col, col + n, True, where, by_mma=True)
+            regions.append(memory.track(Region(lo, hi, col, col + n, True, what, remedy, mma=True)))
+        if a_col is not None:
+            memory.check_allocated(a_col, a_col + k // 2, where)
+            memory.guard(0, 128, a_col, a_col + k // 2, False, where, by_mma=True)
+            regions.append(memory.track(Region(0, 128, a_col, a_col + k // 2, False, what, remedy, mma=True)))
         try:
-            if da is None:
-                a_bits = np.ascontiguousarray(memory.cells[:, a_col:a_col + k // 2]).view(np.uint16)  # (128, 16)
-            else:
-                a_bits = L.load_operand(smem.buf, da, m_rows, k, 2, shape.a_k_major)
-            a = to_float64(a_bits, shape.a_type)
-            b = to_float64(L.load_operand(smem.buf, db, n, k, 2, shape.b_k_major), shape.b_type)
+            index = L.operand_addresses(db, n_part, k, 2, shape.b_k_major)
+            if da is not None:
+                index = np.concatenate([L.operand_addresses(da, m_rows, k, 2, shape.a_k_major), index])
         except EmulationError as exc:
             raise type(exc)(f"{where}: {exc}") from None
-        if shape.negate_a:
-            a = -a
+        access = cta.smem.track(InFlight(index.min(), index.max() + 1, False, what,
+                                         "wait on the mbarrier its tcgen05.commit arrives on first", index=index),
+                                where)
+        owned.append((memory, regions, cta.smem, access))
+
+    def complete():
+        a_parts, b_parts = [], []
+        for memory, regions, smem, access in owned:
+            for region in regions:
+                memory.release(region)
+            smem.release(access)
+            try:
+                if da is None:
+                    a_bits = np.ascontiguousarray(memory.cells[:, a_col:a_col + k // 2]).view(np.uint16)
+                else:
+                    a_bits = L.load_operand(smem.buf, da, m_rows, k, 2, shape.a_k_major)
+                a_parts.append(to_float64(a_bits, shape.a_type))
+                b_parts.append(to_float64(L.load_operand(smem.buf, db, n_part, k, 2, shape.b_k_major), shape.b_type))
+            except EmulationError as exc:
+                raise type(exc)(f"{where}: {exc}") from None
+        b = np.concatenate(b_parts)  # CTA v holds rows v*N/2 .. of B (its columns of D)
         if shape.negate_b:
             b = -b
-        d = a @ b.T
-        if accumulate:
-            d += memory.cells[rows_at, col:col + n].view(np.float32).astype(np.float64)
-        memory.cells[rows_at, col:col + n] = d.astype(np.float32).view(np.uint32)
+        for (memory, _, _, _), a in zip(owned, a_parts):
+            d = (-a if shape.negate_a else a) @ b.T
+            if accumulate:
+                d += memory.cells[rows_at, col:col + n].view(np.float32).astype(np.float64)
+            memory.cells[rows_at, col:col + n] = d.astype(np.float32).view(np.uint32)
 
-    cta, launch = w.cta, w.launch
-    done_at = max(cta.tc_tail, launch.now + launch.delay())  # the tensor core executes MMAs in issue order
-    cta.tc_tail = done_at
+    lead, launch = ctas[0], w.launch
+    done_at = max(lead.tc_tail, launch.now + launch.delay())  # the tensor core executes MMAs in issue order
+    lead.tc_tail = done_at
     w.tc_tail = done_at
     launch.schedule(complete, delay=done_at - launch.now)
 
 
 def _commit(op, ctx, rest: set) -> None:
-    if rest - {"cta_group::1", "mbarrier::arrive::one", "shared::cluster", "shared::cta", "b64"} or \
-            "mbarrier::arrive::one" not in rest:
-        raise unsupported(op, "only .cta_group::1.mbarrier::arrive::one (no multicast) is modelled")
+    """One arrive (count 1) once the executing thread's earlier MMAs complete, on the mbarrier at a
+    shared::cluster address or, with .multicast::cluster, at the same offset in every CTA whose rank bit
+    is set in the 16-bit mask (PTX ISA "tcgen05.commit")."""
+    known = {"cta_group::1", "cta_group::2", "mbarrier::arrive::one", "shared::cluster", "shared::cta", "b64",
+             "multicast::cluster"}
+    if rest - known or "mbarrier::arrive::one" not in rest or len(rest & {"cta_group::1", "cta_group::2"}) != 1:
+        raise unsupported(op, "expected .cta_group::N.mbarrier::arrive::one[.shared::cluster][.multicast::cluster]")
     ins = op.ins
-    if len(ins.operands) != 1:
-        raise unsupported(op, "expected one mbarrier operand")
+    multicast = "multicast::cluster" in rest
+    if len(ins.operands) != (2 if multicast else 1):
+        raise unsupported(op, f"expected the mbarrier{' and the CTA mask' if multicast else ''}")
     _, addr = address(ctx, ins.operands[0], ins, "shared")
+    rmask = reader(ctx, ins.operands[1], "b16", ins) if multicast else None
 
     def run(w, m):
+        where = w.where(op)
         for lane in (LANES if m is FULL else LANES[m]):
-            at = _shared_address(w, op, int(addr(w)[lane]), "the mbarrier")
-            bar = w.cta.mbarrier(at, w.where(op))
-            where = w.where(op)
+            value = int(addr(w)[lane])
+            cta, at = w.cta.peer(value, where)
+            if multicast:
+                mask = int(rmask(w)[lane])
+                ctas = [c for c in w.launch.cluster_ctas if mask >> c.cluster_rank & 1]
+                if mask >> len(w.launch.cluster_ctas):
+                    raise ProtocolError(f"{where}: the commit's CTA mask 0x{mask:x} names ranks beyond the "
+                                        f"cluster's {len(w.launch.cluster_ctas)} CTA(s)")
+            else:
+                ctas = [cta]
+            bars = [c.mbarrier(at, where) for c in ctas]
             launch = w.launch
             when = max(w.tc_tail, launch.now) + 1  # after the warp's MMAs so far complete
-            launch.schedule(lambda bar=bar, where=where, w=w: arrive(w, bar, 1, where), delay=when - launch.now)
-    op.run = run
 
+            def fire(bars=bars, w=w):
+                for bar in bars:
+                    arrive(w, bar, 1, where)
+            launch.schedule(fire, delay=when - launch.now)
+    op.run = run
