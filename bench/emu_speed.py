@@ -124,7 +124,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cases = (attention_case(tmp), gemm_case(tmp)) if args.target == "sm_90a" else (
             sm100_case("attention", "1x256x1024x1", 30.0, "attention sm_100a 2Q d128, 256 queries x 1024 keys (one CTA)"),
-            sm100_case("gemm", "256x256x512", 15.0, "gemm sm_100a 256x256x512 + residual (1-CTA; pairs not emulated yet)"))
+            sm100_case("gemm", "256x256x512", 15.0, "gemm sm_100a CTA pair (cta_group::2) 256x256x512 + residual",
+                       cta_group=2, tile_m=256))
         for name, run, target in cases:
             times, stats = [], None
             for seed in range(args.repeats):
