@@ -3,7 +3,7 @@ stores between registers and TMEM, ``tcgen05.mma`` and ``tcgen05.commit``.
 
 PTX ISA "TensorCore 5th Generation Family Instructions" (sections named per instruction below):
 
-- ``tcgen05.alloc/dealloc/relinquish_alloc_permit .cta_group::1`` ("Tensor Memory Allocation"):
+- ``tcgen05.alloc/dealloc/relinquish_alloc_permit .cta_group::1/::2`` ("Tensor Memory Allocation"):
   warp-wide (.sync.aligned); see ``fa4_mlir.emu.tmem`` for the rules enforced.
 - ``tcgen05.ld/st .sync.aligned.32x32b.xN.b32`` ("Data movement", "Matrix fragments for
   tcgen05.ld/st", shape 32x32b): warp ``w`` reaches TMEM lanes ``32*(w % 4)`` .. ``+31`` only (the
@@ -17,16 +17,19 @@ PTX ISA "TensorCore 5th Generation Family Instructions" (sections named per inst
   scheduler draws; operands are read and D written then. With M = 128, row ``i`` of D is TMEM lane
   ``i`` and column ``j`` is column ``col + j`` ("Data path layout" D); with M = 64, rows 16q..16q+15
   are lanes L0 + 32q .. +15 (L0 = 0 or 16; layout F).
-- ``tcgen05.commit.cta_group::1.mbarrier::arrive::one`` ("tcgen05.commit"): one arrive on the
-  mbarrier once every tcgen05.mma the warp issued before it has completed.
+- ``tcgen05.commit.cta_group::N.mbarrier::arrive::one[.multicast::cluster]`` ("tcgen05.commit"): one
+  arrive on the mbarrier (in every CTA of the mask) once every tcgen05.mma the warp issued before it
+  has completed.
 - ``tcgen05.fence::before_thread_sync / after_thread_sync`` order tcgen05 operations around thread
   synchronisation; the emulator executes tcgen05 operations in a single order, so they are no-ops.
 
 Numerics (an assumption, not a measurement: no Blackwell was available): each MMA sums the exact
 products of its K = 16 step with the fp32 accumulator and rounds once to fp32 (round to nearest).
 A may come from tensor memory (the TS form ``[d], [a-tmem], b-desc, idesc, enable-input-d``): rows in
-lanes 0..127, two 16-bit elements per column, the lower K index in the low half. Unmodelled forms
-(M = 256, a TMEM A with M = 64, cta_group::2, other kinds, .ws) are ``Unsupported``.
+lanes 0..127, two 16-bit elements per column, the lower K index in the low half. ``.cta_group::2``
+spans the CTA pair of the cluster (``_issue``; alloc/dealloc per CTA, commit with a multicast mask).
+Unmodelled forms (a TMEM A with M = 64 or with a pair, a pair with M = 128, other kinds, .ws) are
+``Unsupported``.
 """
 
 from __future__ import annotations
