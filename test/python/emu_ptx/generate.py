@@ -1,6 +1,6 @@
 """Regenerate the Triton PTX fixtures of fa4_mlir.emu (run by hand; needs Triton, no GPU).
 
-    cd /work/main && . .venv/bin/activate
+    . .venv/bin/activate              # from the repository root
     pip install triton==3.9.0          # or the wheel at hand
     python test/python/emu_ptx/generate.py [NAME ...]
     python test/python/emu_ptx/generate.py --sm100a triton_matmul     # the same source for sm_100a
@@ -405,6 +405,21 @@ def describe_params(spec, kernel_args, md, ptx_params, ptx):
     return merged
 
 
+def portable(ptx: str) -> str:
+    """The PTX with its ``.file`` debug paths reduced to names inside the repository or the triton
+    package, so a fixture does not record the machine it was generated on."""
+    def local(match):
+        path = match.group(2)
+        for anchor in ("test/python/emu_ptx/", "site-packages/"):
+            if anchor in path:
+                path = path[path.index(anchor) + (0 if anchor.startswith("test") else len(anchor)):]
+                break
+        else:
+            path = path.rsplit("/", 1)[-1]
+        return f'{match.group(1)}"{path}"'
+    return re.sub(r'^(\s*\.file\s+\d+\s+)"([^"]*)"', local, ptx, flags=re.M)
+
+
 def compile_one(name, spec):
     fn = spec["fn"]
     signature, constexprs, attrs, kargs = jit_specialise(fn, spec["args"])
@@ -413,7 +428,7 @@ def compile_one(name, spec):
                                                       "num_stages": spec["num_stages"],
                                                       "ptx_version": PTX_VERSION})
     md = k.metadata
-    ptx = k.asm["ptx"]
+    ptx = portable(k.asm["ptx"])
     entry, params, directives = read_entry(ptx)
     assert entry == md.name
     nw = md.num_warps
