@@ -744,3 +744,20 @@ def test_a_shared_cta_access_to_another_ctas_window_is_a_fault():
     with pytest.raises(emu.MemoryFault, match=r"shared address 0x[0-9a-f]+ is not in this CTA's window \(rank 1\); "
                                               r"another CTA's shared memory is reached through shared::cluster"):
         prog.launch("k", grid=(2, 1, 1), cluster=(2, 1, 1), block=(32, 1, 1), args=[np.zeros(2, np.uint32)])
+
+
+@pytest.mark.parametrize("remote, error, text", [
+    # mapa to a rank the cluster does not have
+    ("mapa.shared::cluster.u32 %r5, %r2, 2;", emu.ProtocolError, "mapa rank must be below the cluster's 2 CTA"),
+    # a shared::cta mbarrier operation on another CTA's window
+    ("mbarrier.arrive.shared.b64 %rd5, [%r3];", emu.ProtocolError, "is not in this CTA's window"),
+    # a shared::cluster address naming rank 3 of a 2-CTA cluster
+    ("or.b32 %r6, %r2, 0x3000000;\n    mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r6];",
+     emu.ProtocolError, "names CTA rank 3, but the cluster has 2 CTA"),
+    # other mbarrier operations through shared::cluster are not modelled
+    ("mbarrier.try_wait.parity.shared::cluster.b64 %p6, [%r3], 0;", emu.Unsupported, "for arrive"),
+])
+def test_cluster_address_errors(remote, error, text):
+    with pytest.raises(error, match=text):
+        kernel(CLUSTER_BODY.replace("{REMOTE}", remote), shared=MBAR).launch(
+            "k", grid=(2, 1, 1), cluster=(2, 1, 1), block=(32, 1, 1), args=[np.zeros(2, np.uint32)])

@@ -457,3 +457,44 @@ def test_m64_mma_uses_layout_f():
     np.testing.assert_allclose(out[lanes], want, rtol=1e-6, atol=1e-6)
     others = np.setdiff1d(np.arange(128), lanes)
     assert (out[others].view(np.uint32) == 0xA5A5A5A5).all()
+
+
+PAIR_PARAMS = ".param .u64 out, .param .u64 a, .param .u64 b, .param .u32 idesc"
+
+
+@pytest.mark.parametrize("m, text, error", [
+    (256, r"\.cta_group::2 needs a cluster with the CTA pair 0, 1; the cluster has 1 CTA", emu.ProtocolError),
+    (128, r"\.cta_group::2 is modelled for M = 256 with A in shared memory, got M = 128", emu.Unsupported),
+])
+def test_pair_mma_errors(m, text, error):
+    body = ALLOC.format(cols=256) + """
+    ld.param.u64 %rd1, [a];
+    ld.param.u64 %rd2, [b];
+    ld.param.u32 %r6, [idesc];
+    setp.eq.u32 %p3, %r0, 0;
+    @%p3 tcgen05.mma.cta_group::2.kind::f16 [%r2], %rd1, %rd2, %r6, %p3;
+""" + DEALLOC.format(cols=256)
+    idesc = D.encode_instr_descriptor(m, 128)
+    desc = D.encode_smem_descriptor(1024, 16, 1024)
+    program = kernel(body, PAIR_PARAMS)
+    launch = dict(block=(32, 1, 1), smem_bytes=40960, args=[np.zeros(1, np.uint32), desc, desc, idesc])
+    if m == 128:  # the pair exists, the shape is what is not modelled
+        launch.update(grid=(2, 1, 1), cluster=(2, 1, 1))
+    with pytest.raises(error, match=text):
+        program.launch("k", **launch)
+
+
+def test_a_multicast_commit_mask_beyond_the_cluster_is_an_error():
+    body = """
+    .reg .b16 %rs<2>;
+    mov.u32 %r0, %tid.x;
+    setp.ne.u32 %p1, %r0, 0;
+    @%p1 bra DONE;
+    mbarrier.init.shared.b64 [bar], 1;
+    mov.b16 %rs1, 4;
+    tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [bar], %rs1;
+DONE:
+    ret;
+"""
+    with pytest.raises(emu.ProtocolError, match=r"CTA mask 0x4 names ranks beyond the cluster's 1 CTA"):
+        kernel(body).launch("k", block=(32, 1, 1), smem_bytes=1024, args=[np.zeros(1, np.uint32)])

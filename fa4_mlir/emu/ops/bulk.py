@@ -31,7 +31,7 @@ def _lanes(m):
     return LANES if m is FULL else LANES[m]
 
 
-def _shared(w, op, value: int, what: str) -> int:
+def shared_offset(w, op, value: int, what: str) -> int:
     """This CTA's shared-memory offset of a shared::cta or generic operand value."""
     if SHARED_BASE <= value < SHARED_BASE + WINDOW_SIZE:
         value -= SHARED_BASE
@@ -150,8 +150,8 @@ def _tensor(op, ctx, mods) -> None:
                     cta, smem_at = _cluster(w, op, int(dsts[lane]), "the destination")
                     bar_cta, bar_at = _cluster(w, op, int(bars[lane]), "the mbarrier")
                 else:
-                    cta, smem_at = w.cta, _shared(w, op, int(dsts[lane]), "the destination")
-                    bar_cta, bar_at = w.cta, _shared(w, op, int(bars[lane]), "the mbarrier")
+                    cta, smem_at = w.cta, shared_offset(w, op, int(dsts[lane]), "the destination")
+                    bar_cta, bar_at = w.cta, shared_offset(w, op, int(bars[lane]), "the mbarrier")
                 bar_cta.mbarrier(bar_at, w.where(op))
                 where = w.where(op)
                 access = cta.smem.track(InFlight(smem_at, smem_at + tmap.box_bytes, True,
@@ -174,7 +174,7 @@ def _tensor(op, ctx, mods) -> None:
             for lane in _lanes(m):
                 tmap = read_tensor_map(w, op, int(maps[lane]))
                 coord = tuple(int(c[lane]) for c in cs)
-                smem_at = _shared(w, op, int(srcs[lane]), "the source")
+                smem_at = shared_offset(w, op, int(srcs[lane]), "the source")
                 cta = w.cta
                 where = w.where(op)
                 access = cta.smem.track(InFlight(smem_at, smem_at + tmap.box_bytes, False,
@@ -207,9 +207,9 @@ def _bulk_copy(op, ctx, mods) -> None:
         def run(w, m):
             for lane in _lanes(m):
                 n = int(rsize(w)[lane])
-                s_at = _shared(w, op, int(rdst(w)[lane]), "the destination")
+                s_at = shared_offset(w, op, int(rdst(w)[lane]), "the destination")
                 g_at = int(rsrc(w)[lane])
-                b_at = _shared(w, op, int(rbar(w)[lane]), "the mbarrier")
+                b_at = shared_offset(w, op, int(rbar(w)[lane]), "the mbarrier")
                 if n % 16 or s_at % 16 or g_at % 16:
                     raise ProtocolError(f"{w.where(op)}: bulk copy size and addresses must be multiples of 16, got "
                                         f"{n} bytes from 0x{g_at:x} to shared 0x{s_at:x}")
@@ -236,7 +236,7 @@ def _bulk_copy(op, ctx, mods) -> None:
         def run_store(w, m):
             for lane in _lanes(m):
                 n = int(rsize(w)[lane])
-                s_at = _shared(w, op, int(rsrc(w)[lane]), "the source")
+                s_at = shared_offset(w, op, int(rsrc(w)[lane]), "the source")
                 g_at = int(rdst(w)[lane])
                 buf, off = w.launch.memory.resolve(g_at, n, w.where(op))
                 cta = w.cta

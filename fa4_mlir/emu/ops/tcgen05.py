@@ -41,8 +41,9 @@ from fa4_mlir.emu.errors import EmulationError, ProtocolError, Unsupported
 from fa4_mlir.emu.isa import wgmma_layout as L
 from fa4_mlir.emu.isa.tcgen05_desc import decode_instr_descriptor, decode_smem_descriptor, split_tmem_address
 from fa4_mlir.emu.machine import FULL, LANES, WAIT, WARP, Wait
-from fa4_mlir.emu.memory import SHARED_BASE, WINDOW_SIZE, InFlight
+from fa4_mlir.emu.memory import InFlight
 from fa4_mlir.emu.ops import handles, unsupported
+from fa4_mlir.emu.ops.bulk import shared_offset
 from fa4_mlir.emu.ops.operands import address, reader, writer
 from fa4_mlir.emu.ops.sync import arrive
 from fa4_mlir.emu.ops.wgmma import to_float64
@@ -61,13 +62,6 @@ def tmem(cta) -> TensorMemory:
 def _full_warp(w, op, m, what: str) -> None:
     if m is not FULL:
         raise ProtocolError(f"{w.where(op)}: {what} is .sync.aligned: all 32 lanes of the warp must execute it")
-
-
-def _shared_address(w, op, value: int, what: str) -> int:
-    """This CTA's shared-memory offset of a shared::cta (or generic) value."""
-    if value >= SHARED_BASE + WINDOW_SIZE or WINDOW_SIZE <= value < SHARED_BASE:
-        raise ProtocolError(f"{w.where(op)}: {what} must be a shared-memory address of this CTA, got 0x{value:x}")
-    return w.cta.local(value, f"{w.where(op)}: {what}")
 
 
 @handles("tcgen05")
@@ -111,7 +105,7 @@ def _alloc(op, ctx) -> None:
 
     def run(w, m):
         _full_warp(w, op, m, "tcgen05.alloc")
-        ncols, at = int(rcols(w)[0]), _shared_address(w, op, int(addr(w)[0]), "the destination")
+        ncols, at = int(rcols(w)[0]), shared_offset(w, op, int(addr(w)[0]), "the destination")
         memory = tmem(w.cta)
 
         def attempt() -> bool:
