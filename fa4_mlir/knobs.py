@@ -59,3 +59,40 @@ def cache_dir() -> str:
 def require_gpu() -> bool:
     """FA4_REQUIRE_GPU=1: GPU tests fail instead of skipping when no GPU (or torch) is there."""
     return _flag("FA4_REQUIRE_GPU")
+
+
+DEVICES = ("cuda", "emulator")
+EMULATOR_TARGETS = ("sm_100a", "sm_90a")
+
+
+def device() -> str:
+    """FA4_DEVICE: where ``torch.ops.fa4.*`` run. "cuda" (the default): on the GPU that holds the
+    tensors. "emulator": on CPU tensors, in the PTX emulator (``fa4_mlir.emu``), for a target chosen
+    by FA4_EMU_TARGET (see ``fa4_mlir.torch.emulated``)."""
+    text = os.environ.get("FA4_DEVICE", "").strip().lower() or "cuda"
+    if text not in DEVICES:
+        from fa4_mlir.errors import ConfigError
+
+        raise ConfigError(f"FA4_DEVICE must be one of {', '.join(DEVICES)}, got '{text}'")
+    return text
+
+
+def emulator_target() -> str:
+    """FA4_EMU_TARGET: the kernel target the emulator runs for ``torch.ops.fa4.*`` (default sm_100a,
+    the code no GPU here can run)."""
+    text = os.environ.get("FA4_EMU_TARGET", "").strip() or EMULATOR_TARGETS[0]
+    if text not in EMULATOR_TARGETS:
+        from fa4_mlir.errors import ConfigError
+
+        raise ConfigError(f"FA4_EMU_TARGET must be one of {', '.join(EMULATOR_TARGETS)}, got '{text}'")
+    return text
+
+
+def emulator_seed() -> int:
+    """FA4_EMU_SEED: the emulator's scheduler seed for ``torch.ops.fa4.*`` (default 0)."""
+    text = os.environ.get("FA4_EMU_SEED", "").strip() or "0"
+    if not text.isdigit():
+        from fa4_mlir.errors import ConfigError
+
+        raise ConfigError(f"FA4_EMU_SEED must be a non-negative whole number, got '{text}'")
+    return int(text)

@@ -69,6 +69,17 @@ def _owner(array: np.ndarray) -> np.ndarray:
     return root
 
 
+def _byte_span(array: np.ndarray) -> np.ndarray | None:
+    """The bytes from ``array``'s first element to its last, as a uint8 view of the same memory (a
+    strided slice of a buffer NumPy does not own, e.g. a torch tensor's), or None when a stride is
+    negative or the array is empty."""
+    if array.size == 0 or any(s < 0 for s in array.strides):
+        return None
+    nbytes = sum((n - 1) * s for n, s in zip(array.shape, array.strides)) + array.itemsize
+    first = array[tuple(slice(0, 1) for _ in array.shape)].reshape(1).view(np.uint8)
+    return np.lib.stride_tricks.as_strided(first, shape=(nbytes,), strides=(1,))
+
+
 class Allocation:
     __slots__ = ("base", "size", "buf", "name", "array", "writeback")
 
@@ -90,9 +101,11 @@ class GlobalMemory:
         self._next = GLOBAL_BASE
         self._by_buffer: dict[int, Allocation] = {}
 
-    def add_array(self, array: np.ndarray, name: str) -> int:
+    def add_array(self, array: np.ndarray, name: str, strided: bool = False) -> int:
         """Place ``array`` (or the buffer it views) in global memory; returns the address of its first
-        element. Arrays viewing one buffer share one allocation, so aliasing views alias here too."""
+        element. Arrays viewing one buffer share one allocation, so aliasing views alias here too.
+        ``strided``: the kernel addresses the array through its own strides (a tensor map), so a view
+        of a buffer NumPy does not own (a torch tensor's) is placed in place, not compacted."""
         root = _owner(array)
         ptr = array.__array_interface__["data"][0]
         found = self._find_host(ptr)
@@ -105,7 +118,11 @@ class GlobalMemory:
         if not array.flags.writeable:
             buf = np.ascontiguousarray(array).reshape(-1).view(np.uint8).copy()
             return self._place(buf, name, array, None).base
-        # A strided view of a non-contiguous buffer: emulate a contiguous copy, written back after.
+        span = _byte_span(array) if strided else None
+        if span is not None:  # the bytes the view spans, in place: its strides stay valid, writes land
+            return self._place(span, name, array, None).base
+        # A strided view of a non-contiguous buffer behind a pointer: the kernel indexes it as
+        # contiguous, so emulate a contiguous copy, written back after.
         copy = np.ascontiguousarray(array)
         alloc = self._place(copy.reshape(-1).view(np.uint8), name, copy, lambda: np.copyto(array, copy))
         return alloc.base

@@ -122,4 +122,4 @@ def _bind(tmap: TensorMap, memory, what: str) -> TensorMap:
         return tmap
     if tmap.array is None:
         raise LaunchArgumentError(f"{what}: the TensorMap has neither an array nor an address")
-    return tmap.bind(memory.add_array(tmap.array, what))
+    return tmap.bind(memory.add_array(tmap.array, what, strided=True))

@@ -7,7 +7,8 @@ query i when j > i (the top-left diagonal, as torch SDPA's ``is_causal``); the d
 1 / sqrt(D). With ``return_lse`` it also returns the log-sum-exp of each row's scaled logits
 (B, H, Sq) in fp32. bf16 or fp16, head dims 64, 128, 256 on sm_90 (64, 96, 128 on sm_100); any
 sequence lengths; each tensor with a unit innermost stride and other strides multiples of 16 bytes
-(a slice of a packed QKV tensor works). The output is a new contiguous tensor; no autograd.
+(a slice of a packed QKV tensor works). The output is a new contiguous tensor; no autograd. On CPU
+tensors it runs the kernel in the PTX emulator when asked (``fa4_mlir.torch.emulated``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from fa4_mlir.configs.attention import HEAD_DIMS, AttentionConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import launch_geometry
 from fa4_mlir.runtime.tensormap import GlobalTensor
-from fa4_mlir.torch.tensors import current_stream, fa4_dtype, require_cuda
+from fa4_mlir.torch.emulated import emulator, host_tensor, placement
+from fa4_mlir.torch.tensors import current_stream, fa4_dtype
 
 _lib = torch.library.Library("fa4", "FRAGMENT")
 _lib.define("flash_attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? softmax_scale=None, "
@@ -75,32 +77,40 @@ def _check_layout(name: str, t: torch.Tensor) -> None:
                           f"pass {name}.contiguous()")
 
 
-def _as_map(t: torch.Tensor, dtype: str) -> GlobalTensor:
-    """The (B, S, H, D) tensor as the kernel's 4-D tensor-map operand. A size-1 dimension's stride is
-    arbitrary in torch; it gets the contiguous one, which TMA accepts."""
+def _map_strides(t: torch.Tensor) -> tuple[int, ...]:
+    """The strides of the (B, S, H, D) tensor as the kernel's 4-D tensor-map operand. A size-1
+    dimension's stride is arbitrary in torch; it gets the contiguous one, which TMA accepts."""
     strides = list(t.stride())
     strides[3] = 1
     for i in (2, 1, 0):
         if t.shape[i] == 1:
             strides[i] = strides[i + 1] * t.shape[i + 1]
-    return GlobalTensor(t.data_ptr(), dtype, tuple(t.shape), tuple(strides), t.device.index)
+    return tuple(strides)
 
 
-def _check_head_dim(device: int, d: int) -> None:
-    dims = HEAD_DIMS[runtime.device_target(device)]
+def _as_map(t: torch.Tensor, dtype: str) -> GlobalTensor:
+    if t.device.type == "cpu":  # the emulator's operand: the same description over host memory
+        return host_tensor(t, dtype, _map_strides(t))
+    return GlobalTensor(t.data_ptr(), dtype, tuple(t.shape), _map_strides(t), t.device.index)
+
+
+def _check_head_dim(target: str, d: int, where: str) -> None:
+    dims = HEAD_DIMS[target]
     if d not in dims:
-        raise LaunchError(f"flash_attention: head_dim must be one of {', '.join(map(str, dims))} on this GPU, got {d}")
+        raise LaunchError(f"flash_attention: head_dim must be one of {', '.join(map(str, dims))} on {where}, got {d}")
 
 
 def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                        softmax_scale: float | None = None, return_lse: bool = False):
-    device = require_cuda(q, "flash_attention: q")
-    for name, t in (("k", k), ("v", v)):
-        if require_cuda(t, f"flash_attention: {name}") != device:
-            raise LaunchError(f"flash_attention: {name} must be on q's device cuda:{device}, got '{t.device}'")
+    where = placement("flash_attention", {"q": q, "k": k, "v": v})
     dtype = fa4_dtype(q, "flash_attention: q")
     b, sq, sk, h, hk, d = _shapes(q, k, v)
-    _check_head_dim(device, d)
+    if isinstance(where, emulator):
+        target = where.target
+        _check_head_dim(target, d, f"{target} in the emulator")
+    else:
+        target = runtime.device_target(where)
+        _check_head_dim(target, d, "this GPU")
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
     if not math.isfinite(scale) or scale <= 0:
         raise LaunchError(f"flash_attention: softmax_scale must be finite and > 0, got {softmax_scale}")
@@ -114,22 +124,32 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
         return out, lse
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_layout(name, t)
-    config, kernel = _kernel(device, dtype, d, bool(causal), h // hk)
+    if isinstance(where, emulator):
+        config = AttentionConfig(target=target, dtype=dtype, head_dim=d, causal=bool(causal), group=h // hk)
+        launch(config, where.load("attention", config), q, k, v, out, lse if return_lse else None, scale,
+               emulated=where)
+        return out, lse
+    config, kernel = _kernel(where, dtype, d, bool(causal), h // hk)
     launch(config, kernel, q, k, v, out, lse if return_lse else None, scale)
     return out, lse
 
 
-def launch(config: AttentionConfig, kernel: runtime.Kernel, q, k, v, out, lse, scale: float) -> None:
+def launch(config: AttentionConfig, kernel: runtime.Kernel, q, k, v, out, lse, scale: float,
+           emulated: emulator | None = None) -> None:
     """Run ``kernel`` (built for ``config``) on checked (B, S, H, D) tensors into ``out`` (and ``lse``
-    unless None) on the current stream; benchmarks use it to time other tile choices."""
+    unless None) on the current stream, or in ``emulated`` (kernel loaded there, CPU tensors);
+    benchmarks use it to time other tile choices."""
     b, sq, h, _ = q.shape
     sk = k.shape[1]
     dtype = fa4_dtype(q, "flash_attention: q")
     grid = launch_geometry(config, b, sq, h, sk)
-    kernel.launch(grid, {"q": _as_map(q, dtype), "k": _as_map(k, dtype), "v": _as_map(v, dtype),
-                         "o": _as_map(out, dtype), "lse": (lse if lse is not None else out).data_ptr(),
-                         "seq_q": sq, "seq_k": sk, "num_heads": h, "scale_log2e": scale * math.log2(math.e),
-                         "write_lse": int(lse is not None)},
+    args = {"q": _as_map(q, dtype), "k": _as_map(k, dtype), "v": _as_map(v, dtype), "o": _as_map(out, dtype),
+            "seq_q": sq, "seq_k": sk, "num_heads": h, "scale_log2e": scale * math.log2(math.e),
+            "write_lse": int(lse is not None)}
+    if emulated is not None:
+        emulated.run(kernel, grid, {**args, "lse": None if lse is None else lse.detach().numpy()})
+        return
+    kernel.launch(grid, {**args, "lse": (lse if lse is not None else out).data_ptr()},
                   stream=current_stream(q.device.index))
 
 

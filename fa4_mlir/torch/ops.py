@@ -4,7 +4,8 @@
 its residual epilogue (see ``gemm_residual``).
 
 ``copy_pipeline(x, scale) -> scale * x``: the copy-pipeline kernel on a 2-D tensor. ``x`` is bf16 or
-fp16 on an sm_90 or sm_100 GPU, with a unit innermost stride, a 16-byte aligned start and rows a
+fp16 on an sm_90 or sm_100 GPU (or on the CPU in the PTX emulator, when asked: see
+``fa4_mlir.torch.emulated``), with a unit innermost stride, a 16-byte aligned start and rows a
 multiple of 16 bytes apart (TMA's rules); any number of rows, and columns a multiple of 8. The
 result is a new contiguous tensor; math is in f32, rounded once.
 
@@ -23,7 +24,8 @@ from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels import gemm
 from fa4_mlir.kernels.copy_pipeline import launch_geometry
-from fa4_mlir.torch.tensors import current_stream, fa4_dtype, global_tensor, require_cuda
+from fa4_mlir.torch.emulated import emulator, host_tensor, placement
+from fa4_mlir.torch.tensors import current_stream, fa4_dtype, global_tensor
 
 _lib = torch.library.Library("fa4", "DEF")
 _lib.define("copy_pipeline(Tensor x, float scale) -> Tensor")
@@ -48,16 +50,23 @@ def _check_shape(x: torch.Tensor) -> None:
 
 def copy_pipeline(x: torch.Tensor, scale: float) -> torch.Tensor:
     """``scale * x`` through the fa4 copy-pipeline kernel (TMA load, smem ring, TMA store)."""
-    device = require_cuda(x, "copy_pipeline: x")
+    where = placement("copy_pipeline", {"x": x})
     dtype = fa4_dtype(x, "copy_pipeline: x")
     _check_shape(x)
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if x.numel() == 0:
         return out
-    config, kernel = _copy_kernel(device, dtype)
+    if isinstance(where, emulator):
+        config = CopyPipelineConfig(dtype=dtype, target=where.target)
+        kernel = where.load("copy-pipeline", config)
+        grid, tiles = launch_geometry(config, x.shape[0], x.shape[1], kernel.resident_ctas)
+        where.run(kernel, grid, {"src": host_tensor(x, dtype), "dst": host_tensor(out, dtype), **tiles,
+                                 "scale": float(scale)})
+        return out
+    config, kernel = _copy_kernel(where, dtype)
     grid, tiles = launch_geometry(config, x.shape[0], x.shape[1], kernel.resident_ctas)
     kernel.launch(grid, {"src": global_tensor(x, dtype), "dst": global_tensor(out, dtype), **tiles,
-                         "scale": float(scale)}, stream=current_stream(device))
+                         "scale": float(scale)}, stream=current_stream(where))
     return out
 
 
@@ -122,10 +131,7 @@ def gemm_residual(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, alpha: floa
     multiples of 8 for contiguous tensors): TMA's rule. The product accumulates in f32 and the
     epilogue rounds once; with ``beta = 0``, ``c`` is not read (NaN in it does not propagate).
     """
-    device = require_cuda(a, "gemm_residual: a")
-    for name, t in (("b", b), ("c", c)):
-        if require_cuda(t, f"gemm_residual: {name}") != device:
-            raise LaunchError(f"gemm_residual: {name} must be on a's device cuda:{device}, got '{t.device}'")
+    where = placement("gemm_residual", {"a": a, "b": b, "c": c})
     dtype = fa4_dtype(a, "gemm_residual: a")
     m, n, k = _gemm_shapes(a, b, c)
     out = torch.empty((m, n), dtype=a.dtype, device=a.device)
@@ -134,12 +140,19 @@ def gemm_residual(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, alpha: floa
     if k == 0:  # no product: D = beta * C, which TMA cannot tile (a zero-sized dimension)
         return out.copy_(c * beta if beta != 0 else torch.zeros_like(c))
     b_major, b_mem = _b_operand(b)
-    config, kernel = _gemm_kernel(device, dtype, b_major)
-    grid, scalars = gemm.launch_geometry(config, m, n, k, kernel.resident_ctas)
+    scalars = {"alpha": float(alpha), "beta": float(beta), "has_c": int(beta != 0)}
+    if isinstance(where, emulator):
+        config = GemmConfig(dtype=dtype, target=where.target, b_major=b_major)
+        kernel = where.load("gemm", config)
+        grid, tiles = gemm.launch_geometry(config, m, n, k, kernel.resident_ctas)
+        where.run(kernel, grid, {"a": host_tensor(a, dtype), "b": host_tensor(b_mem, dtype),
+                                 "c": host_tensor(c, dtype), "d": host_tensor(out, dtype), **tiles, **scalars})
+        return out
+    config, kernel = _gemm_kernel(where, dtype, b_major)
+    grid, tiles = gemm.launch_geometry(config, m, n, k, kernel.resident_ctas)
     kernel.launch(grid, {"a": global_tensor(a, dtype), "b": global_tensor(b_mem, dtype),
-                         "c": global_tensor(c, dtype), "d": global_tensor(out, dtype), **scalars,
-                         "alpha": float(alpha), "beta": float(beta), "has_c": int(beta != 0)},
-                  stream=current_stream(device))
+                         "c": global_tensor(c, dtype), "d": global_tensor(out, dtype), **tiles, **scalars},
+                  stream=current_stream(where))
     return out
 
 
