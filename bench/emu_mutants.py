@@ -35,6 +35,7 @@ import argparse
 import contextlib
 import json
 import math
+import multiprocessing
 import os
 import re
 import signal
@@ -50,7 +51,8 @@ from fa4_mlir import emu
 from fa4_mlir.emu import machine, memory
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from emu_mutants_report import EXPLAINED, NOOP_KINDS, machine_words, markdown  # noqa: E402
+import emu_mutants_checks as checks  # noqa: E402
+from emu_mutants_report import EXPLAINED, GENERIC, NOOP_KINDS, machine_words, markdown  # noqa: E402
 
 SEEDS = 20
 DEFAULT_DELAY = 400   # Program.launch's max_delay: async completions 1..400 warp-instructions after issue
@@ -165,18 +167,22 @@ def gemm_case(tmp: str, m: int = 256, n: int = 256, k: int = 256, alpha: float =
                 "|D - ref| <= 2^-7 (|ref| + 1)")
 
 
-def attention_case(tmp: str, causal: bool, sq: int, sk: int, d: int = 64, block_n: int = 64) -> Case:
+def attention_case(tmp: str, causal: bool, sq: int, sk: int, d: int = 64, block_n: int = 64,
+                   boost: float = 1.0) -> Case:
     """attention forward, one head: O = softmax(scale Q K') V and the LSE; causal is FA's top-left
-    diagonal (key j visible to query i iff j <= i)."""
+    diagonal (key j visible to query i iff j <= i). ``boost`` scales the keys of the last K/V tile, so the
+    running row maximum jumps there and the sm_100a correction warpgroup's lazy rescale runs."""
     name = "attention-causal" if causal else "attention"
     tiling = ("--block-n", str(block_n)) if TARGET == "sm_90a" else ()  # sm_100a: the config's own (128)
     ptx, man = build("attention", os.path.join(tmp, name), "--head-dim", str(d), *tiling,
                      "--causal" if causal else "--no-causal")
     rows = man["config"].get("num_q", 1) * 128 if TARGET == "sm_100a" else 128  # query rows per CTA
-    block_n = man["config"].get("block_n") or (128 if TARGET == "sm_100a" else block_n)
+    block_n = man["config"].get("block_n") or (_sm100_block_n(d) if TARGET == "sm_100a" else block_n)
     ps = man["params"]
     rng = np.random.default_rng(3)
-    q, k, v = (bf16(rng.standard_normal((1, s, 1, d))) for s in (sq, sk, sk))
+    q, k, v = (rng.standard_normal((1, s, 1, d)) for s in (sq, sk, sk))
+    k[:, (sk - 1) // block_n * block_n:] *= boost
+    q, k, v = bf16(q), bf16(k), bf16(v)
     scale = 1 / math.sqrt(d)
     s = np.einsum("qd,kd->qk", f64(q[0, :, 0]), f64(k[0, :, 0])) * scale
     if causal:
@@ -203,12 +209,26 @@ def attention_case(tmp: str, causal: bool, sq: int, sk: int, d: int = 64, block_
                 "|O - ref| <= 2e-2, |LSE - ref| <= 1e-3")
 
 
+def _sm100_block_n(d: int) -> int:
+    """The sm_100a attention's K/V tile (keys) at head dim ``d``, from its config (fa4_mlir.layouts)."""
+    from fa4_mlir.configs.attention import AttentionConfig
+    from fa4_mlir.kernels.attention.dims import Dims
+
+    return Dims(AttentionConfig(target="sm_100a", head_dim=d)).f.bn
+
+
 MAKERS = {
     "copy": lambda tmp: copy_case(tmp),
     # sm_100a: four tiles, so each of the two TMEM accumulator stages is reused (its empty barrier waited on)
     "gemm": lambda tmp: gemm_case(tmp) if TARGET == "sm_90a" else gemm_case(tmp, m=512),
-    "attention": lambda tmp: attention_case(tmp, causal=False, sq=128, sk=320),
-    "attention-causal": lambda tmp: attention_case(tmp, causal=True, sq=256, sk=256),
+    # sm_100a: 256 queries (both Q halves of the 2Q CTA hold real rows) and 6 K/V tiles of 192 keys (head dim
+    # 64), so the 4-stage K and V rings are reused by the peeled first tile and the loop; the last tile's
+    # keys are boosted so the row maximum jumps and the correction warpgroup's lazy rescale runs. (The
+    # causal case's 2 tiles use each ring stage once: its ring waits and releases are shape gaps.)
+    "attention": lambda tmp: attention_case(tmp, causal=False, sq=128, sk=320) if TARGET == "sm_90a" else
+    attention_case(tmp, causal=False, sq=256, sk=1152, boost=4.0),
+    "attention-causal": lambda tmp: attention_case(tmp, causal=True, sq=256, sk=256,
+                                                   boost=1.0 if TARGET == "sm_90a" else 4.0),
 }
 
 
@@ -313,11 +333,16 @@ _DELETE = [("tcgen05.commit", re.compile(r"^\s*tcgen05\.commit\.")),
            ("fence.proxy.async", re.compile(r"^\s*fence\.proxy\.async")),
            ("wgmma.fence", re.compile(r"^\s*wgmma\.fence\.")),
            ("fence.mbarrier_init", re.compile(r"^\s*fence\.mbarrier_init")),
-           ("tcgen05.fence", re.compile(r"^\s*tcgen05\.fence::"))]
+           ("tcgen05.fence::before_thread_sync", re.compile(r"^\s*tcgen05\.fence::before_thread_sync")),
+           ("tcgen05.fence::after_thread_sync", re.compile(r"^\s*tcgen05\.fence::after_thread_sync"))]
 KINDS = ["mbarrier wait", "wgmma.wait_group deleted", "wgmma.wait_group N+1", "bulk wait_group deleted", "bar.sync",
          "bar.arrive", "tcgen05.commit", "tcgen05.wait::ld", "tcgen05.wait::st", "fence.proxy.async", "wgmma.fence",
-         "fence.mbarrier_init", "tcgen05.fence"]
+         "fence.mbarrier_init", "tcgen05.fence::before_thread_sync", "tcgen05.fence::after_thread_sync"]
 DEFAULT_KINDS = KINDS[:9]
+# sm_100a also deletes every fence our kernels emit: the race checks (fa4_mlir.emu.races) model the proxy and
+# tcgen05 fences; fence.mbarrier_init stays a no-op (a 1-CTA launch orders the init by bar.sync).
+SM100_KINDS = DEFAULT_KINDS + ["fence.proxy.async", "fence.mbarrier_init", "tcgen05.fence::before_thread_sync",
+                               "tcgen05.fence::after_thread_sync"]
 
 
 def sites(ptx: str) -> list[tuple[str, int, str, str]]:
@@ -373,16 +398,33 @@ def study(case: Case, mutant: Mutant, seeds: int, all_mutants: list[Mutant]) -> 
             result["reached"] = True
             break
         result["reached"] = probe_reached(case, mutant.line, i)
-        if result["reached"]:  # seeds 1.. (an unexecuted line changes nothing: no point running them)
+        if result["reached"]:
+            entry = EXPLAINED.get(explained_key(mutant))
+            if mutant.kind in GENERIC and not (entry and entry["text"] == mutant.text):
+                # The kind's experiment first: one that shows the deletion orders nothing makes the other
+                # seeds (and the long-delay pass) pointless, and the study affordable (the lowering fences
+                # every tcgen05 access: most fence mutants are redundant fences).
+                result.update(reached=True, variant=i)
+                escape, why = explain_generic(case, mutant, result, seeds, all_mutants)
+                if escape == "equivalent":
+                    result.update(escape=escape, why=why, seeds_run=1)
+                    break
+            # seeds 1.. (an unexecuted line changes nothing: no point running them)
             rest = first_detection(case, program, seeds, start=1, variant=i)
             result = {**rest, "bit_identical": result["bit_identical"] and rest.get("bit_identical", True),
                       "reached": True, "variant": i}
             break
-    if result["seed"] is None:
-        if result["reached"] and mutant.kind not in NOOP_KINDS:
-            long = first_detection(case, program, seeds, LONG_DELAY, variant=result["variant"])
-            result["long_delay"] = {"seed": long["seed"], "how": long["how"]}
-        result["escape"], result["why"] = explain(case, mutant, result, seeds, all_mutants)
+    if result["seed"] is None and "escape" not in result:
+        entry = EXPLAINED.get(explained_key(mutant))
+        generic = result["reached"] and mutant.kind in GENERIC and not (entry and entry["text"] == mutant.text)
+        if generic:  # its experiment did not confirm it at seed 0: again, after all seeds
+            result["escape"], result["why"] = explain_generic(case, mutant, result, seeds, all_mutants)
+        if not generic or result["escape"] == "UNEXPLAINED":
+            if result["reached"] and mutant.kind not in NOOP_KINDS:
+                long = first_detection(case, program, seeds, LONG_DELAY, variant=result["variant"])
+                result["long_delay"] = {"seed": long["seed"], "how": long["how"]}
+            if not generic or result["long_delay"]["seed"] is not None:
+                result["escape"], result["why"] = explain(case, mutant, result, seeds, all_mutants)
     result["launch"] = case.variants[result["variant"]].label
     result["seconds"] = time.perf_counter() - start
     return result
@@ -473,6 +515,11 @@ def _site(all_mutants: list[Mutant], kind: str, ordinal: int) -> Mutant | None:
     return next((m for m in all_mutants if m.kind == kind and m.ordinal == ordinal), None)
 
 
+def explained_key(mutant: Mutant) -> str:
+    """EXPLAINED's key: kernel:kind#ordinal, prefixed by the target for sm_100a (the kernels share names)."""
+    return mutant.ident if TARGET == "sm_90a" else f"{TARGET}:{mutant.ident}"
+
+
 def explain(case: Case, mutant: Mutant, result: dict, seeds: int, all_mutants: list[Mutant]) -> tuple[str, str]:
     """(category, reason) of an escape; category "UNEXPLAINED" when no reason is confirmed."""
     if not result["reached"]:
@@ -482,15 +529,47 @@ def explain(case: Case, mutant: Mutant, result: dict, seeds: int, all_mutants: l
         return "fence no-op", NOOP_KINDS[mutant.kind]
     if result["long_delay"]["seed"] is not None:
         return "long delays", f"{DELAY_BLIND} (seed {result['long_delay']['seed']}: {result['long_delay']['how']})"
-    entry = EXPLAINED.get(mutant.ident)
+    entry = EXPLAINED.get(explained_key(mutant))
     if not entry or entry["text"] != mutant.text:
         return "UNEXPLAINED", "UNEXPLAINED"
     check, why, variant = entry["check"], entry["why"], result["variant"]
-    if check[0] == "never_blocks":
+    if check[0] in ("never_blocks", "gap_never_blocks"):
         if blocks_ever(case, mutant.line, seeds, variant):
             return "UNEXPLAINED", "UNEXPLAINED (the unmutated kernel's wait here does block)"
-        return "equivalent", f"{why} Checked: it never blocks in the unmutated kernel (seeds 0-{seeds - 1}, " \
-                             "both delays)."
+        return "equivalent" if check[0] == "never_blocks" else "shape gap", \
+            f"{why} Checked: it never blocks in the unmutated kernel (seeds 0-{seeds - 1}, both delays)."
+    if check[0] == "gap_unreached":  # what the wait protects never runs at this shape
+        lines = case.ptx.split("\n")
+        at = next((k + 1 for k in range(mutant.line, min(len(lines), mutant.line + 40)) if check[1] in lines[k]), None)
+        if at is None or probe_reached(case, at, variant):
+            return "UNEXPLAINED", f"UNEXPLAINED (the {check[1]} after it is reached)"
+        return "shape gap", (f"{why} Checked: line {at} ({check[1]}) never executes in this launch (replaced by "
+                             f"trap, seed 0).")
+    if check[0] == "ordered_next":  # the race checks order the access the wait protected through another path
+        lines = case.ptx.split("\n")
+        at = next((k + 1 for k in range(mutant.line, min(len(lines), mutant.line + 40)) if check[1] in lines[k]), None)
+        if at is None:
+            return "UNEXPLAINED", f"UNEXPLAINED (no {check[1]} within 40 lines after it)"
+        runs = dict(run_once=run_once, seeds=min(seeds, CHECK_SEEDS), delays=(DEFAULT_DELAY, LONG_DELAY),
+                    variant=variant)
+        try:
+            met, total = checks.ordered_access(case, mutant.ptx, at, **runs)
+        except RuntimeError as exc:
+            return "UNEXPLAINED", f"UNEXPLAINED (the experiment's run failed: {_short(str(exc))})"
+        if not met:
+            return "UNEXPLAINED", f"UNEXPLAINED (the access at line {at} never met another warp's access)"
+        return "equivalent", (f"{why} Checked (seeds 0-{runs['seeds'] - 1}, max_delay {DEFAULT_DELAY} and "
+                              f"{LONG_DELAY}): in {met} of the mutant's {total} executions of line {at} another warp's "
+                              f"access to those bytes was on record, and the race checks found it ordered before.")
+    if check[0] in ("never_awaited", "gap_never_awaited"):
+        runs = dict(run_once=run_once, seeds=min(seeds, CHECK_SEEDS), delays=(DEFAULT_DELAY, LONG_DELAY),
+                    variant=variant)
+        arrivals, waits = checks.never_awaited(case, mutant.line, **runs)
+        if not arrivals or waits:
+            return "UNEXPLAINED", f"UNEXPLAINED ({arrivals} arrivals, {waits} waits on their mbarriers after them)"
+        return "equivalent" if check[0] == "never_awaited" else "shape gap", (
+            f"{why} Checked (seeds 0-{runs['seeds'] - 1}, max_delay {DEFAULT_DELAY} and {LONG_DELAY}): the "
+            f"unmutated kernel's commit arrives {arrivals} times and no warp waits on those mbarriers afterwards.")
     if check[0] == "nan_fill":
         with nan_filled_smem():
             found = confirm(case, emu.load_ptx(mutant.ptx), emu.load_ptx(case.ptx), seeds, LONG_DELAY, variant)
@@ -523,23 +602,88 @@ def explain(case: Case, mutant: Mutant, result: dict, seeds: int, all_mutants: l
                           f"{site.line}) is detected (seed {found['seed']}{delay}: {_short(found['how'])}).")
 
 
+CHECK_SEEDS = 3  # seeds (each with both delays) of the generic experiments: each warp's path, not the timing
+
+
+def explain_generic(case: Case, mutant: Mutant, result: dict, seeds: int, all_mutants: list[Mutant]) -> tuple[str, str]:
+    """The GENERIC reason of the mutant's kind, if its experiment (emu_mutants_checks) confirms it."""
+    entry, variant = GENERIC[mutant.kind], result["variant"]
+    check, why = entry["check"], entry["why"]
+    runs = dict(run_once=run_once, seeds=min(seeds, CHECK_SEEDS), delays=(DEFAULT_DELAY, LONG_DELAY), variant=variant)
+    done = f"seeds 0-{runs['seeds'] - 1}, max_delay {DEFAULT_DELAY} and {LONG_DELAY}"
+    if check[0] == "twin_near":
+        near = [m for m in all_mutants if m.kind == check[1] and m is not mutant and abs(m.line - mutant.line) <= check[2]]
+        if not near:
+            return "UNEXPLAINED", f"UNEXPLAINED (no {check[1]} within {check[2]} lines)"
+        twin = min(near, key=lambda m: abs(m.line - mutant.line))
+        lines = mutant.ptx.split("\n")
+        lines[twin.line - 1] = twin.ptx.split("\n")[twin.line - 1]
+        found = first_detection(case, emu.load_ptx("\n".join(lines)), seeds, variant=variant)
+        if found["seed"] is None:
+            return "UNEXPLAINED", f"UNEXPLAINED (removing it with its twin at line {twin.line} is not detected either)"
+        return "equivalent", (f"{why.replace('{twin}', str(twin.line))} Checked: removing both (lines {mutant.line} and "
+                              f"{twin.line}) is detected (seed {found['seed']}: {_short(found['how'])}).")
+    try:
+        if check[0] == "covered_waits":
+            seen = [f"line {a}: {b}" for a, b in checks.covered_waits(case, mutant.ptx, check[1], **runs)]
+            what = (f"at every release (arrive, barrier, commit) of a warp, its tcgen05.{check[1]}s are retired by a "
+                    f"wait::{check[1]} and published by a later before-fence or commit")
+        elif check[0] == "redundant_after_fence":
+            needed, checked = checks.cached(checks.redundant_after_fences, case, **runs).get(mutant.line, [0, 0])
+            seen = [f"{needed} of the warp's next tcgen05 accesses need it"] if needed else []
+            what = (f"in the unmutated kernel, the {checked} tcgen05 accesses that follow the fence at line "
+                    f"{mutant.line} (up to its warp's next after-fence) with another warp's records on their cells "
+                    f"or operands are all ordered by the warp's view before that fence")
+        elif check[0] == "superseded_before_fence":
+            seen = [f"line {x}" for x in checks.cached(checks.superseded_before_fences, case, **runs).get(mutant.line, [])]
+            what = (f"after the unmutated kernel's fence at line {mutant.line} its warp fences again (or commits) "
+                    f"before its next release (arrive, barrier)")
+        else:  # init_ordered
+            seen = [f"line {x}" for x in checks.init_ordered(case, mutant.ptx, **runs)]
+            what = "every mbarrier operation, bulk copy and commit is ordered after the CTA's mbarrier.init (1 CTA)"
+    except RuntimeError as exc:  # the instrumented run itself failed: a real race the seeds above missed
+        return "UNEXPLAINED", f"UNEXPLAINED (the experiment's run failed: {_short(str(exc))})"
+    if not seen:
+        return "equivalent", f"{why} Checked by an instrumented run ({done}): {what}."
+    if mutant.kind.startswith("tcgen05."):
+        # The structural argument does not hold: fall back on the race checks' verdict over more runs.
+        try:
+            count = checks.race_checked(case, mutant.ptx, **runs)
+        except RuntimeError as exc:
+            return "UNEXPLAINED", f"UNEXPLAINED (not {what}: {'; '.join(seen[:3])}; and {_short(str(exc))})"
+        return "equivalent", (f"equivalent mutant per the race checks: the remaining waits and fences order every "
+                              f"access it would have (not structurally: {'; '.join(seen[:2])}). Checked ({done}): "
+                              f"{count} tcgen05 accesses over cells another warp had accessed, each ordered by the "
+                              f"ISA's rules (docs/emulator.md, Race detection).")
+    return "UNEXPLAINED", f"UNEXPLAINED (not {what}: {'; '.join(seen[:3])})"
+
+
 # -- the study ---------------------------------------------------------------------------------------
+_WORK: dict = {}  # the case being studied, for the (forked) workers of --jobs
+
+
+def _study_one(index: int) -> tuple[int, dict]:
+    return index, study(_WORK["case"], _WORK["mutants"][index], _WORK["seeds"], _WORK["mutants"])
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=SEEDS, help=f"seeds per mutant, 0..N-1 (default {SEEDS})")
     p.add_argument("--kernels", default=",".join(MAKERS), help="comma-separated subset of " + ", ".join(MAKERS))
-    p.add_argument("--kinds", default=",".join(DEFAULT_KINDS),
+    p.add_argument("--kinds", default=None,
                    help="comma-separated subset of: " + ", ".join(KINDS) + "; or 'all' (default: all but the "
-                   "fences, which the emulator executes as no-ops)")
+                   "fences for sm_90a; for sm_100a also fence.proxy.async, fence.mbarrier_init and tcgen05.fence::*)")
     p.add_argument("--target", choices=("sm_90a", "sm_100a"), default="sm_90a",
                    help="mutate the sm_90a kernels (default) or the sm_100a ones (issue 21; 1-CTA kernels)")
+    p.add_argument("--jobs", type=int, default=1, help="mutants studied in parallel (forked processes; default 1)")
     p.add_argument("--markdown", metavar="FILE", help="write the report here")
     p.add_argument("--json", metavar="FILE", help="write every mutant's result here")
     args = p.parse_args(argv)
     global TARGET
     TARGET = args.target
     which = args.kernels.split(",")
-    kinds = set(KINDS) if args.kinds == "all" else set(args.kinds.split(","))
+    default = SM100_KINDS if TARGET == "sm_100a" else DEFAULT_KINDS
+    kinds = set(KINDS) if args.kinds == "all" else set((args.kinds or ",".join(default)).split(","))
     if set(which) - set(MAKERS) or kinds - set(KINDS) or args.seeds < 1:
         p.error("unknown kernel or kind, or --seeds < 1")
     start = time.perf_counter()
@@ -553,18 +697,26 @@ def main(argv=None) -> int:
                   f"{b['max_error_x_tol']:.3g} x tolerance, bit-identical across seeds: {b['bit_identical']}, "
                   f"{b['seconds_per_run']:.2f} s/run", flush=True)
             all_mutants = mutants(case)
-            for m in all_mutants:
-                if m.kind not in kinds:
-                    continue
-                r = study(case, m, args.seeds, all_mutants)
+            chosen = [i for i, m in enumerate(all_mutants) if m.kind in kinds]
+            _WORK.update(case=case, mutants=all_mutants, seeds=args.seeds)
+            if args.jobs > 1:  # forked workers inherit the case (its launches are closures)
+                pool = multiprocessing.get_context("fork").Pool(args.jobs)
+                results = pool.imap(_study_one, chosen)
+            else:
+                pool, results = None, map(_study_one, chosen)
+            for i, r in results:
+                m = all_mutants[i]
                 rows.append({"kernel": m.kernel, "kind": m.kind, "line": m.line, "text": m.text,
                              "replacement": m.replacement, "ident": m.ident, **r})
                 verdict = f"seed {r['seed']}: {r['how']}" if r["seed"] is not None else f"NOT DETECTED: {r['why']}"
                 print(f"  line {m.line:5d} {m.kind:24s} {m.text[:56]:56s} -> {verdict[:150]} ({r['seconds']:.1f} s)",
                       flush=True)
+            if pool is not None:
+                pool.close()
+                pool.join()
     command = "python bench/emu_mutants.py " + " ".join(argv if argv is not None else sys.argv[1:])
     meta = {"command": command.strip(), "date": time.strftime("%Y-%m-%d"), "seeds": args.seeds,
-            "baselines": baselines, "machine": machine_words(), "seconds": time.perf_counter() - start,
+            "baselines": baselines, "machine": machine_words(), "seconds": time.perf_counter() - start, "jobs": args.jobs,
             "default_delay": DEFAULT_DELAY, "long_delay": LONG_DELAY, "target": TARGET}
     text = markdown(rows, meta)
     print(text)

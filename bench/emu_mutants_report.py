@@ -16,16 +16,35 @@ from collections import Counter
 
 import numpy as np
 
-NOOP_KINDS = {"fence.proxy.async": (
-    "emulator blind spot (by design): fences are no-ops, shared memory is one sequentially consistent store, so "
-    "generic-proxy writes are always visible to the async proxy (TMA store, wgmma) that reads them next"),
-    "wgmma.fence": (
+NOOP_KINDS = {"wgmma.fence": (
     "emulator blind spot: wgmma.fence is not checked; the ISA requires it before the first wgmma.mma_async and "
-    "between register or shared-memory writes and a wgmma that reads them, but the emulator reads operands in order"),
-    "fence.mbarrier_init": (
-    "emulator blind spot (by design): fence.mbarrier_init is a no-op; mbarrier.init is visible at once (the "
-    "CTA-wide bar.sync 0 after it orders the init before every use within the CTA, the ISA's fence makes it "
-    "visible to the async proxy and the cluster)")}
+    "between register or shared-memory writes and a wgmma that reads them, but the emulator reads operands in order")}
+# Reasons that hold for every escaped mutant of a kind, each with the experiment (bench/emu_mutants_checks.py)
+# the study runs on it before it counts; {n} becomes the number of runs, {twin} the twin's PTX line.
+GENERIC: dict[str, dict] = {
+    "tcgen05.wait::st": dict(check=("covered_waits", "st"), why=(
+        "equivalent mutant: a later tcgen05.wait::st of the same warp retires the stores this one did (wait::st "
+        "waits for all prior tcgen05.st of the thread), and a before-fence publishes them, before the warp's next "
+        "release.")),
+    "tcgen05.wait::ld": dict(check=("covered_waits", "ld"), why=(
+        "equivalent mutant: a later tcgen05.wait::ld of the same warp retires the loads this one did (wait::ld "
+        "waits for all prior tcgen05.ld of the thread), and a before-fence publishes them, before the warp's next "
+        "release.")),
+    "tcgen05.fence::after_thread_sync": dict(check=("redundant_after_fence",), why=(
+        "equivalent mutant: the lowering fences every tcgen05 access; an earlier after-fence of the same warp already "
+        "orders each access that follows this one (what the warp acquired since is about cells it does not touch).")),
+    "tcgen05.fence::before_thread_sync": dict(check=("superseded_before_fence",), why=(
+        "equivalent mutant: the warp fences again (a later tcgen05.fence::before_thread_sync or a commit, which "
+        "performs one) before its next release, and that publishes everything this one would have.")),
+    "fence.proxy.async": dict(check=("twin_near", "fence.proxy.async", 12), why=(
+        "equivalent mutant: the epilogue fences the staging tile twice, in every writing thread before the named "
+        "barrier and in the storing thread after it (line {twin}); either fence on the path from the st.shared to "
+        "the TMA store orders the writes for the async proxy.")),
+    "fence.mbarrier_init": dict(check=("init_ordered",), why=(
+        "equivalent mutant in a 1-CTA launch: fence.mbarrier_init releases the inits at cluster scope, for other "
+        "CTAs of the cluster; here bar.sync 0 orders every mbarrier.init before each use in the CTA (the TMA unit "
+        "accesses the mbarrier through the generic proxy), and there is no other CTA.")),
+}
 # Escapes that long delays do not explain, written after reading their PTX. Keyed by kernel:kind#ordinal
 # and checked against the instruction text, so a changed kernel makes the entry "UNEXPLAINED" instead of
 # silently wrong. ``check`` names the experiment the study runs to confirm the reason:
@@ -44,6 +63,8 @@ _WG1_TWIN = ("equivalent mutant: warpgroup 1 issues its MMAs only after warpgrou
              "barrier (line {twin}) and issuing its own MMAs on that stage.")
 _PRODUCER_FIRST = ("equivalent mutant: the load warp's first acquire of K stage 0 waits for parity 1 of a freshly "
                    "initialised mbarrier, which the ISA reports complete at once: this wait never blocks.")
+_FIRST_ACQUIRE = ("equivalent mutant: the load warp's first acquire of a K or V stage waits for parity 1 of a freshly "
+                  "initialised mbarrier, which the ISA reports complete at once: this wait never blocks.")
 _Q_WG0 = ("equivalent mutant: warpgroup 0 next waits at named barrier 1 for warpgroup 1's bar.arrive, which "
           "warpgroup 1 does only after its own wait for Q (line {twin}).")
 _Q_WG1 = ("equivalent mutant: warpgroup 1 next waits at named barrier 2 for warpgroup 0's first MMAs, which follow "
@@ -78,6 +99,64 @@ EXPLAINED: dict[str, dict] = {
                        (9, 4, "[%r695], %r1110, 10000000;"), (10, 5, "[%r812], %r1110, 10000000;")]},
     "attention-causal:mbarrier wait#11": dict(text=_MBAR + "[%r904], 1, 10000000;", why=_PRODUCER_FIRST,
                                               check=("never_blocks",)),
+    # sm_100a (keys prefixed by the target: the kernels share names with the sm_90a ones).
+    "sm_100a:gemm:bar.sync#18": dict(text="bar.sync \t1, 128;", check=("twin", "bar.sync", 9), why=(
+        "equivalent mutant: the epilogue's last named barrier, before warp 0's tcgen05.dealloc. The last barrier of "
+        "the epilogue with C (line {twin}; #17 on the path without C) already orders every epilogue warp's last "
+        "tcgen05.ld (retired by its wait::ld) before the dealloc; this one orders only warp 0's "
+        "cp.async.bulk.wait_group.read before the others exit.")),
+    **{f"sm_100a:{k}:mbarrier wait#{a}": dict(text=_MBAR + t, check=("ordered_next", "st.shared"), why=(
+        f"equivalent mutant: softmax warpgroup {g} waits here for the correction warpgroup to have read the previous "
+        f"row correction factor (C{g}_consumer) before writing the next one; but it writes it only after waiting for "
+        f"S{g} of the next tile (S{g}_producer), which the MMA warp commits after P{g}@V, which it issues after the "
+        f"correction warpgroup's arrival on S{g}_consumer, which follows that read."))
+       for k, a, g, t in [("attention", 2, 0, "[%r1089], %r5846, 10000000;"),
+                          ("attention", 5, 1, "[%r3981], %r5853, 10000000;"),
+                          ("attention-causal", 2, 0, "[%r1094], %r5853, 10000000;"),
+                          ("attention-causal", 5, 1, "[%r3988], %r5860, 10000000;")]},
+    **{f"sm_100a:{k}:mbarrier wait#{a}": dict(text=_MBAR + t, check=("ordered_next", "tcgen05.ld"), why=(
+        f"equivalent mutant: the correction warpgroup waits here for P{g}@V to complete (O{g}_producer) before "
+        f"rescaling O{g}; but it reached this point through C{g}_producer, which softmax warpgroup {g} arrives on "
+        f"after waiting for S{g}_producer, a tcgen05.commit the MMA warp issues after that P{g}@V: a commit tracks "
+        f"every earlier MMA of its thread, so O{g} is complete and ordered (with the after-fence) already."))
+       for k, a, g, t in [("attention", 10, 0, "[%r2739], %r5861, 10000000;"),
+                          ("attention", 12, 1, "[%r2876], %r5859, 10000000;"),
+                          ("attention-causal", 12, 1, "[%r2881], %r5866, 10000000;")]},
+    "sm_100a:attention-causal:mbarrier wait#10": dict(text=_MBAR + "[%r2744], %r5868, 10000000;",
+                                                      check=("gap_unreached", "tcgen05.ld"), why=(
+        "shape gap: the correction warpgroup's wait for P0@V before rescaling O0; in this causal launch the rows of "
+        "Q0 (0-127) see keys of the first K/V tile only, so the row maximum never moves on and O0 is never "
+        "rescaled. The non-causal case runs the same wait and rescale (equivalent there: C0_producer's chain "
+        "already orders O0).")),
+    **{f"sm_100a:{k}:mbarrier wait#{a}": dict(text=_MBAR + t, why=_FIRST_ACQUIRE, check=("never_blocks",))
+       for k, a, t in [("attention", 26, "[%r5622], 1, 10000000;"), ("attention", 27, "[%r5623], 1, 10000000;"),
+                       ("attention-causal", 26, "[%r5629], 1, 10000000;"),
+                       ("attention-causal", 27, "[%r5630], 1, 10000000;")]},
+    # The causal case's 2 K/V tiles (192 keys each at head dim 64) use each stage of the 4-stage K and V rings
+    # once: a stage's release (the MMA warp's commit) and the load warp's wait for it matter only on reuse.
+    **{f"sm_100a:attention-causal:mbarrier wait#{a}": dict(text=_MBAR + t, check=("gap_never_blocks",), why=(
+        f"shape gap: the load warp's wait for a free {kv} stage (its release by the MMA warp's commit) before "
+        f"reloading it; with 2 tiles no stage is reloaded, so it never blocks here. The non-causal case (6 tiles) "
+        f"runs the same wait of the same code on reused stages."))
+       for a, kv, t in [(28, "K", "[%r5637], %r5883, 10000000;"), (29, "V", "[%r5638], %r5881, 10000000;")]},
+    **{f"sm_100a:attention-causal:tcgen05.commit#{a}": dict(
+        text=f"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 \t{t}", check=("gap_never_awaited",),
+        why=("shape gap: the MMA warp's release of a K or V stage (k_consumer / v_consumer); with 2 tiles no stage "
+             "is reloaded, so no warp waits on it. The non-causal case (6 tiles) runs the same release of the same "
+             "code on reused stages."))
+       for a, t in [(2, "[fa4_smem+230520];"), (7, "[%rd1153];"), (8, "[%rd1109+32];")]},
+    "sm_100a:attention-causal:tcgen05.commit#12": dict(
+        text="tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 \t[%rd1247];",
+        check=("never_awaited",), why=(
+            "equivalent mutant: the MMA warp's last commit, after its last P1@V, releases that tile's V stage "
+            "(v_consumer) for a reload that never comes: the load warp has issued its last V load, and nobody else "
+            "waits on the stage's release.")),
+    "sm_100a:attention:tcgen05.commit#12": dict(
+        text="tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 \t[%rd1247];",
+        check=("never_awaited",), why=(
+            "equivalent mutant: the MMA warp's last commit, after its last P1@V, releases that tile's V stage "
+            "(v_consumer) for a reload that never comes: the load warp has issued its last V load, and nobody else "
+            "waits on the stage's release.")),
     "attention-causal:mbarrier wait#5": dict(text=_MBAR + "[%r421], %r1017, 10000000;", check=("nan_fill",), why=(
         "a real race hidden by the emulator's fill of unwritten shared memory: warpgroup 0's last K/V tile lies "
         "wholly above its causal diagonal (its 64 rows = block_n), so P = 0 there and the PV wgmma multiplies "
@@ -121,6 +200,33 @@ read of bytes a load has not landed in, is a data race in the PTX memory model, 
 values it would have seen. Each seed also draws a tempo (docs/emulator.md, "Tempo per seed"): slow
 or fast completions, stragglers, warps held back after their waits."""
 
+INTRO_SM100 = """Each mutant is one of our sm_100a kernels with exactly one synchronisation removed from its PTX
+(`fa4-compile --target sm_100a`, then a text edit that keeps the line numbers): an `mbarrier.try_wait`
+made true at once, a TMA-store drain (`cp.async.bulk.wait_group.read`), a named barrier, a
+`tcgen05.commit`, a `tcgen05.wait::ld`/`wait::st`, or a fence (`fence.proxy.async`,
+`fence.mbarrier_init`, `tcgen05.fence::before_thread_sync`/`after_thread_sync`) deleted. The mutant runs
+in the PTX emulator (`fa4_mlir.emu`, race checks on) under scheduler seeds 0, 1, ... until one
+*detects* it: the emulator reports an error (Deadlock, ProtocolError, MemoryFault, a hang) or an output
+is outside the tolerance against a float64 NumPy reference ("wrong result"). A mutant no seed detects
+is an *escape*; only a reason the study confirms by experiment counts: a written one
+(`bench/emu_mutants_report.py`, `EXPLAINED`), or the reason of its kind (`GENERIC`, with the
+instrumented runs of `bench/emu_mutants_checks.py`). A deleted wait or fence whose kind's experiment
+shows it orders nothing at seed 0 (a redundant fence: the lowering fences every tcgen05 access) is not
+run under the other seeds: "none of 0 (experiment)". The unmutated kernels pass every seed with both
+completion delays.
+
+ProtocolErrors that say "a data race" come from the in-flight checks (an asynchronous operation still
+owns the bytes or cells) or from the race checks (docs/emulator.md, "Race detection": an access that
+no barrier or fence orders after a conflicting one, by the PTX ISA's rules for proxies and for
+tcgen05 operations; the message names the missing link: a wait, a `fence.proxy.async`, a
+`tcgen05.fence::before_thread_sync` or `after_thread_sync`). Each seed also draws a tempo
+(docs/emulator.md, "Tempo per seed")."""
+
+
+def _jobs(meta: dict) -> str:
+    jobs = meta.get("jobs", 1)
+    return "one process" if jobs == 1 else f"{jobs} processes (--jobs {jobs})"
+
 
 def _cell(text: str) -> str:
     return re.sub(r"\s+", " ", str(text)).replace("|", "\\|")
@@ -145,17 +251,28 @@ def summary(rows: list[dict], meta: dict) -> list[str]:
            + ", ".join(f"{k} {n}" for k, n in Counter(_how(r["how"]) for r in found).most_common()) + "."]
     if escapes:
         cats = Counter(r["escape"] for r in escapes)
-        words = {"equivalent": "equivalent (a twin wait still orders every access, or the wait never blocks)",
+        words = {"equivalent": "equivalent (a twin wait or fence still orders every access, the wait never "
+                               "blocks, or an instrumented run shows the deleted wait or fence redundant)",
                  "long delays": f"real races detected only with max_delay={meta['long_delay']}",
                  "scheduler": "a real race detected only with one warp held back",
                  "masked by fill": "a real race masked by the fill of unwritten shared memory (detected with a "
                                    "NaN fill)",
                  "unexecuted": "never executed by the study's launches", "fence no-op": "fences (no-ops)",
+                 "shape gap": "synchronisations this launch's shape does not exercise (a ring stage used once), "
+                              "confirmed by experiment and covered by another case",
                  "UNEXPLAINED": "UNEXPLAINED"}
         out.append(f"- **{len(escapes)} escapes**, each with a reason the study confirmed by experiment: "
                    + "; ".join(f"{n} {words.get(c, c)}" for c, n in cats.most_common()) + ".")
-    for label, kinds in (("missing mbarrier wait", ("mbarrier wait",)),
-                         ("missing wgmma.wait_group", ("wgmma.wait_group deleted", "wgmma.wait_group N+1"))):
+    groups = (("missing mbarrier wait", ("mbarrier wait",)),
+              ("missing wgmma.wait_group", ("wgmma.wait_group deleted", "wgmma.wait_group N+1")))
+    if meta.get("target") == "sm_100a":
+        groups = (("missing mbarrier wait", ("mbarrier wait",)), ("missing tcgen05.commit", ("tcgen05.commit",)),
+                  ("missing tcgen05.wait::ld / wait::st", ("tcgen05.wait::ld", "tcgen05.wait::st")),
+                  ("missing fence.proxy.async", ("fence.proxy.async",)),
+                  ("missing tcgen05.fence::before_thread_sync / after_thread_sync",
+                   ("tcgen05.fence::before_thread_sync", "tcgen05.fence::after_thread_sync")),
+                  ("missing fence.mbarrier_init", ("fence.mbarrier_init",)))
+    for label, kinds in groups:
         mine = [r for r in rows if r["kind"] in kinds]
         hit = [r for r in mine if r["seed"] is not None]
         esc = Counter(r["escape"] for r in mine if r["seed"] is None)
@@ -167,10 +284,11 @@ def summary(rows: list[dict], meta: dict) -> list[str]:
 def markdown(rows: list[dict], meta: dict) -> str:
     seeds = meta["seeds"]
     out = ["# Emulator mutation study: does `fa4_mlir.emu` catch a missing synchronisation?", "",
-           "Generated by `bench/emu_mutants.py`; rerun it rather than editing this file.", "", INTRO, "",
+           "Generated by `bench/emu_mutants.py`; rerun it rather than editing this file.", "",
+           INTRO_SM100 if meta.get("target") == "sm_100a" else INTRO, "",
            "## Run", "", "| | |", "|---|---|", f"| command | `{meta['command']}` |", f"| date | {meta['date']} |",
            f"| kernels | {meta.get('target', 'sm_90a')} (`fa4-compile --target {meta.get('target', 'sm_90a')}`) |",
-           f"| machine | {_cell(meta['machine'])} |", f"| wall time | {meta['seconds']:.0f} s, one process |",
+           f"| machine | {_cell(meta['machine'])} |", f"| wall time | {meta['seconds']:.0f} s, {_jobs(meta)} |",
            f"| seeds | 0-{seeds - 1} per mutant, max_delay={meta['default_delay']} (the emulator's default); escapes "
            f"again with max_delay={meta['long_delay']} |", "", "## Summary", "", *summary(rows, meta), "",
            "## Unmutated kernels", "",
@@ -198,7 +316,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
         if r["seed"] is not None:
             seed, how = str(r["seed"]), r["how"]
         else:
-            seed = f"none of 0-{seeds - 1}"
+            seed = f"none of 0-{seeds - 1}" if r.get("seeds_run", seeds) == seeds else "none of 0 (experiment)"
             how = r["why"] if not r["reached"] else (
                 f"{r['why'].rstrip('.')}. Outputs {'bit-identical to' if r['bit_identical'] else 'within tolerance of'}"
                 f" the unmutated kernel's ({r['how']}).")

@@ -96,3 +96,15 @@ def emulator_seed() -> int:
 
         raise ConfigError(f"FA4_EMU_SEED must be a non-negative whole number, got '{text}'")
     return int(text)
+
+
+def emulator_race_checks() -> bool:
+    """FA4_EMU_RACE_CHECKS=0 turns the PTX emulator's race checks off (cross-proxy shared-memory and
+    tcgen05 ordering, ``fa4_mlir.emu.races``) for speed; they are on by default. ``Program.launch``'s
+    ``race_checks`` argument overrides it."""
+    text = os.environ.get("FA4_EMU_RACE_CHECKS", "1").strip().lower()
+    if text not in ("0", "1", "true", "false", "yes", "no", "on", "off"):
+        from fa4_mlir.errors import ConfigError
+
+        raise ConfigError(f"FA4_EMU_RACE_CHECKS must be 0 or 1, got '{text}'")
+    return text in ("1", "true", "yes", "on")

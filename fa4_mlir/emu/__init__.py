@@ -6,7 +6,7 @@
                         smem_bytes=N, args=[...], seed=0)
 
 Arguments follow the ``.entry`` parameter order: NumPy arrays (global pointers; the kernel's writes
-land in them), scalars, ``None`` (null), ``bytes`` (aggregates) or ``emu.TensorMap`` (see
+land in them), scalars, ``None`` (null), ``bytes`` or ``emu.Aggregate`` (aggregates) or ``emu.TensorMap`` (see
 ``fa4_mlir.emu.params``). ``stats`` counts executed instructions (thread and warp level) and time.
 Failures are ``EmulationError``s: ``Deadlock``, ``MemoryFault``, ``Unsupported``, ``ProtocolError``,
 ``PtxSyntaxError``, ``LaunchArgumentError``. The execution model is in ``fa4_mlir.emu.machine`` and
@@ -21,6 +21,7 @@ import numpy as np
 
 from fa4_mlir.emu.errors import (Deadlock, EmulationError, LaunchArgumentError, MemoryFault, ProtocolError,
                                  PtxSyntaxError, Trap, Unsupported)
+from fa4_mlir.emu.params import Aggregate
 from fa4_mlir.emu.tensormap import TensorMap
 
 MAX_THREADS = 1024
@@ -52,12 +53,13 @@ class Program:
         return found
 
     def launch(self, name: str, grid=(1, 1, 1), block=(32, 1, 1), cluster=(1, 1, 1), smem_bytes: int = 0,
-               args=(), seed: int = 0, *, max_delay: int = 400, quantum: int = 64):
+               args=(), seed: int = 0, *, max_delay: int = 400, quantum: int = 64, race_checks: bool | None = None):
         """Run kernel ``name``; returns ``Stats``. ``seed`` fixes the interleaving of warps and the
         completion times of asynchronous copies and MMAs, in executed warp-instructions (each seed
         bounds them by ``max_delay`` times 1, 16 or 256, and holds some warps back after their
         waits; see ``machine``); ``quantum`` bounds how many instructions a warp runs before the
-        scheduler picks again."""
+        scheduler picks again. ``race_checks`` (default: on, unless FA4_EMU_RACE_CHECKS=0) reports
+        cross-proxy and tcgen05 ordering races (``fa4_mlir.emu.races``); off saves time."""
         from fa4_mlir.emu.machine import Launch
         from fa4_mlir.emu.memory import GlobalMemory
         from fa4_mlir.emu.params import pack
@@ -88,8 +90,11 @@ class Program:
         memory = GlobalMemory()
         tensor_maps: list = []
         params = pack(kernel, list(args), memory, tensor_maps)
+        if race_checks is None:
+            from fa4_mlir import knobs
+            race_checks = knobs.emulator_race_checks()
         launch = Launch(kernel, grid, block, cluster, int(smem_bytes), memory, params, int(seed), tensor_maps,
-                        max_delay=max_delay, quantum=quantum)
+                        max_delay=max_delay, quantum=quantum, race_checks=bool(race_checks))
         for gname, var in kernel.global_symbols.items():
             launch.global_symbols[gname] = _place_global(memory, var)
         with np.errstate(all="ignore"):
@@ -150,5 +155,5 @@ def load_ptx(text_or_path) -> Program:
     return Program(parse(text, source=source), source)
 
 
-__all__ = ["Deadlock", "EmulationError", "LaunchArgumentError", "MemoryFault", "Program", "ProtocolError",
+__all__ = ["Aggregate", "Deadlock", "EmulationError", "LaunchArgumentError", "MemoryFault", "Program", "ProtocolError",
            "PtxSyntaxError", "TensorMap", "Trap", "Unsupported", "load_ptx"]

@@ -98,6 +98,7 @@ class Warp:
         self.wgmma_committed = 0            # wgmma.commit_group executed: numbers the groups
         self.tmem_ld_pending: set[int] = set()  # tcgen05.ld destinations until tcgen05.wait::ld
         self.tmem_st_pending: list = []     # tcgen05.st cells (tmem.Region) until tcgen05.wait::st
+        self.tmem_ld_reads: list = []       # tcgen05.ld cells (tmem.Region) until tcgen05.wait::ld
         self.tc_tail = 0                    # completion time of the last tcgen05.mma this warp issued
         self.bulk_open: list = []
         self.bulk_groups: list[list] = []
@@ -337,8 +338,10 @@ class Launch:
     """One kernel launch: global memory, parameters, the scheduler and its clock."""
 
     def __init__(self, kernel, grid, block, cluster, smem_bytes, memory, params: np.ndarray, seed: int,
-                 tensor_maps: list, max_delay: int = 400, quantum: int = 64):
+                 tensor_maps: list, max_delay: int = 400, quantum: int = 64, race_checks: bool = True):
         self.kernel, self.grid, self.block, self.cluster = kernel, grid, block, cluster
+        self.race_checks = race_checks
+        self.races = None  # races.Races of the cluster running, when race_checks
         self.smem_bytes, self.memory, self.params = smem_bytes, memory, params
         self.tensor_maps = tensor_maps
         self.rng = np.random.default_rng(seed)
@@ -403,6 +406,10 @@ class Launch:
     def _run_cluster(self, ctas: list[CTA]) -> None:
         self.cluster_ctas = ctas
         self.cluster_barrier = {"arrived": 0, "generation": 0}
+        if self.race_checks:
+            from fa4_mlir.emu.races import Races
+            self.races = Races(self, ctas)
+        races = self.races
         warps = [w for cta in ctas for w in cta.warps]
         for w in warps:  # how often the scheduler holds each warp back after a wait releases it
             w.hold_chance = HOLD_CHANCES[int(self.rng.integers(len(HOLD_CHANCES)))] if self.holds else 0.0
@@ -420,6 +427,8 @@ class Launch:
                     break
                 self._deadlock(warps)
             w = runnable[int(rng.integers(len(runnable)))] if len(runnable) > 1 else runnable[0]
+            if races is not None:
+                races.current = w
             self.now += w.run(int(rng.integers(1, quantum)))
             self._fire_due()
             self._wake(warps)

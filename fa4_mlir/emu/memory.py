@@ -230,6 +230,7 @@ class SharedMemory:
         # Uninitialised shared memory holds garbage on a GPU; a fixed pattern makes reads of it visible.
         self.buf[:] = 0xA5
         self.in_flight: list[InFlight] = []
+        self.shadow = None  # races.SmemShadow when the launch checks races
 
     def guard(self, starts: np.ndarray, width: int, where: str, index=None, reading: bool = False) -> None:
         """Raise ProtocolError if an access at ``starts`` (``width`` bytes each; or exactly the bytes of
@@ -260,12 +261,16 @@ class SharedMemory:
         wgmma must not read bytes a load has not written yet."""
         self.guard(np.array([access.lo], np.int64), access.hi - access.lo, where, access.index,
                    reading=not access.writes)
+        if self.shadow is not None:  # an async-proxy read of generic writes, a load over unordered accesses?
+            (self.shadow.async_write if access.writes else self.shadow.async_read)(access)
         self.in_flight.append(access)
         return access
 
     def release(self, access: InFlight) -> None:
         if access in self.in_flight:
             self.in_flight.remove(access)
+        if self.shadow is not None and access.writes:  # a load landed: async-proxy data, fenced at completion
+            self.shadow.async_wrote(access)
 
     def check(self, offsets: np.ndarray, width: int, what) -> None:
         lo, hi = int(offsets.min()), int(offsets.max())

@@ -2,9 +2,11 @@
 
 An argument is a NumPy array (a pointer to global memory; the kernel's writes land in the array),
 ``None`` (a null pointer), a Python or NumPy scalar (converted to the parameter's PTX type and
-range-checked), ``bytes`` for an aggregate ``.param .align A .b8 name[N]`` (length checked), or an
-``emu.TensorMap`` (for a 128-byte aggregate: passed by value, as a ``__grid_constant__`` CUtensorMap;
-for a 64-bit parameter: a pointer to a copy of it in global memory).
+range-checked), ``bytes`` for an aggregate ``.param .align A .b8 name[N]`` (length checked), an
+``emu.Aggregate`` for one built from typed fields (a struct passed by value, such as CuTe DSL's tensor
+``{pointer, shape, stride}``: an array field becomes its global address), or an ``emu.TensorMap`` (for a
+128-byte aggregate: passed by value, as a ``__grid_constant__`` CUtensorMap; for a 64-bit parameter: a
+pointer to a copy of it in global memory).
 
 The 128 bytes of an emulator tensor map are not NVIDIA's (undocumented) format: they hold a magic
 tag and an index into the launch's table of maps, so a TMA instruction given anything else fails
@@ -27,6 +29,51 @@ _INT_RANGES = {"s8": (-(1 << 7), (1 << 7) - 1), "s16": (-(1 << 15), (1 << 15) - 
                "s64": (-(1 << 63), (1 << 63) - 1), "u8": (0, 255), "u16": (0, 65535), "u32": (0, (1 << 32) - 1),
                "u64": (0, (1 << 64) - 1), "b8": (-(1 << 7), 255), "b16": (-(1 << 15), 65535),
                "b32": (-(1 << 31), (1 << 32) - 1), "b64": (-(1 << 63), (1 << 64) - 1)}
+
+
+class Aggregate:
+    """A struct passed by value in a ``.b8`` aggregate parameter: ``fields`` is a sequence of
+    ``(type, value)`` laid out in order at their natural alignment (a field of N bytes at the next multiple
+    of N), as LLVM lays out the structs CuTe DSL and C compilers pass by value; the rest of the parameter is
+    zero. ``type`` is a PTX scalar type (``u64``, ``s32``, ``f32``, ...); ``value`` is a number, ``None``
+    (a null pointer) or a NumPy array (its global address: the kernel's writes land in it; the type must
+    be 64-bit)."""
+
+    def __init__(self, fields):
+        self.fields = [tuple(f) for f in fields]
+        for f in self.fields:
+            if len(f) != 2 or not isinstance(f[0], str):
+                raise LaunchArgumentError(f"an Aggregate field must be (type, value), got {f!r}")
+
+    def __repr__(self) -> str:
+        return f"Aggregate({[(t, type(v).__name__ if isinstance(v, np.ndarray) else v) for t, v in self.fields]})"
+
+
+class _Field:
+    """Enough of a parameter (type, size, name) for ``_encode`` to encode one Aggregate field."""
+    is_aggregate = False
+
+    def __init__(self, type_name: str, size: int, name: str):
+        self.type, self.size, self.name = type_name, size, name
+
+
+def _encode_aggregate(p, value: Aggregate, what: str, memory, tensor_maps: list) -> bytes:
+    from fa4_mlir.emu import types as T
+    raw = bytearray(p.size)
+    offset = 0
+    for i, (type_name, field) in enumerate(value.fields):
+        if type_name not in _INT_RANGES and type_name not in ("f32", "f64"):
+            raise LaunchArgumentError(f"{what}: field {i} type must be a PTX integer or f32/f64 type, got "
+                                      f"'{type_name}'")
+        size = T.width(type_name)
+        offset = -(-offset // size) * size
+        if offset + size > p.size:
+            raise LaunchArgumentError(f"{what} is {p.size} bytes: the fields must fit, got field {i} (.{type_name}) "
+                                      f"at bytes {offset}..{offset + size - 1}")
+        raw[offset:offset + size] = _encode(_Field(type_name, size, f"{p.name}.{i}"), field,
+                                            f"{what} field {i} (.{type_name})", memory, tensor_maps)
+        offset += size
+    return bytes(raw)
 
 
 def encode_tensor_map(index: int) -> bytes:
@@ -73,13 +120,15 @@ def _encode(p, value, what: str, memory, tensor_maps: list) -> bytes:
                 raise LaunchArgumentError(f"{what} must be {p.size} bytes, got a TensorMap (128 bytes)")
             tensor_maps.append(_bind(value, memory, what))
             return encode_tensor_map(len(tensor_maps) - 1)
+        if isinstance(value, Aggregate):
+            return _encode_aggregate(p, value, what, memory, tensor_maps)
         if isinstance(value, (bytes, bytearray, memoryview)):
             raw = bytes(value)
             if len(raw) != p.size:
                 raise LaunchArgumentError(f"{what} must be {p.size} bytes, got {len(raw)}")
             return raw
-        raise LaunchArgumentError(f"{what} must be bytes of length {p.size} or an emu.TensorMap, got "
-                                  f"{type(value).__name__}")
+        raise LaunchArgumentError(f"{what} must be bytes of length {p.size}, an emu.Aggregate or an emu.TensorMap, "
+                                  f"got {type(value).__name__}")
     size = p.size
     if isinstance(value, np.ndarray):
         if size != 8:

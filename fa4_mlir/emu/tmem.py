@@ -10,7 +10,8 @@ lowest column aligned to their size (the ISA leaves placement to the hardware).
 
 In flight (as ``memory.InFlight`` is for shared memory): the D columns of a ``tcgen05.mma`` from issue
 until it completes, the cells a ``tcgen05.st`` writes until the warp's ``tcgen05.wait::st``. Reading
-or writing such cells meanwhile is a ``ProtocolError`` naming both instructions.
+or writing such cells meanwhile is a ``ProtocolError`` naming both instructions. The cells a
+``tcgen05.ld`` reads until the warp's ``tcgen05.wait::ld``: writing them meanwhile is one too.
 """
 
 from __future__ import annotations
@@ -67,10 +68,16 @@ class TensorMemory:
         if held[0] != ncols:
             raise ProtocolError(f"{where}: tcgen05.dealloc column count must equal the allocation's, "
                                 f"{held[0]} at column {column}, got {ncols}")
-        busy = [r for r in self.in_flight if r.col0 < column + ncols and column < r.col1]
+        mine = [r for r in self.in_flight if r.col0 < column + ncols and column < r.col1]
+        # A tcgen05.ld not yet waited for does not hold its columns: dealloc changes no cell, and what
+        # tcgen05.wait::ld orders is a later write (PTX ISA 9.7.16.6.4.5). CuTe DSL's GEMMs free the
+        # accumulator after using the loaded registers, with no wait::ld.
+        busy = [r for r in mine if r.writes or r.mma]
         if busy:
             raise ProtocolError(f"{where}: tcgen05.dealloc frees columns {column}..{column + ncols - 1} that "
                                 f"{busy[0].what} still uses; {busy[0].remedy}")
+        for region in mine:
+            self.release(region)
         del self.allocations[column]
 
     def describe(self) -> str:

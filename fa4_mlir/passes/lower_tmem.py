@@ -43,8 +43,9 @@ class LowerTmemPass(Fa4Pass):
     ``tmem_dealloc`` reads the base back and ``tcgen05.dealloc``s it. A TMEM region's address is the
     base from the kernel's one allocation slot plus its column (plus ``32 * (warp % 4)`` in the lane
     field for ``tmem_load`` / ``tmem_store``, shape ``32x32b``). Loads are fenced
-    (``tcgen05.fence::after_thread_sync``) and waited (``tcgen05.wait::ld``); stores are waited
-    (``tcgen05.wait::st``) and fenced (``before_thread_sync``). ``tcgen05_mma`` becomes
+    (``tcgen05.fence::after_thread_sync``), waited (``tcgen05.wait::ld``) and fenced again
+    (``before_thread_sync``); stores likewise (``after_thread_sync``, ``tcgen05.wait::st``,
+    ``before_thread_sync``): the PTX ISA's canonical patterns for tcgen05 operations ordered across warps. ``tcgen05_mma`` becomes
     ``tcgen05.mma`` with swizzled shared-memory descriptors (K-major, or MN-major for an
     ``b_major = "mn"`` B; or a TMEM A operand) and a constant instruction descriptor. A
     ``fa4.tmem_stage`` adds ``stage * columns`` to its region's address.
@@ -72,9 +73,16 @@ def _lower(k: KernelLowering):
                 value = nvvm.Tcgen05LdOp(op.result.type, _shape_32x32b(), _tmem(k, op.tmem, op, slots, op.column_offset,
                                                                         per_warp=True)).result
                 nvvm.Tcgen05WaitOp(ir.Attribute.parse("#nvvm.tcgen05_wait<load>"))
+                # The read must be ordered before the next thread sync too: an MMA that another warp issues
+                # after it may overwrite the cells (PTX ISA tcgen05 canonical pattern "ld in one thread, mma
+                # in another": ld; wait::ld; fence::before_thread_sync; arrive).
+                nvvm.Tcgen05FenceOp(ir.Attribute.parse("#nvvm.tcgen05_fence<before>"))
                 replace_op(op, [value])
                 continue
             elif op.OPERATION_NAME == "fa4.tmem_store":
+                # Like a load: ordered after the thread sync that released the cells (an MMA of another
+                # warp may have read or written them), so fenced after it, then waited and fenced before.
+                nvvm.Tcgen05FenceOp(ir.Attribute.parse("#nvvm.tcgen05_fence<after>"))
                 nvvm.Tcgen05StOp(_shape_32x32b(), _tmem(k, op.tmem, op, slots, op.column_offset, per_warp=True), op.value)
                 nvvm.Tcgen05WaitOp(ir.Attribute.parse("#nvvm.tcgen05_wait<store>"))
                 nvvm.Tcgen05FenceOp(ir.Attribute.parse("#nvvm.tcgen05_fence<before>"))

@@ -48,7 +48,9 @@
 // CHECK-NEXT: %[[LPTR:.*]] = llvm.inttoptr %[[LADDR]] : i32 to !llvm.ptr<6>
 // CHECK-NEXT: %[[X:.*]] = nvvm.tcgen05.ld %[[LPTR]] {shape = #nvvm.tcgen05_ldst_shape<shape_32x32b>} : vector<8xi32>
 // CHECK-NEXT: nvvm.tcgen05.wait <load>
-// Store: into P, then wait and fence before the next thread sync.
+// CHECK-NEXT: nvvm.tcgen05.fence <before>
+// Store: fenced after the last thread sync, into P, then wait and fence before the next one.
+// CHECK: nvvm.tcgen05.fence <after>
 // CHECK: nvvm.tcgen05.st %{{.*}}, %[[X]] {shape = #nvvm.tcgen05_ldst_shape<shape_32x32b>} : vector<8xi32>
 // CHECK-NEXT: nvvm.tcgen05.wait <store>
 // CHECK-NEXT: nvvm.tcgen05.fence <before>

@@ -14,7 +14,10 @@ mutants are made by editing its PTX, each removing one synchronisation in place:
 
 Each must be detected (an EmulationError or a result outside the tolerance) under some scheduler seed
 in 0..19, and the unmutated kernel must pass every seed up to the detecting one. The same for the
-sm_100a GEMM (issue 21): a deleted ``tcgen05.commit`` and a deleted ``tcgen05.wait::ld``.
+sm_100a GEMM (issue 21; 512x256x256, four tiles): a deleted ``tcgen05.commit``, a deleted
+``tcgen05.fence::after_thread_sync`` before the first MMA of a stage and a deleted
+``tcgen05.fence::before_thread_sync`` before the epilogue hands the accumulator back (the race checks
+report both fences: docs/emulator.md, "Race detection").
 """
 
 from __future__ import annotations
@@ -139,25 +142,41 @@ def test_a_missing_tma_store_drain_is_detected(gemm):
 @pytest.fixture(scope="module")
 def gemm_sm100(tmp_path_factory):
     M.TARGET = "sm_100a"
-    try:
-        case = M.gemm_case(str(tmp_path_factory.mktemp("gemm100")))
+    try:  # four tiles: both TMEM accumulator stages are reused, so their hand-backs matter
+        case = M.gemm_case(str(tmp_path_factory.mktemp("gemm100")), m=512)
     finally:
         M.TARGET = "sm_90a"
     return case, M.mutants(case), _Unmutated(case)
 
 
-@pytest.mark.parametrize("kind, expect", [
+def _handoff_fence(case, m) -> bool:
+    """Is ``m`` the before-fence right before an mbarrier arrive (the epilogue handing the accumulator back)?"""
+    return "mbarrier.arrive" in case.ptx.split("\n")[m.line]
+
+
+@pytest.mark.parametrize("kind, pick, expect", [
     # The MMA warp's commit is the only arrive on the stage-empty / accumulator-full barrier: without it
     # the waiting producer or epilogue never proceeds.
-    ("tcgen05.commit", "Deadlock"),
-    # The epilogue uses a tcgen05.ld result before tcgen05.wait::ld: undefined in the ISA, reported.
-    ("tcgen05.wait::ld", "before the tcgen05.ld that writes it is waited for"),
+    ("tcgen05.commit", lambda case, m: True, "Deadlock"),
+    # A deleted tcgen05.wait::ld is not listed: using a tcgen05.ld result without it is defined (PTX ISA
+    # 9.7.16.6.4.5, a true register dependency; CuTe DSL's GEMMs do it), and the race it leaves, a TMEM
+    # write passing the load, needs the accumulator to be rewritten before the warp's next wait::ld, which
+    # the epilogue never allows: a later wait::ld retires each tile's loads before it hands the stage back
+    # (the study's equivalent mutants; test_emu_tcgen05 covers that race).
+    # The MMA warp's first tcgen05.mma after its wait for a full A/B stage: without the after-fence the
+    # MMA is not ordered after the wait that orders the TMA load (race checks, docs/emulator.md).
+    ("tcgen05.fence::after_thread_sync", lambda case, m: m.ordinal == 1,
+     "executed no tcgen05.fence::after_thread_sync after the mbarrier wait that orders the load"),
+    # The epilogue's last tcgen05.ld of a tile, then the accumulator-empty arrive: without the
+    # before-fence the MMA warp's next MMA into that stage is not ordered after the load (a WAR race).
+    ("tcgen05.fence::before_thread_sync", _handoff_fence,
+     "executed no tcgen05.fence::before_thread_sync between it and the barrier or arrive that orders it"),
 ])
-def test_sm100a_missing_commit_or_wait_ld_is_detected(gemm_sm100, kind, expect):
+def test_sm100a_missing_commit_or_fence_is_detected(gemm_sm100, kind, pick, expect):
     case, mutants, unmutated = gemm_sm100
-    sites = [m for m in mutants if m.kind == kind]
+    sites = [m for m in mutants if m.kind == kind and pick(case, m)]
     assert sites, f"the sm_100a GEMM has no {kind}"
-    for m in sites[:2]:
+    for m in sites[:2 if kind == "tcgen05.commit" else 1]:  # a fence's first site is on the launch's path
         seed, how = _detected(case, m)
         assert expect in how, f"line {m.line}: {how}"
         unmutated.assert_passes(range(seed + 1))

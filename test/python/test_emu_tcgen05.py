@@ -51,8 +51,44 @@ def test_instruction_descriptor_errors(bits, error, text):
 
 
 def test_other_kinds_are_unsupported():
-    with pytest.raises(emu.Unsupported, match="kind::f8f6f4"):
-        D.decode_instr_descriptor(0, kind="f8f6f4")
+    with pytest.raises(emu.Unsupported, match=r"\.kind::i8 is not modelled"):
+        D.decode_instr_descriptor(0, kind="i8")
+
+
+@pytest.mark.parametrize("a_code, b_code, a_type, b_type", [(0, 0, "e4m3", "e4m3"), (1, 1, "e5m2", "e5m2"),
+                                                            (0, 1, "e4m3", "e5m2"), (1, 0, "e5m2", "e4m3")])
+def test_f8f6f4_descriptor_formats_from_the_isa_table(a_code, b_code, a_type, b_type):
+    # Table "Instruction descriptor format for .kind::tf32, .kind::f16, .kind::f8f6f4 and .kind::i8": A format
+    # bits 7-9, B format bits 10-12, E4M3 = 0, E5M2 = 1; one instruction's K is 256 bits = 32 fp8 elements.
+    got = D.decode_instr_descriptor(1 << 4 | a_code << 7 | b_code << 10 | 1 << 16 | 32 << 17 | 8 << 24, "f8f6f4")
+    assert (got.m, got.n, got.a_type, got.b_type, got.k, got.kind) == (128, 256, a_type, b_type, 32, "f8f6f4")
+    assert got.a_k_major and not got.b_k_major
+    assert D.decode_instr_descriptor(D.encode_instr_descriptor(128, 64, a_type, b_type), "f8f6f4") == \
+        D.decode_instr_descriptor(1 << 4 | a_code << 7 | b_code << 10 | 8 << 17 | 8 << 24, "f8f6f4")
+
+
+def test_tf32_descriptor():
+    got = D.decode_instr_descriptor(1 << 4 | 2 << 7 | 2 << 10 | 8 << 17 | 4 << 24, "tf32")
+    assert (got.m, got.n, got.a_type, got.b_type, got.k) == (64, 64, "tf32", "tf32", 8)
+
+
+@pytest.mark.parametrize("kind, bits, error, text", [
+    ("f8f6f4", 3 << 7, emu.Unsupported, r"\.kind::f8f6f4 with e2m3 operands \(A format 3, B format 0"),
+    ("f8f6f4", 4 << 10, emu.Unsupported, r"with e3m2 operands \(A format 0, B format 4"),
+    ("f8f6f4", 5 << 7 | 5 << 10, emu.Unsupported, r"with e2m1/e2m1 operands .* only e4m3 and e5m2 are"),
+    ("f8f6f4", 2 << 7, emu.ProtocolError, r"\.kind::f8f6f4 A/B formats \(bits 7-9, 10-12\) must be 0 \(e4m3\), "
+                                          r"1 \(e5m2\), 3 \(e2m3\), 4 \(e3m2\), 5 \(e2m1\), got 2/0"),
+    ("f8f6f4", 7 << 10, emu.ProtocolError, r"got 0/7"),
+    ("f8f6f4", 2 << 4, emu.ProtocolError, r"\.kind::f8f6f4 D format \(bits 4-5\) must be 0 \(f16\) or 1 \(f32\), got 2"),
+    ("tf32", 1 << 7 | 1 << 10, emu.ProtocolError, r"\.kind::tf32 A/B formats .* must be 2 \(tf32\), got 1/1"),
+    ("tf32", 0 << 4 | 2 << 7 | 2 << 10, emu.ProtocolError, r"\.kind::tf32 D format \(bits 4-5\) must be 1 \(f32\), got 0"),
+])
+def test_f8f6f4_and_tf32_descriptor_errors(kind, bits, error, text):
+    base = (1 << 4 if not (bits >> 4 & 3) and "D format" not in text else 0) | 8 << 17 | 8 << 24
+    if kind == "tf32" and "A/B" not in text and not bits >> 7:
+        bits |= 2 << 7 | 2 << 10
+    with pytest.raises(error, match=text):
+        D.decode_instr_descriptor(base | bits, kind)
 
 
 @pytest.mark.parametrize("code, mode", [(0, "none"), (2, "128B"), (4, "64B"), (6, "32B")])
@@ -162,19 +198,41 @@ def test_a_warp_reaches_only_its_own_32_lanes():
         kernel(body).launch("k", block=(64, 1, 1), smem_bytes=1024, args=[np.zeros(1, np.uint32)])
 
 
-def test_using_a_tcgen05_ld_result_before_wait_ld_is_reported_but_a_mov_propagates():
+def test_a_tcgen05_ld_result_is_usable_without_wait_ld_and_dealloc_may_follow():
+    # PTX ISA 9.7.16.6.4.5: "an intra-thread ordering through true register dependency will be respected"
+    # for tcgen05.ld; CuTe DSL's GEMM epilogues rely on it (no tcgen05.wait::ld before dealloc either).
     body = ALLOC.format(cols=32) + """
+    mov.u32 %r22, 0x12345678;
+    mov.u32 %r23, 0x9abcdef0;
+    tcgen05.st.sync.aligned.32x32b.x2.b32 [%r2], {%r22, %r23};
+    tcgen05.wait::st.sync.aligned;
     tcgen05.ld.sync.aligned.32x32b.x2.b32 {%r20, %r21}, [%r2];
-    mov.b64 %rd5, {%r20, %r21};         // LLVM packs registers here; the copy is undefined until the wait
-    {WAIT}
+    mov.b64 %rd5, {%r20, %r21};
     ld.param.u64 %rd1, [out];
     st.global.u64 [%rd1], %rd5;
 """ + DEALLOC.format(cols=32)
     out = np.zeros(1, np.uint64)
+    kernel(body).launch("k", block=(32, 1, 1), smem_bytes=1024, args=[out])
+    assert out[0] == 0x9ABCDEF0_12345678
+
+
+def test_writing_cells_a_tcgen05_ld_still_reads_is_a_data_race_until_wait_ld():
+    # The same section: a register dependency does not order the load's TMEM read before later writes;
+    # "to enforce such memory orderings and avoiding anti-dependency hazards around tcgen05.ld,
+    # tcgen05.wait::ld must be used".
+    body = ALLOC.format(cols=32) + """
+    tcgen05.ld.sync.aligned.32x32b.x2.b32 {%r20, %r21}, [%r2];
+    add.u32 %r22, %r20, 1;
+    {WAIT}
+    tcgen05.st.sync.aligned.32x32b.x1.b32 [%r2+1], {%r22};
+    tcgen05.wait::st.sync.aligned;
+""" + DEALLOC.format(cols=32)
+    out = np.zeros(1, np.uint32)
     kernel(body.replace("{WAIT}", "tcgen05.wait::ld.sync.aligned;")).launch("k", block=(32, 1, 1), smem_bytes=1024,
                                                                              args=[out])
-    with pytest.raises(emu.ProtocolError, match=r"st.global.u64 .* accesses %rd5 before the tcgen05.ld that writes "
-                                                r"it is waited for; wait with tcgen05.wait::ld first"):
+    with pytest.raises(emu.ProtocolError, match=r"tcgen05.st.* writes tensor memory lanes 0\.\.31, columns 1\.\.1 "
+                                                r"that the tcgen05.ld at line \d+ \(warp 0 of CTA \(0, 0, 0\)\) still "
+                                                r"reads: a data race; the loading warp must execute tcgen05.wait::ld"):
         kernel(body.replace("{WAIT}", "")).launch("k", block=(32, 1, 1), smem_bytes=1024, args=[out])
 
 
@@ -299,7 +357,7 @@ def mma_kernel(n: int, ts: bool, wait: bool = True) -> emu.Program:
     ld.global.v4.u32 {{%r120, %r121, %r122, %r123}}, [%rd6+{32 * s}];
     ld.global.v4.u32 {{%r124, %r125, %r126, %r127}}, [%rd6+{32 * s + 16}];
     tcgen05.st.sync.aligned.32x32b.x8.b32 [%r4+{8 * s}], {regs(120, 8)};
-""" for s in range(4)) + "    tcgen05.wait::st.sync.aligned;\n" if ts else ""
+""" for s in range(4)) + "    tcgen05.wait::st.sync.aligned;\n    tcgen05.fence::before_thread_sync;\n" if ts else ""
     cols = 32 if n + (32 if ts else 0) <= 32 else 64 if n + (32 if ts else 0) <= 64 else 128
     mmas = "".join(f"""
     ld.param.u64 %rd{10 + s % 2}, [b{s}];
@@ -409,8 +467,12 @@ def test_reading_d_before_the_commit_wait_is_a_data_race():
             program.launch("k", block=(128, 1, 1), smem_bytes=40960, args=args, seed=seed)
         except emu.ProtocolError as exc:
             raced.append(str(exc))
-    assert raced and "reads tensor memory lanes" in raced[0] and "that the tcgen05.mma at line" in raced[0], raced
-    assert "wait on the mbarrier its tcgen05.commit arrives on" in raced[0]
+    # Either order is caught: a load while the MMAs still write D (the in-flight check), or, when a warp loads
+    # before warp 0 issues, the MMA's write after an unordered load of another warp (the race checks).
+    inflight = [r for r in raced if "reads tensor memory lanes" in r and "that the tcgen05.mma at line" in r]
+    assert inflight and "wait on the mbarrier its tcgen05.commit arrives on" in inflight[0], raced
+    assert all(r in inflight or ("tcgen05.mma" in r and "writes tensor memory" in r and "no barrier or mbarrier "
+                                 "orders it before this access" in r) for r in raced), raced
 
 
 def test_16x32bx2_halves_land_at_the_address_and_at_address_plus_the_split_offset():

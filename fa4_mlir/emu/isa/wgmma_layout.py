@@ -136,13 +136,14 @@ def _operand_index(lbo: int, sbo: int, mode: str, rows: int, k: int, elem_bytes:
 
 
 def load_operand(smem: np.ndarray, desc: Descriptor, rows: int, k: int, elem_bytes: int,
-                 k_major: bool) -> np.ndarray:
+                 k_major: bool, transposable: tuple = (2,)) -> np.ndarray:
     """The (rows, k) matrix of raw element bits (uint16 for 16-bit types, uint8 for fp8, uint32 for
     tf32) that ``desc`` describes in ``smem`` (uint8, indexed by shared-window address).
 
     ``rows`` is M (64) for A or N for B, ``k`` the instruction's K (16 for 16-bit types, 32 for fp8, 8
     for tf32: always 32 bytes). ``k_major`` is ``imm-trans == 0``; MN-major (transposed) operands exist
-    for 16-bit types only. Row ``i`` of the result is M/N index ``i``; column ``j`` is K index ``j``.
+    for 16-bit types only (``transposable``: the element sizes an MN-major operand may have; tcgen05.mma
+    also allows 8-bit ones). Row ``i`` of the result is M/N index ``i``; column ``j`` is K index ``j``.
     """
     if not isinstance(desc, Descriptor):
         desc = decode_descriptor(desc)
@@ -153,9 +154,10 @@ def load_operand(smem: np.ndarray, desc: Descriptor, rows: int, k: int, elem_byt
                             f"bytes), got k={k}")
     if rows <= 0 or rows % 8:
         raise ProtocolError(f"wgmma operand rows (M or N) must be a positive multiple of 8, got {rows}")
-    if not k_major and elem_bytes != 2:
-        raise ProtocolError(f"a transposed (MN-major) wgmma operand must have 16-bit elements (.f16/.bf16), "
-                            f"got {elem_bytes}-byte elements")
+    if not k_major and elem_bytes not in transposable:
+        sizes = " or ".join(f"{8 * b}-bit" for b in transposable)
+        raise ProtocolError(f"a transposed (MN-major) operand must have {sizes} elements, got {elem_bytes}-byte "
+                            f"elements")
     if desc.base_offset and desc.swizzle != "none":
         raise Unsupported(_base_offset_message(desc.base_offset, desc.swizzle))
     start = desc.start_address

@@ -10,6 +10,12 @@ load's destination until it lands, a store's source until a wait_group of the is
 so writing them meanwhile is a ``ProtocolError``.
 Tensor maps are found through their address (a by-value kernel parameter or a global buffer) and
 must have been made by ``emu.TensorMap``.
+
+A ``.multicast::cluster`` tensor load (PTX ISA "cp.async.bulk.tensor") lands the box at dstMem's
+CTA-relative offset in every CTA whose rank bit is set in the 16-bit ctaMask, each at its own drawn
+time, and performs complete-tx on the mbarrier at mbar's CTA-relative offset in each of them (with
+``.cta_group::2``: in the CTA of each destination's pair that has mbar's rank parity); a mask bit beyond
+the cluster is a ``ProtocolError``.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from fa4_mlir.emu.errors import ProtocolError
 from fa4_mlir.emu.machine import FULL, LANES, WAIT, Wait
 from fa4_mlir.emu.memory import PARAM_BASE, SHARED_BASE, WINDOW_SIZE, InFlight
 from fa4_mlir.emu.ops import handles, unsupported
-from fa4_mlir.emu.ops.operands import address, reader
+from fa4_mlir.emu.ops.operands import address, reader, syntax
 from fa4_mlir.emu.ops.sync import complete_tx
 from fa4_mlir.emu.params import decode_tensor_map
 from fa4_mlir.emu.ptx import ast
@@ -45,6 +51,35 @@ def _cluster(w, op, value: int, what: str):
     if value >= SHARED_BASE + WINDOW_SIZE or (value >= WINDOW_SIZE and value < SHARED_BASE):
         raise ProtocolError(f"{w.where(op)}: {what} must be a shared::cluster address, got 0x{value:x}")
     return w.cta.peer(value, f"{w.where(op)}: {what}")
+
+
+def _multicast_targets(w, op, dst: int, bar: int, mask: int, pair: bool) -> list:
+    """[(CTA, offset, barrier CTA, barrier offset)] of a ``.multicast::cluster`` tensor load (PTX ISA
+    "cp.async.bulk.tensor"): every CTA whose %cluster_ctarank bit is set in the 16-bit ctaMask gets the tile
+    at dstMem's CTA-relative offset, and the complete-tx at mbar's CTA-relative offset in its own shared
+    memory. With .cta_group::2 the signal goes to the CTA of each destination's pair that has the parity of
+    mbar's rank (the ISA lets it be the destination's or its peer's; CUTLASS's 2-SM multicast clears the
+    peer bit so the even CTA's barrier counts both halves)."""
+    ctas, where = w.launch.cluster_ctas, w.where(op)
+    _, smem_at = _cluster(w, op, dst, "the destination")
+    owner, bar_at = _cluster(w, op, bar, "the mbarrier")
+    if mask >> len(ctas):
+        raise ProtocolError(f"{where}: the multicast ctaMask must name only ranks of the cluster's {len(ctas)} "
+                            f"CTA(s) (bits 0..{len(ctas) - 1}), got 0x{mask:04x}")
+    targets = []
+    for cta in ctas:
+        if not mask >> cta.cluster_rank & 1:
+            continue
+        signalled = cta
+        if pair:
+            peer = (cta.cluster_rank & ~1) | (owner.cluster_rank & 1)
+            if peer >= len(ctas):
+                raise ProtocolError(f"{where}: a .cta_group::2 multicast destination must have its CTA pair in the "
+                                    f"cluster, got rank {cta.cluster_rank} (pair {cta.cluster_rank & ~1}, "
+                                    f"{cta.cluster_rank | 1}) in a cluster of {len(ctas)}")
+            signalled = ctas[peer]
+        targets.append((cta, smem_at, signalled, bar_at))
+    return targets
 
 
 def read_tensor_map(w, op, generic: int):
@@ -114,12 +149,18 @@ def _tensor(op, ctx, mods) -> None:
     ins = op.ins
     dims = [m for m in mods if m.endswith("d") and m[:-1].isdigit()]
     known = {"tile", "shared::cluster", "shared::cta", "global", "mbarrier::complete_tx::bytes", "bulk_group",
-             "L2::cache_hint", "cta_group::1", "cta_group::2"}
+             "L2::cache_hint", "cta_group::1", "cta_group::2", "multicast::cluster"}
     if len(dims) != 1 or set(mods) - known - set(dims):
-        raise unsupported(op, "only tile-mode tensor copies without multicast are modelled in part 1")
+        raise unsupported(op, "only tile-mode tensor copies (optionally .multicast::cluster) are modelled")
     rank = int(dims[0][:-1])
     load = mods.index("global") > mods.index(next(m for m in mods if m.startswith("shared")))
     operands = ins.operands
+    multicast = "multicast::cluster" in mods
+    if multicast and (not load or "shared::cluster" not in mods):
+        raise syntax(ctx, ins, ".multicast::cluster is a form of the .shared::cluster.global load only")
+    if multicast and len(operands) != 4 + ("L2::cache_hint" in mods):
+        raise syntax(ctx, ins, "a multicast tensor load takes [dstMem], [tensorMap, tensorCoords], [mbar], ctaMask"
+                               f"{', cache-policy' if 'L2::cache_hint' in mods else ''}, got {len(operands)} operands")
     if load:
         if "mbarrier::complete_tx::bytes" not in mods:
             raise unsupported(op, "a tensor load must signal an mbarrier (mbarrier::complete_tx::bytes)")
@@ -139,31 +180,37 @@ def _tensor(op, ctx, mods) -> None:
         _, rbar = address(ctx, bar, ins, "shared")
 
         cluster_space = "shared::cluster" in mods
+        rmask = reader(ctx, operands[3], "b16", ins) if multicast else None
+        pair = "cta_group::2" in mods
 
         def run_load(w, m):
             maps, dsts, bars = rmap(w), rdst(w), rbar(w)
+            masks = rmask(w) if multicast else None
             cs = [r(w).view(np.int32) for r in rcoords]
             for lane in _lanes(m):
                 tmap = read_tensor_map(w, op, int(maps[lane]))
                 coord = tuple(int(c[lane]) for c in cs)
-                if cluster_space:  # .cta_group::2: the mbarrier may be the peer CTA's
-                    cta, smem_at = _cluster(w, op, int(dsts[lane]), "the destination")
-                    bar_cta, bar_at = _cluster(w, op, int(bars[lane]), "the mbarrier")
+                if multicast:
+                    targets = _multicast_targets(w, op, int(dsts[lane]), int(bars[lane]), int(masks[lane]), pair)
+                elif cluster_space:  # .cta_group::2: the mbarrier may be the peer CTA's
+                    targets = [(*_cluster(w, op, int(dsts[lane]), "the destination"),
+                                *_cluster(w, op, int(bars[lane]), "the mbarrier"))]
                 else:
-                    cta, smem_at = w.cta, shared_offset(w, op, int(dsts[lane]), "the destination")
-                    bar_cta, bar_at = w.cta, shared_offset(w, op, int(bars[lane]), "the mbarrier")
-                bar_cta.mbarrier(bar_at, w.where(op))
+                    targets = [(w.cta, shared_offset(w, op, int(dsts[lane]), "the destination"),
+                                w.cta, shared_offset(w, op, int(bars[lane]), "the mbarrier"))]
                 where = w.where(op)
-                access = cta.smem.track(InFlight(smem_at, smem_at + tmap.box_bytes, True,
-                                                 f"the TMA load at {_line(op)} ({w.name})",
-                                                 "wait on the load's mbarrier first"), where)
+                for cta, smem_at, bar_cta, bar_at in targets:  # one landing per destination CTA, each in its own time
+                    bar_cta.mbarrier(bar_at, where)
+                    access = cta.smem.track(InFlight(smem_at, smem_at + tmap.box_bytes, True,
+                                                     f"the TMA load at {_line(op)} ({w.name})",
+                                                     "wait on the load's mbarrier first"), where)
 
-                def land(tmap=tmap, coord=coord, smem_at=smem_at, bar_at=bar_at, cta=cta, where=where, access=access,
-                         bar_cta=bar_cta):
-                    cta.smem.release(access)
-                    nbytes = tma_load(tmap, w.launch.memory, coord, cta.smem.buf, smem_at, what=where)
-                    complete_tx(bar_cta.mbarrier(bar_at, where), nbytes, where, bar_cta)
-                w.launch.schedule(land)
+                    def land(tmap=tmap, coord=coord, smem_at=smem_at, bar_at=bar_at, cta=cta, where=where,
+                             access=access, bar_cta=bar_cta):
+                        cta.smem.release(access)
+                        nbytes = tma_load(tmap, w.launch.memory, coord, cta.smem.buf, smem_at, what=where)
+                        complete_tx(bar_cta.mbarrier(bar_at, where), nbytes, where, bar_cta)
+                    w.launch.schedule(land)
         op.run = run_load
     else:
         _, rsrc = address(ctx, src_smem, ins, "shared")
@@ -336,5 +383,7 @@ def _cp_async(op, ctx, mods) -> None:
             cta.smem.release(access)
             cta.smem.buf[targets[:, None] + np.arange(nbytes)] = data
             pending.done = True
+            if cta.smem.shadow is not None:  # cp.async writes through the generic proxy (Triton fences it)
+                cta.smem.shadow.generic_write(w, targets, nbytes, op, check=False)  # checked at issue
         w.launch.schedule(land)
     op.run = run

@@ -51,6 +51,8 @@ def _ldmatrix(op, ctx) -> None:
             raise ProtocolError(f"{w.where(op)}: ldmatrix is .sync.aligned: all 32 lanes must execute it")
         offsets = _row_offsets(w, op, addr, count)
         w.cta.smem.guard(offsets.reshape(-1), 16, w.where(op), reading=True)  # a TMA load's destination?
+        if w.cta.smem.shadow is not None:  # ordered after the last write (race checks)?
+            w.cta.smem.shadow.generic_read(w, offsets.reshape(-1), 16)
         smem = w.cta.smem.buf
         for i in range(count):
             tile = smem[offsets[i][:, None] + np.arange(16)].copy().view(np.uint16)  # (8 rows, 8 elements)
@@ -75,6 +77,8 @@ def _stmatrix(op, ctx) -> None:
             raise ProtocolError(f"{w.where(op)}: stmatrix is .sync.aligned: all 32 lanes must execute it")
         offsets = _row_offsets(w, op, addr, count)
         w.cta.smem.guard(offsets.reshape(-1), 16, w.where(op))  # a TMA store's source?
+        if w.cta.smem.shadow is not None:  # a generic-proxy write (race checks)
+            w.cta.smem.shadow.generic_write(w, offsets.reshape(-1), 16, op)
         smem = w.cta.smem.buf
         for i in range(count):
             value = reads[i](w)

@@ -3,7 +3,9 @@
 An address names a state space either by the instruction (``ld.shared``, ``st.global``, ``ld.param``)
 or, for generic accesses, by the window it falls in (see ``fa4_mlir.emu.memory``). A fault names the
 address, the nearest allocation, the PTX line, the warp and the lane. Natural alignment of the whole
-access (vector accesses included) is required, as the ISA requires it.
+access (vector accesses included) is required, as the ISA requires it. ``.shared::cluster`` and generic
+shared addresses reach any CTA of the cluster (distributed shared memory: CTA r's window at
+r << ``memory.CLUSTER_SHIFT``); ``.shared``/``.shared::cta`` only the executing CTA's.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from fa4_mlir.emu import types as T
-from fa4_mlir.emu.errors import MemoryFault
+from fa4_mlir.emu.errors import MemoryFault, ProtocolError
 from fa4_mlir.emu.machine import FULL, LANES, WARP
 from fa4_mlir.emu.memory import CLUSTER_SHIFT, LOCAL_BASE, PARAM_BASE, SHARED_BASE, WINDOW_SIZE, as_words, lane_bytes
 from fa4_mlir.emu.ops import handles, unsupported
@@ -50,7 +52,9 @@ def resolve(w, op, space: str, addrs: np.ndarray, lane_ids: np.ndarray, nbytes: 
         if not (kinds == first).all():
             raise MemoryFault(f"{what(0)}: one generic access spans several state spaces; the emulator "
                               f"requires the lanes of one access to agree")
-        space = ("global", "shared", "param", "local")[first]
+        # A generic shared address may be another CTA's (cvta of a mapa result: PTX ISA "Generic Addressing",
+        # the shared::cluster window), so it resolves in the cluster's window.
+        space = ("global", "shared::cluster", "param", "local")[first]
         base = (0, SHARED_BASE, PARAM_BASE, LOCAL_BASE)[first]
         if base:
             addrs = addrs - np.uint64(base)
@@ -71,6 +75,8 @@ def resolve(w, op, space: str, addrs: np.ndarray, lane_ids: np.ndarray, nbytes: 
             offsets = offsets & ((1 << CLUSTER_SHIFT) - 1)
         w.cta.smem.check(offsets, nbytes, what)
         return w.cta.smem.buf, offsets
+    if space == "shared::cluster":
+        return _cluster_shared(w, op, addrs.astype(np.int64), nbytes, what)
     if space == "param":
         params = w.launch.params
         offsets = addrs.astype(np.int64)
@@ -90,14 +96,41 @@ def resolve(w, op, space: str, addrs: np.ndarray, lane_ids: np.ndarray, nbytes: 
     raise MemoryFault(f"{what(0)}: state space {space} is not modelled")
 
 
+def _cluster_shared(w, op, offsets: np.ndarray, nbytes: int, what):
+    """(buffer, offsets) of a shared::cluster access: CTA r's window is r << CLUSTER_SHIFT (PTX ISA "State
+    Spaces" -> the shared::cta window inside the shared::cluster window), so lanes may reach a peer's
+    shared memory (distributed shared memory). (None, None) when the lanes reach several CTAs: the
+    callers then go lane by lane. The peer must not have exited (the ISA requires the program to keep a
+    CTA alive, e.g. with barrier.cluster, while others access its shared memory); in-flight bytes are
+    guarded here for every CTA, since the callers guard only their own."""
+    ranks, ctas = offsets >> CLUSTER_SHIFT, w.launch.cluster_ctas
+    if (ranks >= len(ctas)).any():
+        i = int(np.argmax(ranks >= len(ctas)))
+        raise MemoryFault(f"{what(i)}: shared::cluster address 0x{int(offsets[i]):x} must name a CTA of the cluster "
+                          f"(rank below {len(ctas)}), got rank {int(ranks[i])}")
+    if (ranks != ranks[0]).any():
+        return None, None
+    cta = ctas[int(ranks[0])]
+    if cta is not w.cta and all(x.done for x in cta.warps):
+        raise ProtocolError(f"{what(0)}: accesses the shared memory of CTA rank {cta.cluster_rank}, which has exited; "
+                            f"a CTA must stay alive while others access its shared memory (barrier.cluster.arrive "
+                            f"and wait before it exits)")
+    offsets = offsets & ((1 << CLUSTER_SHIFT) - 1)
+    cta.smem.check(offsets, nbytes, what)
+    if cta.smem.in_flight:
+        cta.smem.guard(offsets, nbytes, w.where(op), reading=op.ins.opcode in ("ld", "ldu"))
+    return cta.smem.buf, offsets
+
+
 def _space(op, mods) -> str:
     spaces = [m for m in mods if m in SPACES]
     if len(spaces) > 1:
         raise unsupported(op, "more than one state space")
     if not spaces:
         return "generic"
-    space = spaces[0].split("::")[0]
-    return space
+    if spaces[0] == "shared::cluster":  # another CTA's shared memory is reachable (distributed shared memory)
+        return "shared::cluster"
+    return spaces[0].split("::")[0]
 
 
 def _access_shape(op, type_mods: list[str]) -> tuple[str, int]:
@@ -139,6 +172,8 @@ def _ld(op, ctx) -> None:
         else:
             if buf is w.cta.smem.buf and w.cta.smem.in_flight:  # bytes a TMA load has not landed in?
                 w.cta.smem.guard(offsets, elem * count, w.where(op), reading=True)
+            if buf is w.cta.smem.buf and w.cta.smem.shadow is not None:  # ordered after the last write?
+                w.cta.smem.shadow.generic_read(w, offsets, elem * count)
             words = as_words(lane_bytes(buf, offsets, elem * count), elem)
         for i, write in enumerate(writes):
             if m is FULL:
@@ -191,6 +226,8 @@ def _st(op, ctx) -> None:
             return
         if buf is w.cta.smem.buf and w.cta.smem.in_flight:  # bytes a TMA store or wgmma may still read?
             w.cta.smem.guard(offsets, elem * count, w.where(op))
+        if buf is w.cta.smem.buf and w.cta.smem.shadow is not None:  # a generic-proxy write (race checks)
+            w.cta.smem.shadow.generic_write(w, offsets, elem * count, op)
         # Lanes storing to the same bytes: the highest lane wins (one of them does, on a GPU).
         buf[offsets[:, None] + steps] = raw
     op.run = run
@@ -260,6 +297,8 @@ def _atom(op, ctx) -> None:
                 buf, off = resolve(w, op, space, np.array([a], np.uint64), np.array([lane]), elem)
                 if buf is w.cta.smem.buf and w.cta.smem.in_flight:
                     w.cta.smem.guard(off, elem, w.where(op))
+                if buf is w.cta.smem.buf and w.cta.smem.shadow is not None:
+                    w.cta.smem.shadow.generic_write(w, off, elem, op)
                 cell = buf[int(off[0]):int(off[0]) + elem].view(dtype)
                 old = cell[0]
                 olds[lane] = old

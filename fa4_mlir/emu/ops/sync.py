@@ -71,6 +71,8 @@ def _bar(op, ctx) -> None:
                                 f"{bar.first.where}; every arrival at one barrier must give the same count")
         bar.arrived += WARP if aligned else _active(m)
         generation = bar.generation
+        if w.launch.races is not None:  # a release; the completing arrival hands the clock to the waiters
+            w.launch.races.bar(w, bar, waits, bar.arrived >= bar.expected)
         if bar.arrived >= bar.expected:
             if bar.arrived > bar.expected:
                 raise ProtocolError(f"{w.where(op)}: barrier {ident} got {bar.arrived} arrivals for a count of "
@@ -94,9 +96,13 @@ def _cluster_barrier(op, ctx, mods) -> None:
     if "arrive" in kind:
         def arrive(w, m):
             state = w.launch.cluster_barrier
-            state["arrived"] += WARP if "aligned" in mods else _active(m)
+            # Threads, not warps, count (PTX ISA "barrier.cluster": all non-exited threads of the cluster
+            # arrive): a warp's live lanes, fewer than 32 in a block that is not a multiple of 32.
+            state["arrived"] += _active(m)
             w.cluster_generation = state["generation"]
             total = sum(cta.nthreads for cta in w.launch.cluster_ctas)
+            if w.launch.races is not None:
+                w.launch.races.cluster_arrive(w, state["generation"], state["arrived"] >= total)
             if state["arrived"] >= total:
                 state["arrived"] = 0
                 state["generation"] += 1
@@ -108,6 +114,8 @@ def _cluster_barrier(op, ctx, mods) -> None:
             if mine is None:
                 raise ProtocolError(f"{w.where(op)}: barrier.cluster.wait without a preceding barrier.cluster.arrive")
             w.cluster_generation = None
+            if w.launch.races is not None:
+                w.launch.races.cluster_wait(w, mine, state["generation"] > mine)
             if state["generation"] > mine:
                 return None
             w.wait = Wait(lambda: state["generation"] > mine,
@@ -167,6 +175,8 @@ def arrive(w, bar: MBarrier, count: int, where: str) -> None:
 
 
 def complete_tx(bar: MBarrier, nbytes: int, where: str, cta) -> None:
+    if cta.launch.races is not None:  # a landing's complete-tx releases it (race checks)
+        cta.launch.races.complete_tx(bar)
     bar.tx -= nbytes
     if bar.tx < -MAX_ARRIVALS:
         raise ProtocolError(f"{where}: tx-count of the {describe(bar, cta)} fell below -(2^20 - 1)")
@@ -226,6 +236,8 @@ def _mbarrier(op, ctx) -> None:
                 if txs is not None:
                     bar.tx += int(txs[lanes].astype(np.int64).sum())
                 count = int(counts[lanes].astype(np.int64).sum()) if counts is not None else len(lanes)
+                if w.launch.races is not None:
+                    w.launch.races.release(w, bar)
                 arrive(w, bar, count, w.where(op))
             state(w, token, m)
         op.run = run_arrive
@@ -268,6 +280,8 @@ def _mbarrier(op, ctx) -> None:
             def complete():
                 return all(((bar.phase & 1) != (want & 1)) if parity else (bar.phase > want)
                            for bar, want, _ in checks)
+            if w.launch.races is not None:  # an acquire of each barrier whose awaited phase completed
+                w.launch.races.mbar_wait(w, checks, parity)
             if not blocking or complete():
                 done(w, complete_lanes(), m)
                 return None
@@ -291,8 +305,15 @@ def _mbarrier(op, ctx) -> None:
 # -- fences ------------------------------------------------------------------------------------------
 @handles("fence", "membar")
 def _fence(op, ctx) -> None:
-    # Memory operations execute in one sequentially consistent order here, so fences order nothing more.
-    op.run = lambda w, m: None
+    # Memory operations execute in one sequentially consistent order here, so fences order nothing more,
+    # except for the race checks: a proxy fence between generic and async proxies covering shared memory.
+    mods = op.ins.modifiers
+    proxy = "proxy" in mods and ("async" in mods or "async::generic" in mods) and "global" not in mods
+
+    def run(w, m):
+        if proxy and w.launch.races is not None:
+            w.launch.races.fence_proxy(w)
+    op.run = run
 
 
 # -- warp-level --------------------------------------------------------------------------------------

@@ -5,18 +5,17 @@ PTX ISA "TensorCore 5th Generation Family Instructions" (sections named per inst
 
 - ``tcgen05.alloc/dealloc/relinquish_alloc_permit .cta_group::1/::2`` ("Tensor Memory Allocation"):
   warp-wide (.sync.aligned); see ``fa4_mlir.emu.tmem`` for the rules enforced.
-- ``tcgen05.ld/st .sync.aligned.32x32b.xN.b32`` ("Data movement", "Matrix fragments for
-  tcgen05.ld/st", shape 32x32b): warp ``w`` reaches TMEM lanes ``32*(w % 4)`` .. ``+31`` only (the
-  address's lane field must be that base); thread ``t`` moves register ``i`` from/to lane ``base + t``,
-  column ``col + i``. A load's destination registers are undefined until the warp's
-  ``tcgen05.wait::ld`` (reading one first is a ``ProtocolError``); a store's cells are in flight until
-  ``tcgen05.wait::st``.
-- ``tcgen05.mma.cta_group::1.kind::f16 [d], a-desc, b-desc, idesc, enable-input-d`` (SS form:
-  "tcgen05.mma"; descriptors in ``isa.tcgen05_desc``): D[M x N] (+)= A[M x K=16] x B[N x K]^T, issued by
+- ``tcgen05.ld/st`` in every shape (.32x32b, .16x64b, .16x128b, .16x256b, .16x32bx2), .num and
+  .pack::16b/.unpack::16b: ``ops.tcgen05_ldst`` (the fragment table in ``isa.tmem_fragments``).
+- ``tcgen05.mma.cta_group::1.kind::{f16,tf32,f8f6f4} [d], a-desc, b-desc, idesc, enable-input-d`` (SS
+  form: "tcgen05.mma"; descriptors in ``isa.tcgen05_desc``): D[M x N] (+)= A[M x K] x B[N x K]^T, K = 256
+  bits of a row (16 f16/bf16, 8 tf32, 32 e4m3/e5m2 elements; in fp8 A and B may differ), issued by
   each executing thread, executed in issue order by the CTA's tensor core at a completion time the
   scheduler draws; operands are read and D written then. With M = 128, row ``i`` of D is TMEM lane
   ``i`` and column ``j`` is column ``col + j`` ("Data path layout" D); with M = 64, rows 16q..16q+15
-  are lanes L0 + 32q .. +15 (L0 = 0 or 16; layout F).
+  are lanes L0 + 32q .. +15 (L0 = 0 or 16; layout F). An optional ``{disable-output-lane}`` vector
+  before enable-input-d (4 words; 8 with .cta_group::2, which must be zero here) leaves TMEM lane
+  ``32*i + j`` of D unwritten where bit ``j`` of word ``i`` is set (CuTe DSL always passes it).
 - ``tcgen05.commit.cta_group::N.mbarrier::arrive::one[.multicast::cluster]`` ("tcgen05.commit"): one
   arrive on the mbarrier (in every CTA of the mask) once every tcgen05.mma the warp issued before it
   has completed.
@@ -24,44 +23,39 @@ PTX ISA "TensorCore 5th Generation Family Instructions" (sections named per inst
   synchronisation; the emulator executes tcgen05 operations in a single order, so they are no-ops.
 
 Numerics (an assumption, not a measurement: no Blackwell was available): each MMA sums the exact
-products of its K = 16 step with the fp32 accumulator and rounds once to fp32 (round to nearest).
+products of its K step with the fp32 accumulator and rounds once to fp32 (round to nearest), whatever
+the kind (tf32 operands drop their low 13 bits; e4m3/e5m2 decode exactly: ``wgmma.to_float64``).
 A may come from tensor memory (the TS form ``[d], [a-tmem], b-desc, idesc, enable-input-d``): rows in
-lanes 0..127, two 16-bit elements per column, the lower K index in the low half. ``.cta_group::2``
+lanes 0..127, 32 / element-bits elements per column (8 columns a K step), the lower K index in the
+lower bits. ``.cta_group::2``
 spans the CTA pair of the cluster (``_issue``; alloc/dealloc per CTA, commit with a multicast mask).
-Unmodelled forms (a TMEM A with M = 64 or with a pair, a pair with M = 128, other kinds, .ws) are
-``Unsupported``.
+Unmodelled forms (a TMEM A with M = 64 or with a pair, a pair with M = 128, the fp6/fp4 formats of
+kind::f8f6f4, an f16 D, other kinds, .ws) are ``Unsupported``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from fa4_mlir.emu import types as T
 from fa4_mlir.emu.errors import EmulationError, ProtocolError, Unsupported
 from fa4_mlir.emu.isa import wgmma_layout as L
-from fa4_mlir.emu.isa.tcgen05_desc import decode_instr_descriptor, decode_smem_descriptor, split_tmem_address
-from fa4_mlir.emu.machine import FULL, LANES, WAIT, WARP, Wait
+from fa4_mlir.emu.isa.tcgen05_desc import (ELEMENT_BITS, decode_instr_descriptor, decode_smem_descriptor,
+                                           split_tmem_address)
+from fa4_mlir.emu.machine import FULL, LANES, WAIT, Wait
 from fa4_mlir.emu.memory import InFlight
 from fa4_mlir.emu.ops import handles, unsupported
 from fa4_mlir.emu.ops.bulk import shared_offset
-from fa4_mlir.emu.ops.operands import address, reader, writer
+from fa4_mlir.emu.ops.operands import address, reader
 from fa4_mlir.emu.ops.sync import arrive
+from fa4_mlir.emu.ops.tcgen05_ldst import compile_ld_st, tmem
+from fa4_mlir.emu.ops.tcgen05_ldst import full_warp as _full_warp
 from fa4_mlir.emu.ops.wgmma import to_float64
 from fa4_mlir.emu.ptx import ast
-from fa4_mlir.emu.tmem import Region, TensorMemory
+from fa4_mlir.emu.tmem import Region
 
 _SYNC = {"sync", "aligned"}
-
-
-def tmem(cta) -> TensorMemory:
-    if cta.tmem is None:
-        cta.tmem = TensorMemory()
-    return cta.tmem
-
-
-def _full_warp(w, op, m, what: str) -> None:
-    if m is not FULL:
-        raise ProtocolError(f"{w.where(op)}: {what} is .sync.aligned: all 32 lanes of the warp must execute it")
+_KINDS = ("kind::f16", "kind::tf32", "kind::f8f6f4")
+_STORAGE = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
 
 @handles("tcgen05")
@@ -70,7 +64,12 @@ def _tcgen05(op, ctx) -> None:
     action = mods[0] if mods else ""
     rest = set(mods[1:])
     if action in ("fence::before_thread_sync", "fence::after_thread_sync") and not rest:
-        op.run = lambda w, m: None
+        before = action == "fence::before_thread_sync"
+
+        def fence(w, m):  # orders nothing in this single-order machine; the race checks track it
+            if w.launch.races is not None:
+                (w.launch.races.before_thread_sync if before else w.launch.races.after_thread_sync)(w)
+        op.run = fence
         return
     if action in ("wait::ld", "wait::st") and rest == _SYNC:
         op.run = _wait_ld if action == "wait::ld" else _wait_st
@@ -89,7 +88,7 @@ def _tcgen05(op, ctx) -> None:
         op.run = relinquish
         return
     if action in ("ld", "st"):
-        return _ld_st(op, ctx, action, mods[1:])
+        return compile_ld_st(op, ctx, action, mods[1:])
     if action == "mma":
         return _mma(op, ctx, mods[1:])
     if action == "commit":
@@ -128,101 +127,27 @@ def _dealloc(op, ctx) -> None:
 
     def run(w, m):
         _full_warp(w, op, m, "tcgen05.dealloc")
+        if w.launch.races is not None:  # every access to the columns must be ordered before
+            column = int(taddr(w)[0]) & 0xFFFF
+            w.launch.races.dealloc(w, w.cta, column, min(column + int(cols(w)[0]), 512))
         tmem(w.cta).dealloc(int(taddr(w)[0]), int(cols(w)[0]), w.where(op))
     op.run = run
 
 
 # -- loads and stores ------------------------------------------------------------------------------------
-def _ld_st(op, ctx, action: str, mods: list) -> None:
-    """``.32x32b``: thread t <-> lane L + t, columns C + i. ``.16x32bx2`` (PTX ISA "Matrix fragments for
-    tcgen05.ld/st", shape 16x32bx2: two 16x32b accesses): threads 0-15 <-> lanes L + t at columns C + i,
-    threads 16-31 <-> the address ``taddr + immHalfSplitoff`` (added to the whole 32-bit address), lanes
-    L' + t - 16 at columns C' + i. Every lane must lie in the warp's 32-lane quarter."""
-    shape = [x for x in mods if x not in _SYNC]
-    if len(shape) != 3 or shape[0] not in ("32x32b", "16x32bx2") or not shape[1].startswith("x") or \
-            shape[2] != "b32":
-        raise unsupported(op, "only the .32x32b and .16x32bx2 shapes with .xN.b32 (no .pack/.unpack) are modelled")
-    split = shape[0] == "16x32bx2"
-    count = int(shape[1][1:]) if shape[1][1:].isdigit() else 0
-    if count not in (1, 2, 4, 8, 16, 32, 64, 128):
-        raise unsupported(op, f".{shape[1]}: N must be a power of 2 up to 128")
-    ins = op.ins
-    operands = list(ins.operands)
-    want = 3 if split else 2
-    if len(operands) != want:
-        raise unsupported(op, f"expected {want} operands for .{shape[0]}, got {len(operands)}")
-    if action == "ld":
-        regs_operand, addr_operand = operands[0], operands[1]
-    else:
-        addr_operand, regs_operand = operands[0], operands[-1]
-    offset = 0
-    if split:
-        imm = operands[2] if action == "ld" else operands[1]
-        if not isinstance(imm, ast.Immediate):
-            raise unsupported(op, "immHalfSplitoff must be an immediate")
-        offset = int(imm.value) & 0xFFFFFFFF
-    regs = regs_operand.elements if isinstance(regs_operand, ast.Vector) else [regs_operand]
-    if len(regs) != count:
-        raise unsupported(op, f".x{count} needs {count} registers, got {len(regs)}")
-    _, addr = address(ctx, addr_operand, ins, "tmem")
-    dtype = T.STORAGE["b32"]
-    if action == "ld":
-        writes = [writer(ctx, r, "b32", ins) for r in regs]
-        slots = {ctx.slot(r, ins) for r in regs if isinstance(r, ast.Register) and r.name != "_"}
-    else:
-        reads = [reader(ctx, r, "b32", ins) for r in regs]
-    line = op.where.split(":")[0]
-
-    def locate(w, m):
-        """[(memory, first lane, first column, threads)] of the warp's one or two lane blocks."""
-        _full_warp(w, op, m, f"tcgen05.{action}")
-        taddr = int(addr(w)[0])
-        blocks = [(taddr, slice(0, 16 if split else 32))]
-        if split:
-            blocks.append(((taddr + offset) & 0xFFFFFFFF, slice(16, 32)))
-        base, memory, out = 32 * (w.wid % 4), tmem(w.cta), []
-        for at, threads in blocks:
-            lane, col = split_tmem_address(at)
-            rows = threads.stop - threads.start
-            if not base <= lane or lane + rows > base + 32:
-                raise ProtocolError(f"{w.where(op)}: warp {w.wid} (warp {w.wid % 4} of its warpgroup) reaches "
-                                    f"tensor-memory lanes {base}..{base + 31} only; this access needs lanes "
-                                    f"{lane}..{lane + rows - 1}")
-            if col + count > 512:
-                raise ProtocolError(f"{w.where(op)}: columns {col}..{col + count - 1} run past tensor memory's 512")
-            memory.check_allocated(col, col + count, w.where(op))
-            memory.guard(lane, lane + rows, col, col + count, action == "st", w.where(op))
-            out.append((lane, col, threads, rows))
-        return memory, out
-
-    if action == "ld":
-        def run(w, m):
-            memory, blocks = locate(w, m)
-            values = np.empty((WARP, count), np.uint32)
-            for lane, col, threads, rows in blocks:
-                values[threads] = memory.cells[lane:lane + rows, col:col + count]
-            for i, write in enumerate(writes):
-                write(w, values[:, i].astype(dtype), m)
-            w.tmem_ld_pending |= slots
-            w.pending_regs |= slots
-    else:
-        def run(w, m):
-            memory, blocks = locate(w, m)
-            values = np.stack([read(w) for read in reads], axis=1)
-            for lane, col, threads, rows in blocks:
-                memory.cells[lane:lane + rows, col:col + count] = values[threads]
-                w.tmem_st_pending.append(memory.track(Region(
-                    lane, lane + rows, col, col + count, True, f"the tcgen05.st at {line} ({w.name})",
-                    "wait with tcgen05.wait::st first")))
-    op.run = run
-
-
 def _wait_ld(w, m) -> None:
-    w.pending_regs -= w.tmem_ld_pending
-    w.tmem_ld_pending = set()
+    if w.launch.races is not None:
+        w.launch.races.wait_ld(w)
+    if w.tmem_ld_reads:
+        memory = tmem(w.cta)
+        for region in w.tmem_ld_reads:
+            memory.release(region)
+        w.tmem_ld_reads = []
 
 
 def _wait_st(w, m) -> None:
+    if w.launch.races is not None:
+        w.launch.races.wait_st(w)
     if w.tmem_st_pending:
         memory = tmem(w.cta)
         for region in w.tmem_st_pending:
@@ -234,14 +159,21 @@ def _wait_st(w, m) -> None:
 def _mma(op, ctx, mods) -> None:
     rest = [x for x in mods if x not in ("collector::a::discard", "collector::a::fill", "collector::a::use",
                                           "collector::a::lastuse", "collector::b::discard")]
-    if rest not in (["cta_group::1", "kind::f16"], ["cta_group::2", "kind::f16"]):
-        raise unsupported(op, "only .cta_group::1/::2 .kind::f16 is modelled")
-    pair = rest[0] == "cta_group::2"
+    if len(rest) != 2 or rest[0] not in ("cta_group::1", "cta_group::2") or rest[1] not in _KINDS:
+        raise unsupported(op, "only .cta_group::1/::2 with .kind::f16, .kind::tf32 or .kind::f8f6f4 is modelled")
+    pair, kind = rest[0] == "cta_group::2", rest[1][len("kind::"):]
     ins = op.ins
-    if len(ins.operands) != 5:
-        raise unsupported(op, "expected [d-tmem], a-desc, b-desc, idesc, enable-input-d (SS form, no "
-                              "disable-output-lane or scale-input-d)")
-    d_op, a_op, b_op, i_op, e_op = ins.operands
+    operands = list(ins.operands)
+    words = 8 if pair else 4
+    mask_op = operands.pop(4) if len(operands) == 6 and isinstance(operands[4], ast.Vector) else None
+    if len(operands) != 5:
+        raise unsupported(op, "expected [d-tmem], a-desc, b-desc, idesc, [{disable-output-lane},] enable-input-d "
+                              "(no scale-input-d)")
+    if mask_op is not None and len(mask_op.elements) != words:
+        raise unsupported(op, f"the disable-output-lane vector of .{rest[0]} must have {words} elements, got "
+                              f"{len(mask_op.elements)}")
+    rmask = [reader(ctx, x, "b32", ins) for x in mask_op.elements] if mask_op is not None else []
+    d_op, a_op, b_op, i_op, e_op = operands
     from_tmem = isinstance(a_op, ast.Address)  # the TS form: A in tensor memory
     _, d_addr = address(ctx, d_op, ins, "tmem")
     ra = address(ctx, a_op, ins, "tmem")[1] if from_tmem else reader(ctx, a_op, "b64", ins)
@@ -252,7 +184,7 @@ def _mma(op, ctx, mods) -> None:
     def run(w, m):
         for lane in (LANES if m is FULL else LANES[m]):
             _issue(w, op, line, int(d_addr(w)[lane]), int(ra(w)[lane]), int(rb(w)[lane]), int(ri(w)[lane]),
-                   bool(re_(w)[lane]), from_tmem, pair)
+                   bool(re_(w)[lane]), from_tmem, pair, [int(r(w)[lane]) for r in rmask], kind=kind)
     op.run = run
 
 
@@ -265,13 +197,21 @@ def _pair(w, op):
     return [ctas[rank & ~1], ctas[rank | 1]]
 
 
-def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem, pair=False) -> None:
+def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem, pair=False, disable=(),
+           kind="f16") -> None:
     """One MMA. With .cta_group::2 (data-path layout A, M = 256) it spans the pair: CTA v reads its 128
     rows of A and its N/2 rows of B at the same shared-memory offsets (the descriptors' values), and gets
-    its 128 rows of D in its own tensor memory at the same address (PTX ISA "tcgen05.mma", cta_group::2)."""
+    its 128 rows of D in its own tensor memory at the same address (PTX ISA "tcgen05.mma", cta_group::2).
+    ``disable`` is the disable-output-lane vector: bit b of word i set leaves TMEM lane 32*i + b of D
+    unwritten (docs/emulator-tcgen05-isa.md section 6)."""
     where = w.where(op)
+    if pair and any(disable):
+        # Which of the 8 words address which CTA of the pair is not stated by the ISA; refuse to guess.
+        raise Unsupported(f"{where}: a non-zero disable-output-lane vector is modelled for .cta_group::1 only, got "
+                          f"{[hex(x) for x in disable]} with .cta_group::2")
+    off = np.array([(disable[lane // 32] >> (lane % 32)) & 1 for lane in range(128)], bool) if any(disable) else None
     try:
-        shape = decode_instr_descriptor(idesc)
+        shape = decode_instr_descriptor(idesc, kind)
         da = None if from_tmem else decode_smem_descriptor(a_desc)
         db = decode_smem_descriptor(b_desc)
     except EmulationError as exc:
@@ -288,9 +228,16 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem, pai
         raise ProtocolError(f"{where}: tcgen05.mma N must be a multiple of {step} in [{step}, 256] for M = "
                             f"{shape.m}, got {shape.n}")
     if shape.d_type != "f32":
-        raise ProtocolError(f"{where}: only an f32 accumulator is modelled, got D format {shape.d_type}")
+        raise Unsupported(f"{where}: tcgen05.mma D format must be f32 to be modelled, got {shape.d_type}")
+    if kind == "tf32" and not (shape.a_k_major and shape.b_k_major):
+        # PTX ISA "tcgen05.mma" swizzling table: a transposed tf32 operand needs the 128-byte swizzle with
+        # 32-byte atomicity (descriptor mode 1), which the descriptor decode already reports as not modelled.
+        raise ProtocolError(f"{where}: a transposed (MN-major) .kind::tf32 operand must use the 128B swizzle "
+                            f"with 32-byte atomicity, got A {'K' if shape.a_k_major else 'MN'}-major, B "
+                            f"{'K' if shape.b_k_major else 'MN'}-major with another mode")
     lane, col = split_tmem_address(taddr)
-    n, k = shape.n, 16
+    n, k, eb = shape.n, shape.k, ELEMENT_BITS[shape.a_type] // 8  # K: 256 bits of each row of A and B
+    a_cols = k * eb // 4  # a TMEM A's 32-bit columns per row: always 8
     m_rows, n_part = shape.m // len(ctas), n // len(ctas)  # per CTA
     what = f"the tcgen05.mma at {line} ({w.name})"
     remedy = "wait on the mbarrier its tcgen05.commit arrives on (then tcgen05.fence::after_thread_sync) first"
@@ -309,8 +256,9 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem, pai
         blocks = [(lane + 32 * q, lane + 32 * q + 16) for q in range(4)]
     a_col = None
     if from_tmem:
-        # A (128 x 16 16-bit elements) in lanes 0..127, two elements per 32-bit column, the lower K index
-        # in the low half ("Data path layout": M = 128, A from tensor memory).
+        # A (128 x K elements) in lanes 0..127, 4 / element-bytes elements per 32-bit column, the lower K
+        # index in the lower bits ("Data path layout": M = 128, A from tensor memory; "8-bit containers
+        # contiguously packed in a 32-bit word" for 8-bit types).
         a_lane, a_col = split_tmem_address(a_desc)
         if m_rows != 128:
             raise Unsupported(f"{where}: an A operand in tensor memory is modelled for M = 128 only, got M = {m_rows}")
@@ -324,15 +272,19 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem, pai
         regions = []
         for lo, hi in blocks:
             memory.guard(lo, hi, col, col + n, True, where, by_mma=True)
+            if w.launch.races is not None:
+                w.launch.races.tmem(w, cta, lo, hi, col, col + n, "mma")
             regions.append(memory.track(Region(lo, hi, col, col + n, True, what, remedy, mma=True)))
         if a_col is not None:
-            memory.check_allocated(a_col, a_col + k // 2, where)
-            memory.guard(0, 128, a_col, a_col + k // 2, False, where, by_mma=True)
-            regions.append(memory.track(Region(0, 128, a_col, a_col + k // 2, False, what, remedy, mma=True)))
+            memory.check_allocated(a_col, a_col + a_cols, where)
+            memory.guard(0, 128, a_col, a_col + a_cols, False, where, by_mma=True)
+            if w.launch.races is not None:
+                w.launch.races.tmem(w, cta, 0, 128, a_col, a_col + a_cols, "mma_a")
+            regions.append(memory.track(Region(0, 128, a_col, a_col + a_cols, False, what, remedy, mma=True)))
         try:
-            index = L.operand_addresses(db, n_part, k, 2, shape.b_k_major)
+            index = L.operand_addresses(db, n_part, k, eb, shape.b_k_major)
             if da is not None:
-                index = np.concatenate([L.operand_addresses(da, m_rows, k, 2, shape.a_k_major), index])
+                index = np.concatenate([L.operand_addresses(da, m_rows, k, eb, shape.a_k_major), index])
         except EmulationError as exc:
             raise type(exc)(f"{where}: {exc}") from None
         access = cta.smem.track(InFlight(index.min(), index.max() + 1, False, what,
@@ -348,11 +300,12 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem, pai
             smem.release(access)
             try:
                 if da is None:
-                    a_bits = np.ascontiguousarray(memory.cells[:, a_col:a_col + k // 2]).view(np.uint16)
+                    a_bits = np.ascontiguousarray(memory.cells[:, a_col:a_col + a_cols]).view(_STORAGE[eb])
                 else:
-                    a_bits = L.load_operand(smem.buf, da, m_rows, k, 2, shape.a_k_major)
+                    a_bits = L.load_operand(smem.buf, da, m_rows, k, eb, shape.a_k_major, transposable=(1, 2))
                 a_parts.append(to_float64(a_bits, shape.a_type))
-                b_parts.append(to_float64(L.load_operand(smem.buf, db, n_part, k, 2, shape.b_k_major), shape.b_type))
+                b_bits = L.load_operand(smem.buf, db, n_part, k, eb, shape.b_k_major, transposable=(1, 2))
+                b_parts.append(to_float64(b_bits, shape.b_type))
             except EmulationError as exc:
                 raise type(exc)(f"{where}: {exc}") from None
         b = np.concatenate(b_parts)  # CTA v holds rows v*N/2 .. of B (its columns of D)
@@ -362,7 +315,8 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem, pai
             d = (-a if shape.negate_a else a) @ b.T
             if accumulate:
                 d += memory.cells[rows_at, col:col + n].view(np.float32).astype(np.float64)
-            memory.cells[rows_at, col:col + n] = d.astype(np.float32).view(np.uint32)
+            keep = np.ones(len(rows_at), bool) if off is None else ~off[rows_at]
+            memory.cells[rows_at[keep], col:col + n] = d[keep].astype(np.float32).view(np.uint32)
 
     lead, launch = ctas[0], w.launch
     done_at = max(lead.tc_tail, launch.now + launch.delay())  # the tensor core executes MMAs in issue order
@@ -402,9 +356,12 @@ def _commit(op, ctx, rest: set) -> None:
             bars = [c.mbarrier(at, where) for c in ctas]
             launch = w.launch
             when = max(w.tc_tail, launch.now) + 1  # after the warp's MMAs so far complete
+            message = launch.races.commit(w) if launch.races is not None else None
 
-            def fire(bars=bars, w=w):
+            def fire(bars=bars, w=w, message=message):
                 for bar in bars:
+                    if message is not None:
+                        launch.races.deliver(bar, message)
                     arrive(w, bar, 1, where)
             launch.schedule(fire, delay=when - launch.now)
     op.run = run

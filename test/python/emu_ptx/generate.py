@@ -4,6 +4,7 @@
     pip install triton==3.9.0          # or the wheel at hand
     python test/python/emu_ptx/generate.py [NAME ...]
     python test/python/emu_ptx/generate.py --sm100a triton_matmul     # the same source for sm_100a
+    python test/python/emu_ptx/generate.py --sm100a triton_matmul_fp8 # fp8 tl.dot: tcgen05 kind::f8f6f4
 
 For each kernel below it compiles the Triton source for sm_90a (GPUTarget("cuda", 90, 32)),
 specialised exactly as the JIT would for the argument values in shapes.py, and writes
@@ -291,6 +292,21 @@ def kernel_specs():
             what="C[:M,:N] (fp32) = A[:M,:K] (bf16) @ B[:K,:N] (bf16), fp32 accumulate, tl.dot",
         )
 
+    # fp8 (A e4m3, B e5m2: tl.dot lowers to tcgen05.mma .kind::f8f6f4 with mixed formats and an N-major B).
+    # sm_100a only: Hopper's fp8 wgmma needs both operands K-major, a different kernel.
+    s = S["triton_matmul_fp8"]
+    M, N, K = s["M"], s["N"], s["K"]
+    specs["triton_matmul_fp8"] = dict(
+        fn=matmul_kernel, num_warps=4, num_stages=3, targets=("sm_100a",),
+        grid=[cdiv(M, s["BLOCK_M"]) * cdiv(N, s["BLOCK_N"]), 1, 1],
+        args=dict(a_ptr=Ptr("fp8e4nv", [M, s["lda"]]), b_ptr=Ptr("fp8e5", [K, s["ldb"]]),
+                  c_ptr=Ptr("fp32", [M, s["ldc"]], "out"), M=M, N=N, K=K,
+                  stride_am=s["lda"], stride_ak=1, stride_bk=s["ldb"], stride_bn=1, stride_cm=s["ldc"],
+                  stride_cn=1, BLOCK_M=Const(s["BLOCK_M"]), BLOCK_N=Const(s["BLOCK_N"]),
+                  BLOCK_K=Const(s["BLOCK_K"]), GROUP_M=Const(s["GROUP_M"])),
+        what="C[:M,:N] (fp32) = A[:M,:K] (fp8 e4m3) @ B[:K,:N] (fp8 e5m2), fp32 accumulate, tl.dot",
+    )
+
     s = S["triton_matmul_tma"]
     M, N, K = s["M"], s["N"], s["K"]
     BM, BN, BK = s["BLOCK_M"], s["BLOCK_N"], s["BLOCK_K"]
@@ -472,7 +488,8 @@ def main(argv):
     if argv[:1] == ["--sm100a"]:  # Blackwell fixtures (tcgen05): <name>_sm100a.ptx, kernels_sm100a.json
         TARGET, suffix, argv = GPUTarget("cuda", 100, 32), "_sm100a", argv[1:]
     specs = kernel_specs()
-    names = argv or list(specs)
+    target = f"sm_{TARGET.arch}a"
+    names = argv or [n for n in specs if target in specs[n].get("targets", ("sm_90a", "sm_100a"))]
     man_path = HERE / f"kernels{suffix}.json"
     manifest = json.loads(man_path.read_text()) if man_path.exists() and argv else {}
     for name in names:

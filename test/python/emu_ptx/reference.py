@@ -49,10 +49,16 @@ SENTINEL = -12288.0  # what output arrays hold before the launch (exact in fp32,
 
 @lru_cache(None)
 def manifest() -> dict:
-    return json.loads((HERE / "kernels.json").read_text())
+    """kernels.json (the sm_90a fixtures), then the fixtures only kernels_sm100a.json has (the fp8 matmul,
+    whose Hopper form would be a different kernel); a name in both keeps its sm_90a entry."""
+    out = json.loads((HERE / "kernels.json").read_text())
+    for name, entry in json.loads((HERE / "kernels_sm100a.json").read_text()).items():
+        out.setdefault(name, entry)
+    return out
 
 
-FIXTURES = tuple(manifest())
+FIXTURES = tuple(n for n, m in manifest().items() if m["target"] == "sm_90a")
+SM100A_ONLY = tuple(n for n, m in manifest().items() if m["target"] == "sm_100a")
 
 
 def ptx_text(name: str) -> str:
@@ -81,6 +87,21 @@ def bf16_bits_to_f32(b) -> np.ndarray:
 
 
 BF16_NAN = np.uint16(0x7FC0)
+FP8_NAN = np.uint8(0x7F)  # a NaN in both e4m3 (S.1111.111) and e5m2 (S.11111.11)
+
+
+def fp8_bits_to_f64(bits, fmt: str) -> np.ndarray:
+    """e4m3 (bias 7, no infinities, S.1111.111 NaN) or e5m2 (bias 15, IEEE-style specials) bytes as float64
+    (PTX ISA "Alternate floating point data formats")."""
+    b = np.asarray(bits, np.uint8).astype(np.int64)
+    ebits, mbits, bias = (4, 3, 7) if fmt == "e4m3" else (5, 2, 15)
+    sign = np.where(b >> 7, -1.0, 1.0)
+    e, m = (b >> mbits) & ((1 << ebits) - 1), b & ((1 << mbits) - 1)
+    value = np.where(e == 0, m * 2.0 ** (1 - bias - mbits), (1 + m / (1 << mbits)) * 2.0 ** (e - bias)) * sign
+    top = (1 << ebits) - 1
+    if fmt == "e4m3":
+        return np.where((e == top) & (m == (1 << mbits) - 1), np.nan, value)
+    return np.where(e == top, np.where(m == 0, sign * np.inf, np.nan), value)
 
 
 @dataclass
@@ -331,6 +352,44 @@ def _matmul(name, rng):
     return args, check, expected
 
 
+def _matmul_fp8(name, rng):
+    """A (e4m3) @ B (e5m2) from random bytes (every finite code: subnormals, both signs, the largest
+    magnitudes), padding NaN; fp32 C against the float64 product of the dequantised inputs."""
+    s = SHAPES[name]
+    M, N, K = s["M"], s["N"], s["K"]
+    _check_spec(name, M=M, N=N, K=K, stride_am=s["lda"], stride_ak=1, stride_bk=s["ldb"], stride_bn=1,
+                stride_cm=s["ldc"], stride_cn=1)
+
+    def finite(shape, fmt):
+        bits = rng.integers(0, 256, shape, dtype=np.uint8)
+        bits[~np.isfinite(fp8_bits_to_f64(bits, fmt))] &= 0xBB  # e4m3 0x7F -> 0x3B; e5m2 exponent 31 -> 27
+        return bits
+    abuf = _pad(finite((M, K), "e4m3"), M, K, s["lda"], FP8_NAN)
+    bbuf = _pad(finite((K, N), "e5m2"), K, N, s["ldb"], FP8_NAN)
+    c = np.full((M, s["ldc"]), SENTINEL, np.float32)
+    args = [abuf, bbuf, c, M, N, K, s["lda"], s["ldb"], s["ldc"], *_hidden(name)]
+
+    def ref(args):
+        a = fp8_bits_to_f64(args[0][:, :K], "e4m3")
+        b = fp8_bits_to_f64(args[1][:K, :N], "e5m2")
+        return a @ b, np.abs(a) @ np.abs(b)
+
+    def expected(args):
+        full = np.full((M, s["ldc"]), SENTINEL, np.float32)
+        full[:, :N] = ref(args)[0]
+        return {2: full}
+
+    def check(args):
+        want, mag = ref(args)
+        # fp8 x fp8 products are exact in fp32; only the fp32 accumulation differs
+        _assert_close(args[2][:, :N], want, 2e-5 * mag + 1e-6, f"{name} C")
+        pad = np.zeros(args[2].shape, bool)
+        pad[:, N:] = True
+        _assert_untouched(args[2], pad, f"{name} C")
+
+    return args, check, expected
+
+
 def _tmap(arr, rows, cols, ld, box_rows, box_cols, swizzle):
     return TensorMap(base=arr, data_type=9, elem_bytes=2, global_dim=[cols, rows],
                      global_strides=[ld * 2], box_dim=[box_cols, box_rows], swizzle=swizzle)
@@ -400,6 +459,7 @@ _BUILDERS = {
     "triton_matmul": _matmul,
     "triton_matmul_128": _matmul,
     "triton_matmul_unaligned": _matmul,
+    "triton_matmul_fp8": _matmul_fp8,
     "triton_matmul_tma": _matmul_tma,
     "triton_matmul_tma_device": _matmul_tma_device,
 }

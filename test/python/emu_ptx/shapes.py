@@ -45,6 +45,10 @@ SHAPES = {
     # Same kernel, sizes and leading dims NOT multiples of 16: the slow path (no 16-byte cp.async).
     "triton_matmul_unaligned": dict(M=100, N=72, K=136, lda=136, ldb=72, ldc=72,
                                     BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8),
+    # fp8 A (e4m3) x fp8 B (e5m2), fp32 C (sm_100a only: tcgen05.mma .kind::f8f6f4, 128x128x128 tiles);
+    # M, N not multiples of the tiles, K not of BLOCK_K; leading dims padded by 16 bytes (NaN-filled).
+    "triton_matmul_fp8": dict(M=200, N=160, K=288, lda=304, ldb=176, ldc=160,
+                              BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8),
     # Host-side TensorDescriptor (by-value CUtensorMap params), bf16 output; TMA clips/zero-fills.
     "triton_matmul_tma": dict(M=100, N=72, K=136, lda=144, ldb=80, ldc=80,
                               BLOCK_M=64, BLOCK_N=64, BLOCK_K=64),

@@ -8,6 +8,7 @@ every reference case builds an argument list of the right arity and types, and t
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sys
 from pathlib import Path
@@ -41,7 +42,17 @@ def test_manifest_matches_ptx(name):
     assert len(text.splitlines()) < 3000
 
 
-@pytest.mark.parametrize("name", reference.FIXTURES)
+@pytest.mark.parametrize("name", list(json.loads((HERE / "kernels_sm100a.json").read_text())))
+def test_sm100a_manifest_matches_ptx(name):
+    m = json.loads((HERE / "kernels_sm100a.json").read_text())[name]
+    text = (HERE / m["file"]).read_text()
+    assert hashlib.sha256(text.encode()).hexdigest() == m["ptx_sha256"]
+    assert re.search(r"^\.target\s+sm_100a\b", text, re.M) and m["target"] == "sm_100a"
+    assert ENTRY_RE.search(text).group(1) == m["entry"]
+    assert not re.search(r'^\s*\.file\s+\d+\s+"/', text, re.M)  # no machine paths (generate.portable)
+
+
+@pytest.mark.parametrize("name", reference.FIXTURES + reference.SM100A_ONLY)
 def test_reference_case(name):
     grid, block, smem, args, check = reference.case(name, np.random.default_rng(1234))
     m = reference.manifest()[name]
