@@ -197,8 +197,8 @@ def _compile(args, builtin, progress) -> int:
         return 1
     except OSError as exc:
         where = knobs.cache_dir() if args.cache else args.output
-        path = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(where) else ""
-        return _error(f"cannot write to '{where}'{path}: {exc.strerror or exc}")
+        path = f" (at '{exc.filename}')" if exc.filename and str(exc.filename) != str(where) else ""
+        return _error(f"cannot write to '{where}': {exc.strerror or exc}{path}")
     seconds = time.perf_counter() - start
     m = result.manifest
     if m:
