@@ -405,7 +405,9 @@ class SmemShadow:
         landing, must be ordered before it."""
         granules = self._granules(offsets, width)
         found = self._unordered(w, granules, readers=False)
-        if found is not None:
+        # Generic-generic conflicts are not reported: the 16-byte granule would invent races between warps
+        # writing disjoint words of one granule (Triton's reductions); async landings are exact per copy.
+        if found is not None and found[1] >= self.races.n:
             self._race(w, "reads", found, "wait on the load's mbarrier first" if found[1] >= self.races.n else
                        "synchronise the two warps (an mbarrier arrive and wait, or bar.sync) between them")
         self.readers[granules, w.race_id] = self.races._stamp(w, w.last_op)
@@ -416,7 +418,7 @@ class SmemShadow:
         granules = self._granules(offsets, width)
         if check:
             found = self._unordered(w, granules, readers=True)
-            if found is not None:
+            if found is not None and found[1] >= self.races.n:  # generic-generic: see generic_read
                 self._race(w, "writes", found, "synchronise the two warps (an mbarrier arrive and wait, or "
                            "bar.sync) between them")
             found = self._mma_unordered(w, granules)
