@@ -86,6 +86,7 @@ class Variant:
     make_args: object   # () -> (launch args, {output name: array the kernel writes})
     check: object       # ({name: array}) -> {name: error / tolerance}; <= 1 passes
     baseline_bits: dict = field(default_factory=dict)  # output bytes of the unmutated kernel
+    grid: tuple | None = None  # None: the case's grid
 
 
 @dataclass
@@ -168,20 +169,36 @@ def gemm_case(tmp: str, m: int = 256, n: int = 256, k: int = 256, alpha: float =
 
 
 def attention_case(tmp: str, causal: bool, sq: int, sk: int, d: int = 64, block_n: int = 64,
-                   boost: float = 1.0) -> Case:
+                   boost: float = 1.0, longer: tuple | None = None) -> Case:
     """attention forward, one head: O = softmax(scale Q K') V and the LSE; causal is FA's top-left
     diagonal (key j visible to query i iff j <= i). ``boost`` scales the keys of the last K/V tile, so the
-    running row maximum jumps there and the sm_100a correction warpgroup's lazy rescale runs."""
+    running row maximum jumps there and the sm_100a correction warpgroup's lazy rescale runs.
+    ``longer``: (sq, sk, first boosted key) of a second launch, studied only for the mutants the first
+    one leaves unexecuted or as shape gaps (a longer causal grid whose last CTAs reuse the K/V ring)."""
     name = "attention-causal" if causal else "attention"
     tiling = ("--block-n", str(block_n)) if TARGET == "sm_90a" else ()  # sm_100a: the config's own (128)
     ptx, man = build("attention", os.path.join(tmp, name), "--head-dim", str(d), *tiling,
                      "--causal" if causal else "--no-causal")
     rows = man["config"].get("num_q", 1) * 128 if TARGET == "sm_100a" else 128  # query rows per CTA
     block_n = man["config"].get("block_n") or (_sm100_block_n(d) if TARGET == "sm_100a" else block_n)
-    ps = man["params"]
+    shapes = [(sq, sk, (sk - 1) // block_n * block_n)] + ([longer] if longer else [])
+    variants = [_attention_launch(man["params"], causal, d, *shape, boost, rows, label="" if i == 0 else
+                                  f"{shape[0]} queries x {shape[1]} keys, {-(-shape[0] // rows)} CTAs")
+                for i, shape in enumerate(shapes)]
+    tiles = -(-min(sk, sq) // block_n) if causal else -(-sk // block_n)
+    then = f"; then, for the mutants it leaves unexecuted or as shape gaps, {variants[1].label}" if longer else ""
+    return Case(name, f"attention{' causal' if causal else ''} d{d} block_n {block_n}, {sq} queries x {sk} keys, "
+                f"{-(-sq // rows)} CTA(s), up to {tiles} K/V tiles per CTA{then}", ptx, man["entry"], (-(-sq // rows), 1, 1),
+                tuple(man["threads"]), man["smem_bytes"], variants, "|O - ref| <= 2e-2, |LSE - ref| <= 1e-3")
+
+
+def _attention_launch(ps, causal: bool, d: int, sq: int, sk: int, boost_from: int, boost: float, rows: int,
+                      label: str) -> Variant:
+    """One launch of the attention case: random Q, K, V (keys from ``boost_from`` on scaled by ``boost``),
+    its float64 reference, its arguments and its check."""
     rng = np.random.default_rng(3)
     q, k, v = (rng.standard_normal((1, s, 1, d)) for s in (sq, sk, sk))
-    k[:, (sk - 1) // block_n * block_n:] *= boost
+    k[:, boost_from:] *= boost
     q, k, v = bf16(q), bf16(k), bf16(v)
     scale = 1 / math.sqrt(d)
     s = np.einsum("qd,kd->qk", f64(q[0, :, 0]), f64(k[0, :, 0])) * scale
@@ -202,11 +219,7 @@ def attention_case(tmp: str, causal: bool, sq: int, sk: int, d: int = 64, block_
         return {"o": _worst(np.abs(f64(outs["o"][0, :, 0]) - ref_o) / 2e-2),
                 "lse": _worst(np.abs(outs["lse"][0, 0].astype(np.float64) - ref_lse) / 1e-3)}
 
-    tiles = -(-min(sk, sq) // block_n) if causal else -(-sk // block_n)
-    return Case(name, f"attention{' causal' if causal else ''} d{d} block_n {block_n}, {sq} queries x {sk} keys, "
-                f"{-(-sq // rows)} CTA(s), up to {tiles} K/V tiles per CTA", ptx, man["entry"], (-(-sq // rows), 1, 1),
-                tuple(man["threads"]), man["smem_bytes"], [Variant("", make_args, check)],
-                "|O - ref| <= 2e-2, |LSE - ref| <= 1e-3")
+    return Variant(label, make_args, check, grid=(-(-sq // rows), 1, 1))
 
 
 def _sm100_block_n(d: int) -> int:
@@ -223,12 +236,15 @@ MAKERS = {
     "gemm": lambda tmp: gemm_case(tmp) if TARGET == "sm_90a" else gemm_case(tmp, m=512),
     # sm_100a: 256 queries (both Q halves of the 2Q CTA hold real rows) and 6 K/V tiles of 192 keys (head dim
     # 64), so the 4-stage K and V rings are reused by the peeled first tile and the loop; the last tile's
-    # keys are boosted so the row maximum jumps and the correction warpgroup's lazy rescale runs. (The
-    # causal case's 2 tiles use each ring stage once: its ring waits and releases are shape gaps.)
+    # keys are boosted so the row maximum jumps and the correction warpgroup's lazy rescale runs.
     "attention": lambda tmp: attention_case(tmp, causal=False, sq=128, sk=320) if TARGET == "sm_90a" else
     attention_case(tmp, causal=False, sq=256, sk=1152, boost=4.0),
+    # sm_100a: one CTA's 2 tiles use each ring stage once, so the ring's waits and releases (and the rescale of
+    # Q0's rows) are studied in a second launch: 1024 x 1024, 4 CTAs, the last one's rows see all 6 tiles, and
+    # the keys from 768 on are boosted so both Q halves of the last CTA rescale at its 5th tile.
     "attention-causal": lambda tmp: attention_case(tmp, causal=True, sq=256, sk=256,
-                                                   boost=1.0 if TARGET == "sm_90a" else 4.0),
+                                                   boost=1.0 if TARGET == "sm_90a" else 4.0,
+                                                   longer=None if TARGET == "sm_90a" else (1024, 1024, 768)),
 }
 
 
@@ -254,7 +270,7 @@ def run_once(case: Case, program: emu.Program, seed: int, max_delay: int = DEFAU
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, RUN_LIMIT_S)
     try:
-        program.launch(case.entry, grid=case.grid, block=case.block, smem_bytes=case.smem, args=args, seed=seed,
+        program.launch(case.entry, grid=launch.grid or case.grid, block=case.block, smem_bytes=case.smem, args=args, seed=seed,
                        max_delay=max_delay)
     except emu.EmulationError as exc:
         return Outcome(True, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
@@ -386,13 +402,14 @@ def probe_reached(case: Case, line: int, variant: int = 0) -> bool:
     return out.detected and out.how.startswith("Trap")
 
 
-def study(case: Case, mutant: Mutant, seeds: int, all_mutants: list[Mutant]) -> dict:
-    """The mutant under seeds 0..seeds-1 in the first launch of its kernel that executes its line; an
-    escape is then probed (detected with long delays? its reason's experiment) and explained."""
+def study(case: Case, mutant: Mutant, seeds: int, all_mutants: list[Mutant], first: int = 0) -> dict:
+    """The mutant under seeds 0..seeds-1 in the first launch of its kernel (from ``first``) that executes its
+    line; an escape is then probed (detected with long delays? its reason's experiment) and explained. A
+    shape gap (the line runs, but what it protects does not at this shape) moves on to the next launch."""
     start = time.perf_counter()
     program = emu.load_ptx(mutant.ptx)
-    result: dict = {"seed": None, "reached": False, "variant": 0}
-    for i in range(len(case.variants)):
+    result: dict = {"seed": None, "reached": False, "variant": first}
+    for i in range(first, len(case.variants)):
         result = {**first_detection(case, program, 1, variant=i), "variant": i}
         if result["seed"] is not None:
             result["reached"] = True
@@ -425,9 +442,23 @@ def study(case: Case, mutant: Mutant, seeds: int, all_mutants: list[Mutant]) -> 
                 result["long_delay"] = {"seed": long["seed"], "how": long["how"]}
             if not generic or result["long_delay"]["seed"] is not None:
                 result["escape"], result["why"] = explain(case, mutant, result, seeds, all_mutants)
+    if result.get("escape") == "shape gap" and result["variant"] + 1 < len(case.variants):
+        later = study(case, mutant, seeds, all_mutants, first=result["variant"] + 1)
+        gap = f"a shape gap in the {_launch_words(case, result['variant'])} ({result['why']})"
+        if later["seed"] is not None:
+            later["how"] = f"{later['how']} (in the {_launch_words(case, later['variant'])}: {gap})"
+        else:
+            later["why"] = f"{later['why']} (before that, {gap})"
+        later["seconds"] += time.perf_counter() - start
+        return later
     result["launch"] = case.variants[result["variant"]].label
     result["seconds"] = time.perf_counter() - start
     return result
+
+
+def _launch_words(case: Case, variant: int) -> str:
+    label = case.variants[variant].label
+    return f"launch {label}" if label else "first launch"
 
 
 # -- experiments behind the written reasons ----------------------------------------------------------

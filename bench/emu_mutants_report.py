@@ -309,7 +309,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
                                                            if r["escape"] != "equivalent").most_common())
         out.append(f"| {kernel} | {kind} | {len(rs)} | {len(rs) - len(esc)} | {eq} | {other or 0} |")
     out += ["", "## Every mutant", "", "Launch: the kernel's first launch unless named (the GEMM's epilogue "
-            "without C runs with has_c=0).", "",
+            "without C runs with has_c=0; the sm_100a causal attention's second launch, 1024 x 1024 on 4 CTAs, runs "
+            "the mutants its first launch leaves unexecuted or as shape gaps).", "",
             "| # | kernel | launch | PTX line | removed | instruction | detected by seed | how, or why not |",
             "|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(rows, 1):

@@ -98,13 +98,17 @@ def emulator_seed() -> int:
     return int(text)
 
 
-def emulator_race_checks() -> bool:
+def emulator_race_checks() -> bool | str:
     """FA4_EMU_RACE_CHECKS=0 turns the PTX emulator's race checks off (cross-proxy shared-memory and
-    tcgen05 ordering, ``fa4_mlir.emu.races``) for speed; they are on by default. ``Program.launch``'s
-    ``race_checks`` argument overrides it."""
+    tcgen05 ordering, ``fa4_mlir.emu.races``) for speed; they are on by default; ``implicit-tcgen05-fences``
+    lets every thread synchronisation perform the tcgen05 fences (for CUTLASS's and Triton's Blackwell
+    code, which never emits them). ``Program.launch``'s ``race_checks`` argument
+    overrides it."""
     text = os.environ.get("FA4_EMU_RACE_CHECKS", "1").strip().lower()
+    if text == "implicit-tcgen05-fences":
+        return text
     if text not in ("0", "1", "true", "false", "yes", "no", "on", "off"):
         from fa4_mlir.errors import ConfigError
 
-        raise ConfigError(f"FA4_EMU_RACE_CHECKS must be 0 or 1, got '{text}'")
+        raise ConfigError(f"FA4_EMU_RACE_CHECKS must be 0, 1 or implicit-tcgen05-fences, got '{text}'")
     return text in ("1", "true", "yes", "on")

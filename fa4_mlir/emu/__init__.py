@@ -53,13 +53,17 @@ class Program:
         return found
 
     def launch(self, name: str, grid=(1, 1, 1), block=(32, 1, 1), cluster=(1, 1, 1), smem_bytes: int = 0,
-               args=(), seed: int = 0, *, max_delay: int = 400, quantum: int = 64, race_checks: bool | None = None):
+               args=(), seed: int = 0, *, max_delay: int = 400, quantum: int = 64,
+               race_checks: bool | str | None = None):
         """Run kernel ``name``; returns ``Stats``. ``seed`` fixes the interleaving of warps and the
         completion times of asynchronous copies and MMAs, in executed warp-instructions (each seed
         bounds them by ``max_delay`` times 1, 16 or 256, and holds some warps back after their
         waits; see ``machine``); ``quantum`` bounds how many instructions a warp runs before the
         scheduler picks again. ``race_checks`` (default: on, unless FA4_EMU_RACE_CHECKS=0) reports
-        cross-proxy and tcgen05 ordering races (``fa4_mlir.emu.races``); off saves time."""
+        cross-proxy and tcgen05 ordering races (``fa4_mlir.emu.races``); off saves time;
+        ``"implicit-tcgen05-fences"`` checks with every thread synchronisation performing the tcgen05
+        fences (``before_thread_sync`` at a release, ``after_thread_sync`` at an acquire): how CUTLASS
+        and Triton write Blackwell code."""
         from fa4_mlir.emu.machine import Launch
         from fa4_mlir.emu.memory import GlobalMemory
         from fa4_mlir.emu.params import pack
@@ -87,6 +91,9 @@ class Program:
                                       f"{smem_bytes} dynamic")
         if not isinstance(seed, (int, np.integer)):
             raise LaunchArgumentError(f"seed must be an int, got {seed!r}")
+        if race_checks not in (None, True, False, "implicit-tcgen05-fences"):
+            raise LaunchArgumentError(f"race_checks must be True, False, None or 'implicit-tcgen05-fences', "
+                                      f"got {race_checks!r}")
         memory = GlobalMemory()
         tensor_maps: list = []
         params = pack(kernel, list(args), memory, tensor_maps)
@@ -94,7 +101,7 @@ class Program:
             from fa4_mlir import knobs
             race_checks = knobs.emulator_race_checks()
         launch = Launch(kernel, grid, block, cluster, int(smem_bytes), memory, params, int(seed), tensor_maps,
-                        max_delay=max_delay, quantum=quantum, race_checks=bool(race_checks))
+                        max_delay=max_delay, quantum=quantum, race_checks=race_checks)
         for gname, var in kernel.global_symbols.items():
             launch.global_symbols[gname] = _place_global(memory, var)
         with np.errstate(all="ignore"):

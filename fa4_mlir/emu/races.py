@@ -1,6 +1,8 @@
 """Race detection: the orderings the PTX memory model demands across proxies and between tcgen05
 operations, checked as the kernel runs (docs/emulator.md, "Race detection"; on by default, off with
-``launch(..., race_checks=False)`` or FA4_EMU_RACE_CHECKS=0).
+``launch(..., race_checks=False)`` or FA4_EMU_RACE_CHECKS=0; ``race_checks="implicit-tcgen05-fences"`` or
+FA4_EMU_RACE_CHECKS=implicit-tcgen05-fences lets every thread synchronisation perform the tcgen05 fences,
+the assumption NVIDIA's and Triton's Blackwell code makes).
 
 The unit of execution is the warp (its lanes run in lockstep here). Each warp of a cluster carries
 vector clocks over the cluster's warps, advanced at every release and fence:
@@ -36,9 +38,10 @@ keeps its last writer (a warp through the generic proxy, or a landing) and each 
 read. An async-proxy read (TMA or bulk store source, wgmma and tcgen05.mma shared operands) of a granule
 a warp wrote must be ordered after that write by ``vc`` and ``pf``; a landed load's bytes need only the
 order (its completion performs an implicit generic-async proxy fence; a tcgen05.mma: through the
-after-fence). Generic accesses of different warps to a granule, one of them a write, must be ordered
-(``vc``), and so must a load (TMA, bulk, cp.async) after the generic accesses to its destination, at
-its issue.
+after-fence). Generic accesses of different warps to the same bytes, one of them a write, must be
+ordered (``vc``; per 4-byte word for the last write and per granule with byte masks for the reads, so
+disjoint words of one granule do not conflict; a store of the bytes already there is not reported), and
+so must a load (TMA, bulk, cp.async) after the generic accesses to its destination, at its issue.
 
 Tensor memory (per 16-lane block and column) keeps, per warp, its latest access of each kind: a
 ``tcgen05.st`` or MMA write, a ``tcgen05.ld`` or MMA read (of an A operand in tensor memory). A
@@ -68,6 +71,12 @@ LD, ST, PIPE, DONE = 0, 1, 2, 3  # tcgen05 frontiers (state rows 2 + x, view row
 LDW, STW = 6, 7                  # state rows: loads/stores waited for, released by any release (dealloc)
 ROWS = 8
 W_ST, W_MMA, R_LD, R_MMA = 0, 1, 2, 3  # kinds of tensor-memory records
+# race_checks mode: every release (bar.sync/bar.arrive, mbarrier arrive, barrier.cluster.arrive) also performs
+# tcgen05.fence::before_thread_sync and every acquire (a barrier or mbarrier wait that completes)
+# tcgen05.fence::after_thread_sync. The PTX ISA's patterns put these fences around the thread synchronisation;
+# NVIDIA's CUTLASS/CuTe DSL and Triton 3.9 (run on B200s by their authors) never emit them, so their code runs
+# under this mode with every other check on (wait::ld/st, commits, proxy fences, landings).
+IMPLICIT_TCGEN05_FENCES = "implicit-tcgen05-fences"
 _FIX = ("the async proxy", "fence.proxy.async.shared::cta in the writing thread after the write and before the "
         "barrier or arrive that orders it (or in the issuing thread after its wait, before the async operation)")
 
@@ -94,6 +103,7 @@ class Races:
         self.cluster_done: dict = {}                # barrier.cluster generation -> its clock
         self.tmem_cells: dict = {}                  # CTA -> (blocks, columns, kind, warp) records
         self.current = None                         # the warp the scheduler runs (async reads' issuer)
+        self.implicit_fences = launch.race_checks == IMPLICIT_TCGEN05_FENCES
         for cta in ctas:
             cta.smem.shadow = SmemShadow(self, cta)
 
@@ -106,6 +116,8 @@ class Races:
 
     def release(self, w, key) -> None:
         i = w.race_id
+        if self.implicit_fences:
+            self._publish(i, self.state[i])
         clock = self.clocks.get(key)
         if clock is None:
             clock = self.clocks[key] = np.zeros((ROWS, self.m), np.int64)
@@ -116,8 +128,13 @@ class Races:
     def acquire(self, w, key) -> None:
         clock = self.clocks.get(key)
         if clock is not None:
-            row = self.state[w.race_id]
-            np.maximum(row, clock, out=row)
+            self._join(w.race_id, clock)
+
+    def _join(self, i: int, clock) -> None:
+        """Warp ``i`` acquires ``clock`` (in the implicit-fences mode, then fences after the sync)."""
+        np.maximum(self.state[i], clock, out=self.state[i])
+        if self.implicit_fences:
+            np.maximum(self.view[i], self.state[i], out=self.view[i])
 
     def deliver(self, key, message) -> None:
         """An arrive on ``key`` performed on a warp's behalf later (a tcgen05.commit's)."""
@@ -157,7 +174,7 @@ class Races:
         if completes:
             clock = self.clocks.pop(bar)
             for i in waiters:
-                np.maximum(self.state[i], clock, out=self.state[i])
+                self._join(i, clock)
             waiters.clear()
 
     def cluster_arrive(self, w, generation: int, completes: bool) -> None:
@@ -166,13 +183,13 @@ class Races:
         if completes:
             self.cluster_done[generation] = self.clocks.pop(key)
             for i in self.waiters.pop(key, []):
-                np.maximum(self.state[i], self.cluster_done[generation], out=self.state[i])
+                self._join(i, self.cluster_done[generation])
 
     def cluster_wait(self, w, generation: int, done: bool) -> None:
         if done:
             clock = self.cluster_done.get(generation)
             if clock is not None:
-                np.maximum(self.state[w.race_id], clock, out=self.state[w.race_id])
+                self._join(w.race_id, clock)
         else:
             self.waiters.setdefault(("cluster", generation), []).append(w.race_id)
 
@@ -332,6 +349,14 @@ class SmemShadow:
         self.writer = np.full(granules, -1, np.int16)
         self.stamp = np.zeros(granules, np.int64)
         self.readers = np.zeros((granules, races.n), np.int64)
+        # Generic accesses conflict only where their bytes overlap (warps writing disjoint words of one
+        # granule do not race): per 4-byte word the last generic writer, its stamp and the bytes it wrote;
+        # per granule and warp the bytes read since the granule's last write.
+        words = granules << (GRANULE - 2)
+        self.gwriter = np.full(words, -1, np.int16)
+        self.gstamp = np.zeros(words, np.int64)
+        self.gmask = np.zeros(words, np.uint8)
+        self.rmask = np.zeros((granules, races.n), np.uint16)
         # The last tcgen05.mma that read each granule (its warp, its stamp): a write after it (a load, a
         # store) must wait for the MMA's completion, which only its commit's mbarrier signals.
         self.mma_reader = np.full(granules, -1, np.int16)
@@ -361,19 +386,30 @@ class SmemShadow:
                             f"release (the commit's mbarrier) first")
 
     @staticmethod
-    def _granules(offsets: np.ndarray, width: int) -> np.ndarray:
+    def _granules(offsets: np.ndarray, width: int) -> tuple[np.ndarray, ...]:
+        """Of ``width``-byte accesses at ``offsets``: their granules with the bytes touched in each (16-bit
+        masks), and their 4-byte words with the bytes touched in each (4-bit masks)."""
         offsets = np.asarray(offsets, np.int64)
-        if width <= 16:  # naturally aligned accesses: one granule each
-            return offsets >> GRANULE
-        return (offsets[:, None] + np.arange(0, width, 16)).reshape(-1) >> GRANULE
+        if width <= 4:  # naturally aligned: one word, one granule
+            bits = (1 << width) - 1
+            return (offsets >> GRANULE, (bits << (offsets & 15)).astype(np.uint16), offsets >> 2,
+                    (bits << (offsets & 3)).astype(np.uint8))
+        words = (offsets[:, None] + np.arange(0, width, 4)).reshape(-1) >> 2
+        granules = words >> (GRANULE - 2)
+        masks = (np.uint16(0xF) << ((words & 3) << 2).astype(np.uint16)).astype(np.uint16)
+        return granules, masks, words, np.full(words.shape, 0xF, np.uint8)
 
-    def _unordered(self, w, granules: np.ndarray, readers: bool):
+    def _unordered(self, w, granules: np.ndarray, readers: bool, masks: np.ndarray | None = None):
         """(granule, warp, stamp, is-read) of a write (and, with ``readers``, a read) of another warp (or the
-        copy engine) to these granules that ``w``'s clock does not order before now; else None."""
+        copy engine) to these granules that ``w``'s clock does not order before now; else None. With
+        ``masks`` (a generic access: its bytes per granule) only a landing counts of the writes (the generic
+        ones are checked per word: ``_generic_unordered``) and a read only where the bytes overlap."""
         races, i = self.races, w.race_id
         vc = races.state[i, VC]
         writers = self.writer[granules].astype(np.int64)
         late = (writers >= 0) & (writers != i)
+        if masks is not None:
+            late &= writers >= races.n
         if late.any():
             late[late] = (self.stamp[granules[late]] >> OP_BITS) > vc[writers[late]]
             if late.any():
@@ -382,10 +418,28 @@ class SmemShadow:
         if readers:
             seen = self.readers[granules] >> OP_BITS
             seen[:, i] = 0
+            if masks is not None:
+                seen[(self.rmask[granules] & masks[:, None]) == 0] = 0
             late = seen > vc[:races.n]
             if late.any():
                 k, a = (int(x[0]) for x in np.nonzero(late))
                 return int(granules[k]), a, int(self.readers[granules[k], a]), True
+        return None
+
+    def _generic_unordered(self, w, words: np.ndarray, masks: np.ndarray, same: np.ndarray | None = None):
+        """(granule, warp, stamp, False) of another warp's generic write to these bytes that ``w``'s clock
+        does not order before now; else None. ``same``: per word, a write of the bytes already there (not
+        reported: two warps storing one value, as Triton's broadcast layouts do, observe nothing)."""
+        races, i = self.races, w.race_id
+        writers = self.gwriter[words].astype(np.int64)
+        late = (writers >= 0) & (writers != i) & ((self.gmask[words] & masks) != 0)
+        if same is not None:
+            late &= ~same
+        if late.any():
+            late[late] = (self.gstamp[words[late]] >> OP_BITS) > races.state[i, VC][writers[late]]
+            if late.any():
+                k = int(np.argmax(late))
+                return int(words[k]) >> (GRANULE - 2), int(writers[k]), int(self.gstamp[words[k]]), False
         return None
 
     def _race(self, w, verb: str, found, remedy: str) -> None:
@@ -403,31 +457,46 @@ class SmemShadow:
     def generic_read(self, w, offsets: np.ndarray, width: int) -> None:
         """ld/ldmatrix read ``width`` bytes at each shared offset: a write of another warp, or a load's
         landing, must be ordered before it."""
-        granules = self._granules(offsets, width)
-        found = self._unordered(w, granules, readers=False)
-        # Generic-generic conflicts are not reported: the 16-byte granule would invent races between warps
-        # writing disjoint words of one granule (Triton's reductions); async landings are exact per copy.
-        if found is not None and found[1] >= self.races.n:
+        granules, masks, words, bytes_ = self._granules(offsets, width)
+        found = self._unordered(w, granules, readers=False, masks=masks) or \
+            self._generic_unordered(w, words, bytes_)
+        if found is not None:
             self._race(w, "reads", found, "wait on the load's mbarrier first" if found[1] >= self.races.n else
                        "synchronise the two warps (an mbarrier arrive and wait, or bar.sync) between them")
-        self.readers[granules, w.race_id] = self.races._stamp(w, w.last_op)
+        i = w.race_id
+        self.readers[granules, i] = self.races._stamp(w, w.last_op)
+        np.bitwise_or.at(self.rmask[:, i], granules, masks)
 
-    def generic_write(self, w, offsets: np.ndarray, width: int, op, check: bool = True) -> None:
+    def generic_write(self, w, offsets: np.ndarray, width: int, op, check: bool = True,
+                      data: np.ndarray | None = None) -> None:
         """st/atom/stmatrix (or, unchecked, a landed cp.async) wrote ``width`` bytes at each shared offset:
         every earlier access of another warp must be ordered before it."""
-        granules = self._granules(offsets, width)
+        granules, masks, words, bytes_ = self._granules(offsets, width)
         if check:
-            found = self._unordered(w, granules, readers=True)
-            if found is not None and found[1] >= self.races.n:  # generic-generic: see generic_read
-                self._race(w, "writes", found, "synchronise the two warps (an mbarrier arrive and wait, or "
-                           "bar.sync) between them")
+            same = None
+            if data is not None:  # (lanes, width) bytes about to be stored: equal to what is there, per word
+                equal = self.cta.smem.buf[np.asarray(offsets, np.int64)[:, None] + np.arange(width)] == data
+                same = equal.reshape(len(equal), max(1, width // 4), -1).all(axis=2).reshape(-1)
+            found = self._unordered(w, granules, readers=True, masks=masks) or \
+                self._generic_unordered(w, words, bytes_, same)
+            if found is not None:
+                self._race(w, "writes", found, "wait on the load's mbarrier first" if found[1] >= self.races.n
+                           else "synchronise the two warps (an mbarrier arrive and wait, or bar.sync) between them")
             found = self._mma_unordered(w, granules)
             if found is not None:
                 self._mma_race(w, "writes", found)
+        # Each word keeps the bytes of its last write only (an earlier sub-word write's bytes are forgotten: a
+        # miss, never a false report; the lanes of this write are merged).
+        i, stamp = w.race_id, self.races._stamp(w, op)
+        self.gmask[words] = 0
+        np.bitwise_or.at(self.gmask, words, bytes_)
+        self.gwriter[words] = i
+        self.gstamp[words] = stamp
         self.readers[granules] = 0
+        self.rmask[granules] = 0
         self.mma_reader[granules] = -1
-        self.writer[granules] = w.race_id
-        self.stamp[granules] = self.races._stamp(w, op)
+        self.writer[granules] = i
+        self.stamp[granules] = stamp
 
     def async_write(self, access) -> None:
         """A load (TMA, bulk, cp.async) is issued into these bytes: every generic access of another warp
@@ -452,7 +521,12 @@ class SmemShadow:
         granules = slice(access.lo >> GRANULE, (access.hi + 15) >> GRANULE) if access.index is None else \
             access.index >> GRANULE
         self.readers[granules] = 0
+        self.rmask[granules] = 0
         self.writer[granules] = -1
+        if access.index is None:
+            self.gwriter[granules.start << (GRANULE - 2):granules.stop << (GRANULE - 2)] = -1
+        else:
+            self.gwriter[(granules[:, None] << (GRANULE - 2)) + np.arange(1 << (GRANULE - 2))] = -1
         if access.index is None:
             self.races.landing = (self, granules)
 

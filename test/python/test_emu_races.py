@@ -154,9 +154,9 @@ FREED:
 """, ".param .u64 out")
 
 
-def _tmem(prog, seed=0):
+def _tmem(prog, seed=0, **kwargs):
     out = np.zeros(32, np.uint32)
-    prog.launch("k", block=(160, 1, 1), smem_bytes=1024, args=[out], seed=seed)
+    prog.launch("k", block=(160, 1, 1), smem_bytes=1024, args=[out], seed=seed, **kwargs)
     return out
 
 
@@ -250,12 +250,12 @@ FREED:
 """, ".param .u64 out, .param .u64 adesc, .param .u64 bdesc, .param .u32 idesc")
 
 
-def _mma(prog, seed=0):
+def _mma(prog, seed=0, **kwargs):
     # No-swizzle K-major: 8-row x 16-byte core matrices, the two along K 128 bytes apart (LBO), 8-row groups
     # 256 bytes apart (SBO); A at smem+0 (4 KiB), B at smem+4096.
     out = np.zeros(128, np.float32)
     idesc = 1 << 4 | 1 << 7 | 1 << 10 | (16 >> 3) << 17 | (128 >> 4) << 24  # f32 += bf16 x bf16, M 128, N 16
-    prog.launch("k", block=(128, 1, 1), smem_bytes=8192, seed=seed, args=[
+    prog.launch("k", block=(128, 1, 1), smem_bytes=8192, seed=seed, **kwargs, args=[
         out, D.encode_smem_descriptor(0, 128, 256, "none"), D.encode_smem_descriptor(4096, 128, 256, "none"), idesc])
     return out
 
@@ -277,3 +277,109 @@ def test_an_mma_after_a_barrier_without_after_thread_sync_is_a_race():
     with pytest.raises(emu.ProtocolError, match=r"tcgen05\.mma.* reads shared bytes .* and warp 0 of CTA \(0, 0, 0\) "
                                                 r"executed no tcgen05\.fence::after_thread_sync after the barrier"):
         _mma(mma(True, False))
+
+
+# -- generic accesses of two warps: a race only where their bytes overlap ----------------------------------------
+def two_warps(read_other: bool, barrier: bool) -> emu.Program:
+    """Warp 0 writes the even words of smem[0..255], warp 1 the odd ones (disjoint words of the same 16-byte
+    granules); then warp 1 reads its own word, or (``read_other``) the even word warp 0 wrote, with or
+    without a bar.sync between; every thread stores what it read."""
+    return program("sm_90a", f"""
+    mov.u32 %r1, %tid.x;
+    shr.u32 %r2, %r1, 5;
+    and.b32 %r3, %r1, 31;
+    shl.b32 %r4, %r3, 3;
+    shl.b32 %r5, %r2, 2;
+    add.u32 %r6, %r4, %r5;
+    mov.u32 %r7, smem;
+    add.u32 %r8, %r7, %r6;
+    st.shared.u32 [%r8], %r1;
+    {"bar.sync 0;" if barrier else ""}
+    {"sub.u32 %r8, %r8, %r5;" if read_other else ""}
+    ld.shared.u32 %r9, [%r8];
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd1, %rd1;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.u64 %rd1, %rd1, %rd2;
+    st.global.u32 [%rd1], %r9;
+    ret;
+""", ".param .u64 out")
+
+
+def _two(prog, seed=0):
+    out = np.zeros(64, np.uint32)
+    prog.launch("k", block=(64, 1, 1), smem_bytes=1024, args=[out], seed=seed)
+    return out
+
+
+def test_warps_writing_disjoint_words_of_a_granule_do_not_race():
+    for seed in range(4):
+        np.testing.assert_array_equal(_two(two_warps(False, False), seed), np.arange(64))
+        np.testing.assert_array_equal(_two(two_warps(True, True), seed), np.arange(64) % 32)
+
+
+def test_a_read_of_another_warps_word_without_a_barrier_is_a_race():
+    # Whichever warp runs first: the read after the write is unordered, or the write after the read is.
+    for seed in range(4):
+        with pytest.raises(emu.ProtocolError, match=r"(reads|writes) shared bytes 0x800\.\.0x80f \(smem\+0\) that line \d+: "
+                                                    r"(st|ld)\.shared\.u32 .* \(warp [01] of CTA \(0, 0, 0\)\) "
+                                                    r"(wrote|read), and no barrier or mbarrier orders that access "
+                                                    r"before this one: a data race; synchronise the two warps"):
+            _two(two_warps(True, False), seed)
+
+def test_two_warps_storing_one_value_to_a_word_is_not_reported():
+    # Both warps store 7 to word 0 with no barrier: whatever the order, memory holds 7 (Triton's broadcast
+    # layouts store a reduced value from every warp); storing their own thread index instead is a race.
+    def kernel(value: str) -> emu.Program:
+        return program("sm_90a", f"""
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r7, smem;
+    st.shared.u32 [%r7], {value};
+    bar.sync 0;
+    ld.shared.u32 %r9, [%r7];
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd1, %rd1;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.u64 %rd1, %rd1, %rd2;
+    st.global.u32 [%rd1], %r9;
+    ret;
+""", ".param .u64 out")
+    for seed in range(4):
+        np.testing.assert_array_equal(_two(kernel("7"), seed), np.full(64, 7))
+    with pytest.raises(emu.ProtocolError, match=r"st\.shared\.u32 .* writes shared bytes .* that line \d+: "
+                                                r"st\.shared\.u32 .* wrote, and no barrier"):
+        _two(kernel("%r1"))
+
+# -- the implicit-tcgen05-fences mode: third-party code that relies on thread syncs alone ------------------------
+IMPLICIT = "implicit-tcgen05-fences"
+
+
+def test_the_implicit_fences_mode_lets_each_thread_sync_perform_the_tcgen05_fences():
+    # CUTLASS/CuTe DSL and Triton emit no tcgen05.fence (test_emu_cute_sm100a, test_emu_sm100_kernels):
+    # in this mode a release fences before and an acquire after the sync, so the unfenced kernels pass ...
+    for seed in range(3):
+        np.testing.assert_array_equal(_tmem(st_then_ld(False, False), seed, race_checks=IMPLICIT), np.arange(32) + 7)
+        np.testing.assert_array_equal(_mma(mma(True, False), seed, race_checks=IMPLICIT), np.full(128, 16.0, np.float32))
+
+
+def test_the_implicit_fences_mode_keeps_the_other_checks():
+    # ... while a missing fence.proxy.async, wait::st or barrier is still reported.
+    with pytest.raises(emu.ProtocolError, match=r"no fence\.proxy\.async"):
+        _mma(mma(False, False), race_checks=IMPLICIT)
+    with pytest.raises(emu.ProtocolError, match=r"wait with tcgen05\.wait::st first"):
+        _tmem(st_then_ld(False, False, wait_st=False), race_checks=IMPLICIT)
+    with pytest.raises(emu.ProtocolError, match="cross-proxy data race"):
+        _store(tma_store(True, True, barrier=False), race_checks=IMPLICIT)
+
+
+def test_the_race_check_modes_are_named_in_the_errors(monkeypatch):
+    monkeypatch.setenv("FA4_EMU_RACE_CHECKS", IMPLICIT)
+    np.testing.assert_array_equal(_tmem(st_then_ld(False, False)), np.arange(32) + 7)
+    monkeypatch.setenv("FA4_EMU_RACE_CHECKS", "strict")
+    from fa4_mlir.errors import ConfigError
+    with pytest.raises(ConfigError, match="FA4_EMU_RACE_CHECKS must be 0, 1 or implicit-tcgen05-fences, got 'strict'"):
+        _tmem(st_then_ld(True, True))
+    monkeypatch.delenv("FA4_EMU_RACE_CHECKS")
+    with pytest.raises(emu.LaunchArgumentError, match="race_checks must be True, False, None or "
+                                                      "'implicit-tcgen05-fences', got 'implicit'"):
+        _tmem(st_then_ld(True, True), race_checks="implicit")

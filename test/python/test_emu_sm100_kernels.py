@@ -69,9 +69,9 @@ def test_tritons_sm100a_matmul_runs_and_matches_numpy(name):
     program = emu.load_ptx(text)
     for seed in range(3):
         _, _, _, args, check = reference.case(name, np.random.default_rng(100 + seed))
-        # Race checks off: Triton 3.9 omits the tcgen05 fences the ISA asks for (test below).
+        # Race checks on, with thread syncs performing the tcgen05 fences: Triton 3.9 emits none (test below).
         program.launch(fixture["entry"], grid=tuple(fixture["grid"]), block=tuple(fixture["block"]),
-                       smem_bytes=fixture["smem_bytes"], args=args, seed=seed, race_checks=False)
+                       smem_bytes=fixture["smem_bytes"], args=args, seed=seed, race_checks="implicit-tcgen05-fences")
         check(args)
 
 
@@ -126,7 +126,7 @@ def test_tritons_sm100a_fp8_matmul_runs_and_matches_numpy():
     program = emu.load_ptx(text)
     for seed in range(3):
         _, _, _, args, check = reference.case("triton_matmul_fp8", np.random.default_rng(100 + seed))
-        # Race checks off: Triton omits the tcgen05 fences (test_the_race_checks_report_tritons_missing...).
+        # Thread syncs perform the tcgen05 fences (test_the_race_checks_report_tritons_missing...).
         program.launch(fixture["entry"], grid=tuple(fixture["grid"]), block=tuple(fixture["block"]),
-                       smem_bytes=fixture["smem_bytes"], args=args, seed=seed, race_checks=False)
+                       smem_bytes=fixture["smem_bytes"], args=args, seed=seed, race_checks="implicit-tcgen05-fences")
         check(args)

@@ -227,7 +227,7 @@ def _st(op, ctx) -> None:
         if buf is w.cta.smem.buf and w.cta.smem.in_flight:  # bytes a TMA store or wgmma may still read?
             w.cta.smem.guard(offsets, elem * count, w.where(op))
         if buf is w.cta.smem.buf and w.cta.smem.shadow is not None:  # a generic-proxy write (race checks)
-            w.cta.smem.shadow.generic_write(w, offsets, elem * count, op)
+            w.cta.smem.shadow.generic_write(w, offsets, elem * count, op, data=raw)
         # Lanes storing to the same bytes: the highest lane wins (one of them does, on a GPU).
         buf[offsets[:, None] + steps] = raw
     op.run = run
