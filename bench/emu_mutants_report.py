@@ -53,7 +53,10 @@ GENERIC: dict[str, dict] = {
 #   ("hold", kind, ordinal, n): the warp reaching that site first is held there n warp-instructions; the
 #     mutant must then be detected and the unmutated kernel pass;
 #   ("nan_fill",): with shared memory filled with NaN bits and long delays, likewise;
-#   ("never_blocks",): the unmutated kernel's wait at this line never blocks, under every seed and delay.
+#   ("never_blocks",): the unmutated kernel's wait at this line never blocks, under every seed and delay;
+#   ("never_awaited",): no warp waits on the mbarriers the unmutated kernel's commit at this line arrives on;
+#   ("ordered_next", text): the race checks find the next access named ``text`` ordered through another path;
+#   "gap_" + a check: the same, confirming a shape gap (the study then moves on to the next launch).
 _MBAR = "mbarrier.try_wait.parity.shared.b64 P1, "
 _GEMM_C_TWIN = ("equivalent mutant: LLVM duplicated this wait for a C sub-tile into the path of thread 0 (which "
                 "also drains the TMA stores) and the path of the other 127 threads of the warpgroup; the paths meet "
@@ -121,13 +124,8 @@ EXPLAINED: dict[str, dict] = {
         f"every earlier MMA of its thread, so O{g} is complete and ordered (with the after-fence) already."))
        for k, a, g, t in [("attention", 10, 0, "[%r2739], %r5861, 10000000;"),
                           ("attention", 12, 1, "[%r2876], %r5859, 10000000;"),
+                          ("attention-causal", 10, 0, "[%r2744], %r5868, 10000000;"),
                           ("attention-causal", 12, 1, "[%r2881], %r5866, 10000000;")]},
-    "sm_100a:attention-causal:mbarrier wait#10": dict(text=_MBAR + "[%r2744], %r5868, 10000000;",
-                                                      check=("gap_unreached", "tcgen05.ld"), why=(
-        "shape gap: the correction warpgroup's wait for P0@V before rescaling O0; in this causal launch the rows of "
-        "Q0 (0-127) see keys of the first K/V tile only, so the row maximum never moves on and O0 is never "
-        "rescaled. The non-causal case runs the same wait and rescale (equivalent there: C0_producer's chain "
-        "already orders O0).")),
     **{f"sm_100a:{k}:mbarrier wait#{a}": dict(text=_MBAR + t, why=_FIRST_ACQUIRE, check=("never_blocks",))
        for k, a, t in [("attention", 26, "[%r5622], 1, 10000000;"), ("attention", 27, "[%r5623], 1, 10000000;"),
                        ("attention-causal", 26, "[%r5629], 1, 10000000;"),
