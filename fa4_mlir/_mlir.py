@@ -12,7 +12,7 @@ from __future__ import annotations
 
 try:
     from mlir import ir, passmanager, rewrite
-    from mlir.dialects import arith, func, gpu, irdl, llvm, nvgpu, nvvm, scf
+    from mlir.dialects import arith, func, gpu, irdl, llvm, nvgpu, nvvm, scf, vector
     from mlir.dialects._ods_common import _cext
 except ImportError as exc:  # pragma: no cover - exercised only on machines without the bindings
     raise ImportError(
@@ -20,4 +20,5 @@ except ImportError as exc:  # pragma: no cover - exercised only on machines with
         "pip install 'xtc-mlir-python-bindings==22.1.8.4' (or pip install -e .)"
     ) from exc
 
-__all__ = ["ir", "passmanager", "rewrite", "arith", "func", "gpu", "irdl", "llvm", "nvgpu", "nvvm", "scf", "_cext"]
+__all__ = ["ir", "passmanager", "rewrite", "arith", "func", "gpu", "irdl", "llvm", "nvgpu", "nvvm", "scf", "vector",
+           "_cext"]

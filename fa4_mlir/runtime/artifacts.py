@@ -29,7 +29,8 @@ from fa4_mlir.errors import ArtifactError
 # The toolchain pyproject.toml pins; part of every key (the runtime machine may not have it installed).
 TOOLCHAIN = {"xtc-mlir-python-bindings": "22.1.8.4", "nvidia-cuda-nvcc": "13.0"}
 # The packages whose sources decide what the compiler emits.
-_COMPILER_PACKAGES = ("fa4_mlir.core", "fa4_mlir.kernels", "fa4_mlir.configs", "fa4_mlir.dialects", "fa4_mlir.passes")
+_COMPILER_PACKAGES = ("fa4_mlir.core", "fa4_mlir.kernels", "fa4_mlir.configs", "fa4_mlir.dialects", "fa4_mlir.passes",
+                      "fa4_mlir.dsl")
 MANIFEST_KEYS = ("kernel", "target", "entry", "threads", "cluster", "smem_bytes", "params")
 
 

@@ -104,13 +104,26 @@ def _drop_line(source: str, needle: str) -> Iterator[Mutant]:
         yield f"line {i + 1} removed: {lines[i].strip()[:60]}", "\n".join(lines[:i] + lines[i + 1:])
 
 
+# Kernels come as hand-written MLIR text (the examples, the conversion kernels) or as the MLIR printer's
+# generic form (kernels built with fa4_mlir.dsl: attributes sorted, integers typed `: i64`, values
+# named by their NameLoc); the patterns below accept both.
+_INT = r"(\d+)(?: : i64)?"
+
+
+def _attrs(src: str, value: str, op: str) -> re.Match | None:
+    """The attribute dictionary of the ``op`` that defines ``value`` (group 1: its inside)."""
+    return re.search(rf'(?<![\w#]){re.escape(value)} = "fa4\.{op}"\(\) \{{([^}}]*)\}}', src)
+
+
 def arrive_count_up(src):
     yield from _each(src, r"arrive_count = (\d+)", lambda m: f"arrive_count = {int(m.group(1)) + 1}")
 
 
 def arrive_count_down(src):
-    yield from _each(src, r"arrive_count = (\d+)(?=, arrival = \"threads\")",
-                     lambda m: f"arrive_count = {int(m.group(1)) // 2}" if int(m.group(1)) >= 2 else m.group(0))
+    for pattern in (r"arrive_count = (\d+)(?=, arrival = \"threads\")",
+                    r"(?<=arrival = \"threads\", )arrive_count = (\d+)"):
+        yield from _each(src, pattern,
+                         lambda m: f"arrive_count = {int(m.group(1)) // 2}" if int(m.group(1)) >= 2 else m.group(0))
 
 
 def tx_bytes(src):
@@ -153,17 +166,18 @@ def release_before_read(src):
 def one_warp_releases(src):
     """Only thread 0 of the first consumer warpgroup releases (the count adjusted): its partners'
     reads are no longer ordered before the producer's next load."""
-    m = re.search(r'arrive_count = (\d+), arrival = "threads"', src)
+    m = (re.search(r'(arrive_count = )(\d+)(, arrival = "threads")', src)
+         or re.search(r'(arrival = "threads", arrive_count = )(\d+)()', src))
     lines = src.split("\n")
     releases = _lines(src, '"fa4.pipeline_consumer_release"')
-    if not m or int(m.group(1)) < 128 or not releases or "%lead0" not in src:
+    if not m or int(m.group(2)) < 128 or not releases or not re.search(r"%lead0\b", src):
         return
     i = releases[0]
     indent = lines[i][:len(lines[i]) - len(lines[i].lstrip())]
     guarded = [f"{indent}scf.if %lead0 {{", "  " + lines[i], f"{indent}}}"]
     text = "\n".join(lines[:i] + guarded + lines[i + 1:])
-    count = int(m.group(1)) - 127
-    yield "consumer0's release by thread 0 only", text.replace(m.group(0), f'arrive_count = {count}, arrival = "threads"', 1)
+    count = int(m.group(2)) - 127
+    yield "consumer0's release by thread 0 only", text.replace(m.group(0), f"{m.group(1)}{count}{m.group(3)}", 1)
 
 
 def named_barrier_renamed(src):
@@ -230,7 +244,7 @@ def loop_bound_minus_one(src):
 
 def loop_over_other_argument(src):
     """One role's loop runs to another integer kernel argument than its partners' (blind spot a)."""
-    head = re.search(r"(?:gpu\.func|func\.func) @\w+\(([^)]*)\)", src)
+    head = re.search(r"(?:gpu\.func|func\.func) @\w+\((.*?)\)(?: kernel| attributes| \{|$)", src, re.M)
     if not head:
         return
     args = re.findall(r"(%\w+): i32", head.group(1))
@@ -283,27 +297,30 @@ def stage_count_up(src):
     """A TMA ring walks one stage more than its shared-memory region holds: num_stages and its
     barrier arrays grow, the region does not (blind spot c). Rings that only signal (no TMA, no
     stage buffers) are left out: more stages there is more slack, not a bug."""
-    for m in re.finditer(r'"fa4\.pipeline_create"\((%\w+), (%\w+)\) \{sym_name = "\w+", num_stages = (\d+)\}', src):
+    for m in re.finditer(r'"fa4\.pipeline_create"\((%\w+), (%\w+)\) \{[^}]*\bnum_stages = (\d+)[^}]*\}', src):
         full, empty, n = m.group(1), m.group(2), int(m.group(3))
-        if not re.search(rf'{full} = "fa4\.mbarrier_alloc"\(\) \{{[^}}]*arrival = "tx"', src):
+        alloc = _attrs(src, full, "mbarrier_alloc")
+        if not alloc or 'arrival = "tx"' not in alloc.group(1) or re.search(r"_sub_stages = [2-9]", m.group(0)):
             continue
         text = src[:m.start()] + m.group(0).replace(f"num_stages = {n}", f"num_stages = {n + 1}") + src[m.end():]
         ok = True
         for bars in (full, empty):
-            a = re.search(rf"{bars} = \"fa4\.mbarrier_alloc\"\(\) \{{sym_name = \"\w+\", num_barriers = {n}, arrive_count", text)
-            if not a:
+            a = _attrs(text, bars, "mbarrier_alloc")
+            if not a or not re.search(rf"\bnum_barriers = {n}\b", a.group(0)):
                 ok = False
                 break
-            text = text[:a.start()] + a.group(0).replace(f"num_barriers = {n}", f"num_barriers = {n + 1}") + text[a.end():]
+            text = text[:a.start()] + re.sub(rf"\bnum_barriers = {n}\b", f"num_barriers = {n + 1}", a.group(0)) + \
+                text[a.end():]
         if ok:
             yield f"{m.group(0)} -> {n + 1} stages", text
 
 
 def stage_bytes_up(src):
     """A ring's stages grow to twice their bytes while the ring does not (blind spot c)."""
-    for m in re.finditer(r'"fa4\.smem_stage"\((%\w+), %\w+\) \{bytes = (\d+)\}', src):
+    for m in re.finditer(r'"fa4\.smem_stage"\((%\w+), %\w+\) \{bytes = ' + _INT + r'\}', src):
         size = int(m.group(2))
-        ring = re.search(rf'{m.group(1)} = "fa4\.smem_region"\(\) \{{sym_name = "\w+", bytes = (\d+)', src)
+        region = _attrs(src, m.group(1), "smem_region")
+        ring = region and re.search(r"\bbytes = (\d+)", region.group(1))
         if ring and int(ring.group(1)) % (2 * size) == 0 and int(ring.group(1)) > 2 * size:
             yield (f"{m.group(0)} -> {2 * size} bytes",
                    src[:m.start()] + m.group(0).replace(f"bytes = {size}", f"bytes = {2 * size}") + src[m.end():])

@@ -1,0 +1,30 @@
+"""Kernels ported to fa4_mlir.dsl (issue 22) ship the same PTX as their MLIR-text versions did: each
+shipped configuration's PTX sha256 and launch facts against the baseline written before the port
+(test/python/data/ptx_fingerprints.json, bench/ptx_fingerprint.py). A kernel joins PORTED when ported."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import ptx_fingerprint  # noqa: E402
+
+PORTED = ("copy-pipeline",)
+BASELINE = json.loads((ROOT / "test" / "python" / "data" / "ptx_fingerprints.json").read_text())
+CASES = [(kind, kw) for kind, kw in ptx_fingerprint.configs() if kind in PORTED]
+
+
+@pytest.mark.parametrize("kind, kw", CASES, ids=[ptx_fingerprint.key(k, kw) for k, kw in CASES])
+def test_the_ported_kernel_ships_the_same_ptx(kind, kw):
+    name = ptx_fingerprint.key(kind, kw)
+    assert ptx_fingerprint.fingerprint(kind, kw) == BASELINE[name], name
+
+
+def test_the_baseline_covers_every_shipped_configuration():
+    assert len(BASELINE) == len(ptx_fingerprint.configs()) >= 190
+    assert len(CASES) == 38
