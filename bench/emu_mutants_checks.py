@@ -283,11 +283,14 @@ def ordered_access(case, ptx: str, line: int, run_once, seeds: int, delays, vari
         def wrapper(original):
             def run(self, w, offsets, width, *rest, **kwargs):
                 if _line(w.last_op) == line:
-                    granules = self._granules(offsets, width)
-                    other = self.readers[granules].copy()
+                    granules, masks, words, bytes_ = self._granules(offsets, width)
+                    other = self.readers[granules].copy()  # other warps' reads of these bytes
                     other[:, w.race_id] = 0
-                    writers = self.writer[granules]
-                    found[0] += bool(other.any() or ((writers >= 0) & (writers != w.race_id)).any())
+                    other[(self.rmask[granules] & masks[:, None]) == 0] = 0
+                    writers = self.gwriter[words]          # another warp's generic write of them, or a landing
+                    wrote = (writers >= 0) & (writers != w.race_id) & ((self.gmask[words] & bytes_) != 0)
+                    landed = self.writer[granules] >= self.races.n
+                    found[0] += bool(other.any() or wrote.any() or landed.any())
                     found[1] += 1
                 return original(self, w, offsets, width, *rest, **kwargs)
             return run

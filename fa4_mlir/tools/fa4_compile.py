@@ -5,6 +5,7 @@
     fa4-compile copy-pipeline --target sm_90a -o out
     fa4-compile copy-pipeline --target sm_100a --stages 6 --consumers 1 -o out
     fa4-compile kernel.mlir --emit ptx -o out
+    fa4-compile examples/row_center.py --target sm_90a   # a kernel file written with fa4_mlir.dsl
     fa4-compile copy-pipeline --target sm_90a --cache          # into the runtime's cache
     fa4-compile copy-pipeline --target sm_90a --debug -o out   # barrier waits trap after 100 ms
     fa4-compile --list-kernels
@@ -35,7 +36,8 @@ def _base_parser(add_help: bool) -> argparse.ArgumentParser:
         description="Compile an fa4 kernel through fa4 -> nvvm -> llvm -> ptx -> cubin.",
         epilog="Kernel options (built-in kernels only): fa4-compile KERNEL --help lists them.")
     p.add_argument("kernel", nargs="?", default="copy-pipeline",
-                   help="a built-in kernel name (see --list-kernels) or an fa4 .mlir file (default: copy-pipeline)")
+                   help="a built-in kernel name (see --list-kernels), an fa4 .mlir file or a .py kernel file "
+                        "defining build(target) (fa4_mlir.dsl; default: copy-pipeline)")
     p.add_argument("--target", default=None, help="sm_100a or sm_90a (default: the file's, else sm_100a)")
     p.add_argument("-o", "--output", default="out", metavar="DIR", help="output directory (default: out)")
     p.add_argument("--emit", default="cubin", metavar="STAGE",
@@ -126,9 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.run_emulator and (builtin is None or args.emit not in ("ptx", "cubin")):
         return _error(f"--run-emulator needs a built-in kernel built to PTX (--emit ptx or cubin), got "
                       f"'{args.kernel}' with --emit {args.emit}")
-    if builtin is None and not args.kernel.endswith(".mlir"):
+    if builtin is None and not args.kernel.endswith((".mlir", ".py")):
         names = ", ".join(KERNELS)
-        return _error(f"KERNEL must be a built-in kernel ({names}) or a .mlir file, got '{args.kernel}'")
+        return _error(f"KERNEL must be a built-in kernel ({names}), a .mlir file or a .py kernel file "
+                      f"(fa4_mlir.dsl), got '{args.kernel}'")
     try:
         from fa4_mlir.core.isolate import run_isolated
 
@@ -166,6 +169,11 @@ def _compile(args, builtin, progress) -> int:
             options.update(short)
             config = config_cls(target=args.target or "sm_100a", **options)
             source = build(config)
+            name = args.kernel
+        elif args.kernel.endswith(".py"):
+            from fa4_mlir.dsl.loader import load_kernel_file
+
+            source = load_kernel_file(args.kernel, args.target or "sm_100a")
             name = args.kernel
         else:
             try:

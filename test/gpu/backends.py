@@ -47,6 +47,9 @@ class EmulatorBackend(Backend):
     def load(self, kernel: str, config, debug=None):
         return runtime.load(kernel, config, device="emulator", debug=debug)
 
+    def load_file(self, path):
+        return runtime.load_file(path, target=self.target, device="emulator")
+
     # -- memory: the arrays themselves ---------------------------------------------------------------
     def array(self, host: np.ndarray):
         return np.array(host, copy=True)
@@ -155,6 +158,9 @@ class GpuBackend(Backend):
 
     def load(self, kernel: str, config, debug=None):
         return runtime.load(kernel, config, device=self.ordinal, debug=debug)
+
+    def load_file(self, path):
+        return runtime.load_file(path, device=self.ordinal)
 
     # -- memory: cuda-python buffers ----------------------------------------------------------------
     def array(self, host: np.ndarray) -> DeviceBuffer:

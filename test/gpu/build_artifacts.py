@@ -29,6 +29,7 @@ def keys() -> list[ArtifactKey]:
               for t in ("sm_90a", "sm_100a") for d in ("bf16", "fp16")]
     wanted.append(ArtifactKey.for_config("copy-pipeline", CopyPipelineConfig(target="sm_90a"), debug))
     wanted.append(ArtifactKey.for_file(HERE / "kernels" / "broken_barrier.mlir", "sm_90a", debug))
+    wanted.append(ArtifactKey.for_file(HERE.parent.parent / "examples" / "row_center.py", "sm_90a"))  # dsl tutorial
     wanted += [ArtifactKey.for_config("gemm", GemmConfig(dtype=d, target="sm_90a", b_major=b))
                for d in ("bf16", "fp16") for b in ("k", "mn")]
     # test_attention_gpu.py's GROUPS, every head dim, both masks, both dtypes

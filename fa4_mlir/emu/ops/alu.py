@@ -57,9 +57,44 @@ _ARITY = {"add": 2, "sub": 2, "mul": 2, "mad": 3, "fma": 3, "div": 2, "rem": 2, 
 _U32_RESULT = {"popc", "clz", "bfind"}
 
 
+def _mixed(op) -> tuple[str, frozenset] | None:
+    """(the narrow type, modifiers) of a mixed-precision form (PTX ISA "Mixed precision floating point
+    instructions", sm_100+): ``add``/``sub{.rnd}{.sat}.f32.atype d, a, c`` and
+    ``fma.rnd{.sat}.f32.abtype d, a, b, c`` with ``a`` (and ``b``) .f16 or .bf16, ``c`` and ``d`` .f32."""
+    types, flags = split_types(op, 2) if len([m for m in op.ins.modifiers if T.is_type(m)]) == 2 else (None, None)
+    if op.ins.opcode not in ("add", "sub", "fma") or not types or types[0] != "f32" or types[1] not in ("f16", "bf16"):
+        return None
+    rounding = flags & {"rn", "rz", "rm", "rp"}
+    if flags - {"rn", "rz", "rm", "rp", "sat"} or len(rounding) > 1 or (op.ins.opcode == "fma" and not rounding):
+        raise unsupported(op, f"modifiers {sorted(flags)} (mixed precision: one of .rn/.rz/.rm/.rp, required for "
+                              f"fma, and .sat)")
+    return types[1], flags
+
+
+def _mixed_arith(op, ctx, narrow: str, flags: frozenset) -> None:
+    """The narrow operands widen exactly to f32; then the f32 instruction with the same modifiers."""
+    ins, name = op.ins, op.ins.opcode
+    n = _ARITY[name]
+    operands = _operands(op, n + 1)
+    reads = [reader(ctx, o, t, ins) for o, t in zip(operands[1:], [narrow] * (n - 1) + ["f32"])]
+    write = writer(ctx, operands[0], "f32", ins)
+    floats = _floats()
+    flags = flags | ({"rn"} if not flags & {"rn", "rz", "rm", "rp"} else set())
+    widen = (lambda bits: bits.astype(np.uint32) << np.uint32(16)) if narrow == "bf16" else \
+        (lambda bits: bits.view(np.float16).astype(np.float32).view(np.uint32))
+
+    def run(w, m):
+        values = [r(w) for r in reads]
+        write(w, floats.arith(name, "f32", [widen(v) for v in values[:-1]] + values[-1:], flags), m)
+    op.run = run
+
+
 @handles(*_ARITY)
 def _arith(op, ctx) -> None:
     ins, name = op.ins, op.ins.opcode
+    mixed = _mixed(op)
+    if mixed is not None:
+        return _mixed_arith(op, ctx, *mixed)
     (type_name,), flags = split_types(op)
     n = _ARITY[name]
     if name == "dp4a" or name == "dp2a":
