@@ -16,7 +16,8 @@ import dataclasses
 import numpy as np
 
 from fa4_mlir.protocol.mirror import Block, Mirror, Node
-from fa4_mlir.protocol.model import (WARP, BarrierArray, Event, Kernel, Process, Site, Threads)
+from fa4_mlir.protocol import semantics
+from fa4_mlir.protocol.model import (WARP, BarrierArray, Event, Kernel, Process, Site, Threads, Unverifiable)
 from fa4_mlir.protocol.solve import (GRID_LEAVES, Bindings, Infeasible, describe, evaluable, leaves,
                                      substitute, trip_count)
 from fa4_mlir.protocol.values import Sym, is_int, opaque, uniform
@@ -26,14 +27,6 @@ PROTOCOL_OPS = ("fa4.mbarrier_init", "fa4.mbarrier_arrive", "fa4.mbarrier_arrive
                 "fa4.tma_load", "fa4.tmem_alloc", "fa4.tmem_dealloc", "fa4.tcgen05_mma", "fa4.wgmma")
 MAX_UNROLL = 4096  # iterations of one loop with protocol ops
 WARPGROUP = 128
-
-
-class Unverifiable(Exception):
-    """The verifier cannot model this kernel; ``site`` is the op, the message says why."""
-
-    def __init__(self, site: Site, message: str, cls: str = "unsupported"):
-        super().__init__(message)
-        self.site, self.cls = site, cls
 
 
 GRID, BLOCK = ("sreg", "nctaid.x"), ("sreg", "ctaid.x")
@@ -442,8 +435,6 @@ def _origin(v) -> str:
         return "the thread index"
     return f"a {type(v).__name__}"
 
-
-from fa4_mlir.protocol import semantics  # noqa: E402  (the op handlers need _Run)
 
 _HANDLERS = {"scf.if": _Run.scf_if, "scf.for": _Run.scf_for, **semantics.HANDLERS}
 __all__ = ["Infeasible", "KernelShape", "Scenario", "Unverifiable", "extract", "kernel_shape"]

@@ -32,6 +32,14 @@ class Site:
         return f"{self.op} at {self.file}:{self.line}:{self.col}"
 
 
+class Unverifiable(Exception):
+    """The verifier cannot model this kernel; ``site`` is the op, the message says why."""
+
+    def __init__(self, site: Site, message: str, cls: str = "unsupported"):
+        super().__init__(message)
+        self.site, self.cls = site, cls
+
+
 @dataclasses.dataclass(frozen=True)
 class Threads:
     """The threads of one CTA that execute an event: their warps and how many threads in all."""

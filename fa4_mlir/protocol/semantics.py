@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fa4_mlir.protocol.model import WARP, Access, Barrier, Resource
+from fa4_mlir.protocol.model import WARP, Access, Barrier, Resource, Unverifiable
 from fa4_mlir.protocol.solve import evaluable
 from fa4_mlir.protocol.values import (Bars, Pipe, Ptr, SmemRef, Sym, TmemRef, binary, compare, is_int, opaque,
                                       simplify, uniform, wrap)
@@ -154,7 +154,6 @@ def _stage(ref_type, size_attr: str, unit: str):
         if isinstance(stage, int):
             lo = base.lo + stage * size
             if mask.any() and (stage < 0 or lo + size > base.hi):
-                from fa4_mlir.protocol.extract import Unverifiable
                 raise Unverifiable(n.site, (
                     f"stage {stage} of {base.what} is {unit} [{stage * size}, {stage * size + size}) of a ring "
                     f"of {base.hi - base.lo} {unit}: every stage the kernel reaches must lie inside its ring "
@@ -265,7 +264,6 @@ def _tmem_dealloc(r, n, mask):
 def _array(r, n, vid) -> tuple[int, object]:
     bars = r.get(vid)
     if not isinstance(bars, Bars):
-        from fa4_mlir.protocol.extract import Unverifiable
         raise Unverifiable(n.site, f"{n.name} must take an mbarrier array from fa4.mbarrier_alloc")
     return bars.array, r.c.s.arrays[bars.array]
 
@@ -274,7 +272,6 @@ def _barrier(r, n, array: int, index, cta=None) -> Barrier:
     idx = r.known(n, index, "barrier index")
     count = len(r.c.s.arrays[array].counts)
     if not 0 <= idx < count:
-        from fa4_mlir.protocol.extract import Unverifiable
         raise Unverifiable(n.site, f"barrier index {idx} is out of range for "
                                    f"'{r.c.s.arrays[array].name}' ({count} barriers): every index the "
                                    f"kernel reaches must be in [0, {count})", cls="bounds")
@@ -288,7 +285,6 @@ def _mbarrier_alloc(r, n, mask):
 def _mbarrier_init(r, n, mask):
     array, arr = _array(r, n, n.operands[0])
     if not r.prologue:
-        from fa4_mlir.protocol.extract import Unverifiable
         raise Unverifiable(n.site, (
             "fa4.mbarrier_init must come before fa4.warp_specialize: its lowering ends with a CTA-wide "
             "barrier that the other roles never reach"), cls="init")
@@ -374,7 +370,6 @@ def _pipeline_create(r, n, mask):
 def _pipe(r, n) -> Pipe:
     p = r.get(n.operands[0])
     if not isinstance(p, Pipe):
-        from fa4_mlir.protocol.extract import Unverifiable
         raise Unverifiable(n.site, f"{n.name} must take a pipeline from fa4.pipeline_create")
     return p
 

@@ -21,11 +21,12 @@ diagnostics), exit 1.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 
 from fa4_mlir import __version__, knobs
+from fa4_mlir.tools.kernel_options import kernel_options as _kernel_options
+from fa4_mlir.tools.kernel_options import shorthands as _shorthands
 
 STAGES = ("fa4", "nvvm", "llvm", "ptx", "cubin")  # as fa4_mlir.core.compiler.STAGES (no MLIR import here)
 
@@ -58,47 +59,6 @@ def _base_parser(add_help: bool) -> argparse.ArgumentParser:
     p.add_argument("--list-kernels", action="store_true", help="list the built-in kernels and exit")
     p.add_argument("--version", action="version", version=f"fa4-compile {__version__} (MLIR 22.1.8)")
     return p
-
-
-# Shorthands a config class may accept: option -> (config fields it sets, how to parse it).
-SHORTHANDS = {
-    "tile": (("tile_m", "tile_n", "tile_k"), "MxNxK", "the tile shape, e.g. 128x256x64"),
-    "stages": (("num_stages",), "N", "A/B pipeline stages (0: as many as fit)"),
-}
-
-
-def _kernel_options(parser: argparse.ArgumentParser, config_cls) -> None:
-    group = parser.add_argument_group(f"{config_cls.__name__} options")
-    fields = {f.name for f in dataclasses.fields(config_cls)}
-    for f in dataclasses.fields(config_cls):
-        if f.name == "target":
-            continue
-        default = f.default
-        if isinstance(default, bool):
-            group.add_argument(f"--{f.name.replace('_', '-')}", dest=f"cfg_{f.name}", default=default,
-                               action=argparse.BooleanOptionalAction, help=f"default: {default}")
-            continue
-        group.add_argument(f"--{f.name.replace('_', '-')}", dest=f"cfg_{f.name}", type=type(default),
-                           default=default, metavar=type(default).__name__.upper(),
-                           help=f"default: {default}")
-    for name, (targets, metavar, text) in SHORTHANDS.items():
-        if set(targets) <= fields and name not in fields:
-            group.add_argument(f"--{name}", dest=f"short_{name}", default=None, metavar=metavar,
-                               help=f"{text} (sets {', '.join(targets)})")
-
-
-def _shorthands(args) -> dict | str:
-    """Config fields the shorthand options set, or an error message."""
-    out = {}
-    for name, (targets, metavar, _) in SHORTHANDS.items():
-        value = getattr(args, f"short_{name}", None)
-        if value is None:
-            continue
-        parts = value.lower().split("x")
-        if len(parts) != len(targets) or not all(p.isdigit() for p in parts):
-            return f"--{name} must be {metavar} with integers, got '{value}'"
-        out.update(zip(targets, (int(p) for p in parts)))
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,7 +40,8 @@ import sys
 import numpy as np
 
 from fa4_mlir import __version__, reference
-from fa4_mlir.tools.fa4_compile import _kernel_options, _shorthands
+from fa4_mlir.tools.kernel_options import kernel_options as _kernel_options
+from fa4_mlir.tools.kernel_options import shorthands as _shorthands
 
 USAGE, FAILED = 2, 1
 DEFAULT_SHAPES = {"copy-pipeline": "256x128", "gemm": "256x256x512", "attention": "1x128x256x{group}"}
