@@ -113,8 +113,12 @@ class Kernel:
     _roles = None  # the open fa4.warp_specialize's block, once the first role opens it
 
     def _check(self) -> None:
-        if not self.module.operation.verify():
-            raise RuntimeError(f"kernel '{self.name}' does not verify")
+        """MLIR's own verification of the built module (fa4's checks run in fa4-verify at compile time)."""
+        try:
+            self.module.operation.verify()
+        except ir.MLIRError as exc:
+            found = "; ".join(f"{d.location}: {d.message}" for d in exc.error_diagnostics)
+            raise ValueError(f"kernel '{self.name}' must be valid MLIR, got: {found}") from None
 
     @contextlib.contextmanager
     def role(self, name: str, warps, registers: int | None = None):

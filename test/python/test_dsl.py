@@ -136,6 +136,13 @@ def test_bad_kernel_definitions_are_clear_errors():
             dsl.ctaid("w")
         with k.role("all", warps=[0, 1, 2, 3]):
             pass
+    bad = dsl.Kernel("bad", "sm_90a", 4)
+    bad.i32("n")
+    with pytest.raises(ValueError, match=r"kernel 'bad' must be valid MLIR, got: loc\(\".*test_dsl.py\":\d+:\d+\): "
+                                         r"'scf.if' op operand #0 must be 1-bit signless integer"):
+        with bad.body() as arg:
+            with bad.if_(arg.n):  # an i32 condition
+                pass
     with pytest.raises(RuntimeError, match="kernel 'k' has a body already"):
         with k.body():
             pass
