@@ -72,9 +72,9 @@ class Value:
         what ``fa4-compile --emit fa4`` shows and what text-level tools can find."""
         if not name.isidentifier():
             raise ValueError(f"a value name must be an identifier, got {name!r}")
-        op = self.value.owner
+        op = getattr(self.value.owner, "operation", self.value.owner)
         if not isinstance(op, ir.Operation):
-            op = op.operation
+            raise ValueError(f"only a value an op defines can be named, got a block argument ('{name}')")
         op.location = ir.Location.name(name, childLoc=op.location)
         return self
 
@@ -87,7 +87,7 @@ class Value:
 
 def _retype(value: ir.Value, want: ir.Type) -> ir.Value:
     """An int constant made for another type: rebuilt with ``want`` (only constants are retyped)."""
-    op = value.owner
+    op = getattr(value.owner, "operation", value.owner)  # an OpView or the Operation itself
     if isinstance(op, ir.Operation) and op.name == "arith.constant":
         constant = ir.IntegerAttr(op.attributes["value"]).value
         op.erase()

@@ -132,6 +132,16 @@ def test_bad_kernel_definitions_are_clear_errors():
         var = dsl.Var(arg.n)
         with pytest.raises(TypeError, match="a Var keeps its type: must be i32, got f32"):
             var.value = dsl.arith.constant(ir.F32Type.get(), 1.0)
+        with pytest.raises(ValueError, match="a value name must be an identifier, got 'lead 0'"):
+            (arg.n == 0).named("lead 0")
+        with pytest.raises(ValueError, match=r"only a value an op defines can be named, got a block argument \('n'\)"):
+            arg.n.named("n")
+        with pytest.raises(TypeError, match="an index must be an int, a Value or an ir.Value, got str"):
+            arg.n * "2"
+        wide = dsl.Value(dsl.arith.constant(ir.IntegerType.get_signless(64), 5))
+        assert str((wide + 1).value.type) == "i64"  # an int constant takes the other operand's type
+        with pytest.raises(TypeError, match="operands must have one type, got i32 and i64"):
+            wide + arg.n
         with pytest.raises(ValueError, match="axis must be 'x', 'y' or 'z', got 'w'"):
             dsl.ctaid("w")
         with k.role("all", warps=[0, 1, 2, 3]):
