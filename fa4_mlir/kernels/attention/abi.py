@@ -24,3 +24,13 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec) ->
         Param("scale_log2e", "f32", "softmax scale * log2(e)"),
         Param("write_lse", "i32", "1: write the LSE"),
     )
+
+
+def declare(kernel, q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec) -> None:
+    """Declare the parameters on a ``fa4_mlir.dsl.Kernel`` (the same names, kinds, docs and boxes as
+    ``params``): the gpu.func signature and the manifest's ABI come from this one list."""
+    for p in params(q_box, kv_box, o_box):
+        if p.kind == "tensormap":
+            kernel.tensormap(p.name, p.tensor_map.dtype, p.tensor_map.box, p.tensor_map.swizzle, doc=p.doc)
+        else:
+            getattr(kernel, p.kind)(p.name, doc=p.doc)
