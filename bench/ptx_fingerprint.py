@@ -6,7 +6,7 @@ tests, benchmarks, artifacts and the protocol corpus use (``configs``) to PTX an
 sha256 with the launch facts the manifest takes from the kernel source (parameters, grid, config).
 
     python bench/ptx_fingerprint.py --write test/python/data/ptx_fingerprints.json   # the baseline
-    python bench/ptx_fingerprint.py --check test/python/data/ptx_fingerprints.json [--only KERNEL]
+    python bench/ptx_fingerprint.py --check test/python/data/ptx_fingerprints.json [--only KERNEL] [--match TEXT]
 
 ``--check`` exits 1 naming every configuration whose fingerprint differs. The baseline was written at
 3b57ed4, before the port (all kernels as MLIR text). test/python/test_ptx_fingerprints.py checks the
@@ -96,10 +96,12 @@ def main(argv=None) -> int:
     mode.add_argument("--write", metavar="FILE", help="fingerprint every configuration into FILE")
     mode.add_argument("--check", metavar="FILE", help="compare against FILE; exit 1 on a difference")
     p.add_argument("--only", choices=("copy-pipeline", "gemm", "attention"), help="one kernel's configurations")
+    p.add_argument("--match", metavar="TEXT", help="only configurations whose name contains TEXT "
+                   "(e.g. 'target=sm_90a')")
     args = p.parse_args(argv)
     start, found = time.perf_counter(), {}
     for kind, kw in configs():
-        if args.only in (None, kind):
+        if args.only in (None, kind) and (args.match or "") in key(kind, kw):
             found[key(kind, kw)] = fingerprint(kind, kw)
     if args.write:
         with open(args.write, "w", encoding="utf-8") as f:
