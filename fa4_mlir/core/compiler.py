@@ -126,11 +126,11 @@ def compile_kernel(source: KernelSource | str, *, target: str | None = None, sto
                        f"got {debug_timeout_ms!r}")
     report = progress or (lambda what: None)
     spec = source if isinstance(source, KernelSource) else None
-    text = spec.mlir if spec else source
+    built = spec.built_module() if spec else None  # a dsl kernel: compiled as built, no text round trip
     stage_seconds: dict[str, float] = {}
-    with make_context(), DiagnosticCollector(ir.Context.current) as collected:
+    with make_context() if built is None else built.context, DiagnosticCollector(ir.Context.current) as collected:
         report(f"parsing {source_name}")
-        module = _parse(text, source_name)
+        module = built if built is not None else _parse(spec.mlir if spec else source, source_name)
         kernel_module, kernel = _kernel_of(module)
         chosen = _settle_target(module, kernel_module, target or (spec.target if spec else None))
         name = ir.StringAttr(kernel.attributes["sym_name"]).value

@@ -188,13 +188,28 @@ def _make_builder_init(cls: type[OpBase]):
     params += [P(a.name, P.KEYWORD_ONLY, default=None) for a in cls._attrs if not a.required]
     params += [P("loc", P.KEYWORD_ONLY, default=None), P("ip", P.KEYWORD_ONLY, default=None)]
     signature = inspect.Signature(params)
+    positional = [p.name for p in params[1:] if p.kind is P.POSITIONAL_OR_KEYWORD]
+    known = {p.name for p in params[1:]}
+    required = [p.name for p in params[1:] if p.default is P.empty]
+
+    def bind(args: tuple, kwargs: dict) -> dict:
+        """``signature.bind``'s checks and messages, at a fraction of its cost (builders run per op)."""
+        if len(args) > len(positional):
+            raise TypeError(f"'{op_name}' builder: too many positional arguments")
+        values = dict(zip(positional, args))
+        for name, value in kwargs.items():
+            if name not in known:
+                raise TypeError(f"'{op_name}' builder: got an unexpected keyword argument '{name}'")
+            if name in values:
+                raise TypeError(f"'{op_name}' builder: multiple values for argument '{name}'")
+            values[name] = value
+        for name in required:
+            if name not in values:
+                raise TypeError(f"'{op_name}' builder: missing a required argument: '{name}'")
+        return values
 
     def __init__(self, *args, **kwargs):
-        try:
-            bound = signature.bind(self, *args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(f"'{op_name}' builder: {exc}") from None
-        values = bound.arguments
+        values = bind(args, kwargs)
         operands = []
         for o in cls._operands:
             v = values[o.name]

@@ -183,12 +183,12 @@ class Kernel:
 
     # -- the result -----------------------------------------------------------------------------------
     def source(self, grid: str, config: dict | None = None) -> KernelSource:
-        """The compiler's input: the module's text (with the authors' locations) and the launch facts."""
+        """The compiler's input: the built module (its text, with the authors' locations, printed on
+        demand as ``.mlir``) and the launch facts."""
         if self.module is None:
             raise RuntimeError(f"kernel '{self.name}' has no body: build it inside `with kernel.body():` first")
-        text = self.module.operation.get_asm(enable_debug_info=True, use_name_loc_as_prefix=True)
-        return KernelSource(name=self.name, target=self.target, mlir=text, params=tuple(self.params), grid=grid,
-                            config=dict(config or {}))
+        return KernelSource(name=self.name, target=self.target, module=self.module, params=tuple(self.params),
+                            grid=grid, config=dict(config or {}))
 
 
 class _Param:

@@ -17,9 +17,16 @@ _SKIP = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.dirname(co
          + "contextlib.py")
 
 
+_OUTSIDE: dict[str, bool] = {}  # co_filename -> not part of the API (asked once per file)
+_POSITIONS: dict = {}  # code object -> its instructions' positions (computed once per code object)
+
+
 def _outside(filename: str) -> bool:
-    path = os.path.abspath(filename)
-    return not (path.startswith(_SKIP[0]) or path == _SKIP[1])
+    known = _OUTSIDE.get(filename)
+    if known is None:
+        path = os.path.abspath(filename)
+        known = _OUTSIDE[filename] = not (path.startswith(_SKIP[0]) or path == _SKIP[1])
+    return known
 
 
 def here() -> ir.Location:
@@ -29,12 +36,15 @@ def here() -> ir.Location:
         frame = frame.f_back
     if frame is None:  # called from inside the package only (its own tests): no author frame
         return ir.Location.unknown()
-    column = 0
-    positions = list(frame.f_code.co_positions())
+    code = frame.f_code
+    positions = _POSITIONS.get(code)
+    if positions is None:
+        positions = _POSITIONS[code] = list(code.co_positions())
     index = frame.f_lasti // 2
+    column = 0
     if 0 <= index < len(positions) and positions[index][2] is not None:
         column = positions[index][2]
-    return ir.Location.file(frame.f_code.co_filename, frame.f_lineno, column + 1)
+    return ir.Location.file(code.co_filename, frame.f_lineno, column + 1)
 
 
 class Located:

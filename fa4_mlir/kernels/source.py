@@ -30,16 +30,36 @@ class Param:
     tensor_map: TensorMapSpec | None = None
 
 
-@dataclasses.dataclass(frozen=True)
 class KernelSource:
-    """An fa4-stage kernel: ``mlir`` holds one gpu.module with one kernel function ``name``."""
+    """An fa4-stage kernel: one gpu.module with one kernel function ``name``, as ``mlir`` text or as
+    the ``module`` a ``fa4_mlir.dsl.Kernel`` built (printed to ``mlir``, with the authors' locations,
+    only when asked). ``compile_kernel`` compiles a copy of the built module in its own Context, so a
+    source compiles any number of times and no text round trip costs compile time."""
 
-    name: str
-    target: str
-    mlir: str
-    params: tuple[Param, ...]
-    grid: str  # how the host computes the grid, e.g. "(ceil(M / 128), 1, 1)"
-    config: dict = dataclasses.field(default_factory=dict)
+    __slots__ = ("name", "target", "params", "grid", "config", "_text", "_module")
+
+    def __init__(self, name: str, target: str, params: tuple[Param, ...], grid: str, config: dict | None = None,
+                 *, mlir: str | None = None, module=None):
+        if (mlir is None) == (module is None):
+            raise ValueError(f"kernel source '{name}' must have exactly one of mlir text and a built module")
+        self.name, self.target, self.params, self.grid = name, target, tuple(params), grid
+        self.config = dict(config or {})
+        self._text, self._module = mlir, module
+
+    @property
+    def mlir(self) -> str:
+        """The kernel as fa4-stage MLIR text (a built module prints its ops' Python locations and names)."""
+        if self._text is None:
+            self._text = self._module.operation.get_asm(enable_debug_info=True, use_name_loc_as_prefix=True)
+        return self._text
+
+    def built_module(self):
+        """A fresh copy of the built ``builtin.module`` operation (in the Context it was built in), or
+        None for a text source."""
+        return None if self._module is None else self._module.operation.clone()
+
+    def __repr__(self) -> str:
+        return f"KernelSource(name={self.name!r}, target={self.target!r}, grid={self.grid!r}, config={self.config!r})"
 
 
 def kernel_module(name: str, target: str, args: str, prologue: list[str], roles: list[str], num_warps: int,
