@@ -15,30 +15,38 @@ ALLOCATE = "fa4-allocate-smem,fa4-allocate-mbarriers,fa4-allocate-tmem,fa4-verif
 def emit_layout(layout: Layout, target: str) -> ir.Module:
     """A module (``fa4.target = target``) with ``func.func @<kernel>_layout`` declaring every region,
     barrier array and TMEM region of ``layout`` in order. Needs an fa4 Context and a Location."""
-    from fa4_mlir.dialects import fa4
-
     module = ir.Module.create()
     module.operation.attributes["fa4.target"] = ir.StringAttr.get(target)
     with ir.InsertionPoint(module.body):
         f = func.FuncOp(f"{layout.kernel}_layout", ir.FunctionType.get([], []))
         with ir.InsertionPoint(f.add_entry_block()):
-            values = {}
-            for r in layout.regions:
-                if r.alias_of is None:
-                    values[r.name] = fa4.smem_region(sym_name=r.name, bytes=r.bytes, align=r.align,
-                                                     swizzle=None if r.swizzle == "none" else r.swizzle)
-                else:
-                    values[r.name] = fa4.smem_alias(values[r.alias_of], sym_name=r.name, bytes=r.bytes)
-            for b in layout.barriers:
-                uniform = len(set(b.counts)) == 1
-                fa4.mbarrier_alloc(sym_name=b.name, num_barriers=len(b.counts), arrival=b.arrival,
-                                   arrive_count=b.counts[0] if uniform else None,
-                                   arrive_counts=None if uniform else list(b.counts),
-                                   cta_group=b.cta_group if b.cta_group != 1 else None)
-            for t in layout.tmem:
-                fa4.tmem_region(sym_name=t.name, columns=t.columns)
+            declare_layout(layout)
             func.ReturnOp([])
     return module
+
+
+def declare_layout(layout: Layout) -> dict[str, ir.Value]:
+    """Declare ``layout`` at the insertion point: its shared-memory regions (aliases as
+    ``fa4.smem_alias``), then its barrier arrays, then its TMEM regions, in the layout's order (so the
+    allocation passes place them as ``fa4_mlir.placement`` does). Returns name -> value."""
+    from fa4_mlir.dialects import fa4
+
+    values = {}
+    for r in layout.regions:
+        if r.alias_of is None:
+            values[r.name] = fa4.smem_region(sym_name=r.name, bytes=r.bytes, align=r.align,
+                                             swizzle=None if r.swizzle == "none" else r.swizzle)
+        else:
+            values[r.name] = fa4.smem_alias(values[r.alias_of], sym_name=r.name, bytes=r.bytes)
+    for b in layout.barriers:
+        uniform = len(set(b.counts)) == 1
+        values[b.name] = fa4.mbarrier_alloc(sym_name=b.name, num_barriers=len(b.counts), arrival=b.arrival,
+                                            arrive_count=b.counts[0] if uniform else None,
+                                            arrive_counts=None if uniform else list(b.counts),
+                                            cta_group=b.cta_group if b.cta_group != 1 else None)
+    for t in layout.tmem:
+        values[t.name] = fa4.tmem_region(sym_name=t.name, columns=t.columns)
+    return values
 
 
 @dataclasses.dataclass(frozen=True)
