@@ -29,7 +29,6 @@ from fa4_mlir.emu.ptx.ast import (
     Address,
     Block,
     Function,
-    Immediate,
     Instruction,
     Label,
     Loc,
@@ -43,7 +42,7 @@ from fa4_mlir.emu.ptx.ast import (
     Variable,
     Vector,
 )
-from fa4_mlir.emu.ptx.lexer import tokenize
+from fa4_mlir.emu.ptx.cursor import Cursor, _clip, _show
 
 TYPES = frozenset((
     "b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64",
@@ -58,7 +57,6 @@ FUNC_DIRECTIVES = {"reqntid": 3, "maxntid": 3, "reqnctapercluster": 3, "maxnreg"
                    "blocksareclusters": 0}
 MAX_BLOCK_DEPTH = 64
 MAX_REGISTER_COUNT = 1 << 20
-_U64 = 1 << 64
 _STATEMENT = "a statement (instruction, label, .reg or a variable) in a function body"
 _LINKAGE = ("visible", "extern", "weak", "common")
 _OPERAND_STARTS = frozenset(("word", "num", "-", "{", "[", "(", "!"))
@@ -71,151 +69,11 @@ def parse(text: str, source: str = "<ptx>") -> Module:
     return _Parser(text, source).module()
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _show(tok) -> str:
-    return "end of input" if tok[0] == "eof" else repr(_clip(tok[1]))
-
-
-class _Parser:
+class _Parser(Cursor):
     def __init__(self, text: str, source: str):
-        self.text, self.source = text, source
-        self.toks = tokenize(text, source)
-        self.i = 0
+        super().__init__(text, source)
         self.scopes: list[tuple[set, dict]] = []   # per open scope: (names, {prefix: count})
         self.depth = 0
-
-    # ---- token helpers ----------------------------------------------------------------------
-    def error(self, message: str, tok):
-        raise PtxSyntaxError(message, tok[2], tok[3], self.source)
-
-    def take(self):
-        tok = self.toks[self.i]
-        if tok[0] != "eof":
-            self.i += 1
-        return tok
-
-    def expect(self, kind: str, context: str = ""):
-        tok = self.toks[self.i]
-        if tok[0] != kind:
-            where = f" {context}" if context else ""
-            shown = f"'{kind}'" if len(kind) == 1 else {"word": "a name", "dir": "a directive"}[kind]
-            self.error(f"expected {shown}{where}, got {_show(tok)}", tok)
-        self.i += 1
-        return tok
-
-    def at_dir(self, *names: str) -> bool:
-        tok = self.toks[self.i]
-        return tok[0] == "dir" and tok[1][1:] in names
-
-    def skip_line(self):
-        line = self.toks[self.i][2]
-        self.i += 1
-        while self.toks[self.i][0] != "eof" and self.toks[self.i][2] == line:
-            self.i += 1
-
-    def skip_statement(self):
-        """Skip to and past the next ';' (for .pragma / .callprototype)."""
-        start = self.toks[self.i]
-        while True:
-            tok = self.take()
-            if tok[0] == ";":
-                return
-            if tok[0] == "eof":
-                self.error(f"expected ';' to end the {start[1]} statement, got end of input", tok)
-
-    def skip_section(self):
-        """``.section .debug_x { ... }``: skipped with everything inside."""
-        self.take()
-        name = self.expect("dir", "(a section name) after '.section'")
-        opening = self.expect("{", f"after '.section {name[1]}'")
-        level = 1
-        while level:
-            tok = self.take()
-            if tok[0] == "{":
-                level += 1
-            elif tok[0] == "}":
-                level -= 1
-            elif tok[0] == "eof":
-                self.error(f"expected '}}' to close the '{{' of section '{name[1]}' at "
-                           f"{opening[2]}:{opening[3]}, got end of input", tok)
-
-    # ---- numbers ----------------------------------------------------------------------------
-    def number(self, tok) -> Immediate:
-        """The Immediate of a ``num`` token (without a sign)."""
-        s = tok[1]
-        radix = s[:2].lower()
-        if radix == "0f":
-            return Immediate(int(s[2:], 16), "f32")  # noqa: FURB166 (0f is no Python prefix)
-        if radix == "0d":
-            return Immediate(int(s[2:], 16), "f64")  # noqa: FURB166
-        if radix != "0x" and ("." in s or "e" in s or "E" in s):
-            return Immediate(float(s), "float")
-        body = s.removesuffix("U")
-        if radix == "0x":
-            value = int(body, 16)
-        elif radix == "0b":
-            value = int(body, 2)
-        elif len(body) > 21:
-            self.error(f"integer literal must fit in 64 bits, got '{_clip(s)}'", tok)
-        elif len(body) > 1 and body[0] == "0":
-            if body.strip("01234567"):
-                self.error(f"octal literal must use digits 0-7, got '{_clip(s)}'", tok)
-            value = int(body, 8)
-        else:
-            value = int(body)
-        if value >= _U64:
-            self.error(f"integer literal must fit in 64 bits, got '{_clip(s)}'", tok)
-        return Immediate(value, "int")
-
-    def signed_number(self, what: str) -> Immediate:
-        neg = self.toks[self.i][0] == "-"
-        if neg:
-            self.i += 1
-        tok = self.toks[self.i]
-        if tok[0] != "num":
-            self.error(f"expected {what}, got {_show(tok)}", tok)
-        self.i += 1
-        imm = self.number(tok)
-        if not neg:
-            return imm
-        if imm.kind not in ("int", "float"):
-            self.error(f"a negated literal must be an integer or decimal float, got '-{_clip(tok[1])}'", tok)
-        if imm.kind == "int" and imm.value > 1 << 63:
-            self.error(f"integer literal must fit in 64 bits, got '-{_clip(tok[1])}'", tok)
-        return Immediate(-imm.value, imm.kind)
-
-    def integer(self, what: str, minimum: int = 0) -> int:
-        tok = self.toks[self.i]
-        imm = self.signed_number(f"{what} (an integer)")
-        if imm.kind != "int":
-            written = self.text[tok[4]:self.toks[self.i - 1][5]]
-            self.error(f"{what} must be an integer, got '{_clip(written)}'", tok)
-        if imm.value < minimum:
-            self.error(f"{what} must be >= {minimum}, got {imm.value}", tok)
-        return imm.value
-
-    def name(self, what: str) -> str:
-        tok = self.toks[self.i]
-        if tok[0] != "word":
-            self.error(f"expected {what}, got {_show(tok)}", tok)
-        if "." in tok[1] or tok[1] == "%":
-            self.error(f"{what} must be a plain identifier, got '{_clip(tok[1])}'", tok)
-        self.i += 1
-        return tok[1]
-
-    def dims(self) -> tuple:
-        out = []
-        while self.toks[self.i][0] == "[":
-            opening = self.take()
-            if self.toks[self.i][0] == "]":
-                out.append(None)
-            else:
-                out.append(self.integer("array size"))
-            self.expect("]", f"to close the '[' at {opening[2]}:{opening[3]}")
-        return tuple(out)
 
     # ---- module level -----------------------------------------------------------------------
     def module(self) -> Module:
