@@ -31,3 +31,11 @@ vector = Located(_vector)
 
 __all__ = ["Kernel", "Pipeline", "PipelineState", "Value", "Var", "arith", "byte_offset", "ctaid", "fa4", "here",
            "i32", "llvm", "nvvm", "tid_x", "vector"]
+
+from fa4_mlir.dsl.branches import if_else  # noqa: E402 - appended (issue 22: the GEMM's two-armed epilogue)
+
+__all__ += ["if_else"]
+
+from fa4_mlir.dsl.bits import andi, shli, shrui, xori  # noqa: E402 - appended (issue 22: swizzled offsets)
+
+__all__ += ["andi", "shli", "shrui", "xori"]

@@ -286,9 +286,10 @@ def tmem_dealloc_by_other_warp(src):
 
 def tmem_alloc_too_small(src):
     """fa4.tmem_alloc asks for 32 columns, fewer than the regions span (blind spot b)."""
-    spans = [int(c) for c in re.findall(r'"fa4\.tmem_region"\(\) \{sym_name = "\w+", columns = (\d+)', src)]
+    spans = [int(m.group(1) or m.group(2)) for m in re.finditer(
+        r'"fa4\.tmem_region"\(\) \{(?:sym_name = "\w+", columns = (\d+)|columns = ' + _INT + r', sym_name = "\w+")', src)]
     if sum(spans) > 32:
-        yield from _each(src, r'"fa4\.tmem_alloc"\(%\w+\)( \{cta_group = \d\})?',
+        yield from _each(src, r'"fa4\.tmem_alloc"\(%\w+\)( \{cta_group = \d(?: : i64)?\})?',
                          lambda m: (m.group(0).replace("{", "{columns = 32, ") if m.group(1)
                                     else m.group(0) + " {columns = 32}"))
 

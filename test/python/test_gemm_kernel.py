@@ -1,4 +1,5 @@
-"""The GEMM kernel builder against its layout table and launch rules (no MLIR needed)."""
+"""The GEMM kernel builder against its layout table and launch rules (the launch rules need no MLIR;
+building the kernel does: it is built with fa4_mlir.dsl)."""
 
 from __future__ import annotations
 
@@ -16,20 +17,27 @@ CONFIGS = [dict(), dict(target="sm_90a"), dict(target="sm_90a", b_major="mn", dt
            dict(target="sm_90a", tile_m=64, tile_n=128)]
 
 
+def _declared(text: str, op: str) -> list[dict[str, str]]:
+    """The attributes of every ``fa4.<op>`` in ``text``, in order (the printer's generic form:
+    attributes sorted, integers typed ``: i64``)."""
+    return [{k: v.strip('"') for k, v in re.findall(r'(\w+) = ("[^"]*"|\d+)', m.group(1))}
+            for m in re.finditer(rf'"fa4\.{op}"\(\) \{{([^}}]*)\}}', text)]
+
+
 @pytest.mark.parametrize("kwargs", CONFIGS, ids=lambda k: "-".join(f"{a}={b}" for a, b in k.items()) or "default")
 def test_kernel_declares_the_layout_tables_barriers_and_regions(kwargs):
     config = GemmConfig(**kwargs)
     text = gemm.build(config).mlir
     layout = gemm_layout(config)
-    barriers = [(m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)) for m in re.finditer(
-        r'sym_name = "(\w+)", num_barriers = (\d+), arrive_count = (\d+), arrival = "(\w+)"', text)]
-    assert barriers == [(b.name, len(b.counts), b.counts[0], b.arrival) for b in layout.barriers]
-    regions = {m.group(1): int(m.group(2)) for m in re.finditer(r'smem_region"\(\) \{sym_name = "(\w+)", bytes = (\d+)', text)}
+    barriers = [(a["sym_name"], int(a["num_barriers"]), int(a["arrive_count"]), a["arrival"], int(a.get("cta_group", 1)))
+                for a in _declared(text, "mbarrier_alloc")]
+    assert barriers == [(b.name, len(b.counts), b.counts[0], b.arrival, b.cta_group) for b in layout.barriers]
+    regions = {a["sym_name"]: int(a["bytes"]) for a in _declared(text, "smem_region")}
     expected = {r.name: r.bytes for r in layout.regions if r.name != "mbarriers"}
     if "tmem_addr" in expected:
         expected["tmem_addr"] = 4
     assert regions == expected
-    tmem = {m.group(1): int(m.group(2)) for m in re.finditer(r'tmem_region"\(\) \{sym_name = "(\w+)", columns = (\d+)', text)}
+    tmem = {a["sym_name"]: int(a["columns"]) for a in _declared(text, "tmem_region")}
     assert tmem == {t.name: t.columns for t in layout.tmem}
 
 

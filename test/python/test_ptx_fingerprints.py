@@ -14,7 +14,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import ptx_fingerprint  # noqa: E402
 
-PORTED = ("copy-pipeline",)
+PORTED = ("copy-pipeline", "gemm")
 BASELINE = json.loads((ROOT / "test" / "python" / "data" / "ptx_fingerprints.json").read_text())
 CASES = [(kind, kw) for kind, kw in ptx_fingerprint.configs() if kind in PORTED]
 
@@ -27,4 +27,4 @@ def test_the_ported_kernel_ships_the_same_ptx(kind, kw):
 
 def test_the_baseline_covers_every_shipped_configuration():
     assert len(BASELINE) == len(ptx_fingerprint.configs()) >= 190
-    assert len(CASES) == 38
+    assert len(CASES) == 38 + 23
