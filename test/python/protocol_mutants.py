@@ -108,6 +108,7 @@ def _drop_line(source: str, needle: str) -> Iterator[Mutant]:
 # generic form (kernels built with fa4_mlir.dsl: attributes sorted, integers typed `: i64`, values
 # named by their NameLoc); the patterns below accept both.
 _INT = r"(\d+)(?: : i64)?"
+_KIND = r'(?:kind = "\w+", )?'  # a named barrier's kind, printed first in the generic form
 
 
 def _attrs(src: str, value: str, op: str) -> re.Match | None:
@@ -181,13 +182,14 @@ def one_warp_releases(src):
 
 
 def named_barrier_renamed(src):
-    names = sorted(set(re.findall(r'"fa4.named_barrier"\(\) \{sym_name = "(\w+)"', src)))
+    names = sorted(set(re.findall(r'"fa4.named_barrier"\(\) \{' + _KIND + r'sym_name = "(\w+)"', src)))
     for a, b in zip(names, names[1:]):
-        yield from _each(src, rf'"fa4.named_barrier"\(\) \{{sym_name = "{b}"', lambda m: m.group(0).replace(b, a))
+        yield from _each(src, rf'"fa4.named_barrier"\(\) \{{{_KIND}sym_name = "{b}"',
+                         lambda m: m.group(0).replace(b, a))
 
 
 def named_barrier_count(src):
-    yield from _each(src, r'("fa4.named_barrier"\(\) \{sym_name = "\w+", threads = )(\d+)',
+    yield from _each(src, r'("fa4.named_barrier"\(\) \{' + _KIND + r'sym_name = "\w+", threads = )(\d+)',
                      lambda m: f"{m.group(1)}{int(m.group(2)) + 32}")
 
 

@@ -50,17 +50,22 @@ def test_every_config_assembles_without_spills_on_its_layout(ctx, kwargs):
     assert re.search(r"setmaxnreg.inc.sync.aligned.u32\s+240;", ptx) and re.search(r"setmaxnreg.dec.sync.aligned.u32\s+24;", ptx)
 
 
+def _attrs(text: str, op: str) -> list[dict[str, str]]:
+    """The attributes of each ``fa4.<op>`` without operands in ``text``, in order (any attribute order)."""
+    ops = re.finditer(rf'"fa4\.{op}"\(\) \{{([^}}]*)\}}', text)
+    return [dict(re.findall(r'(\w+) = "?(\w+)"?', m.group(1))) for m in ops]
+
+
 def test_kernel_declares_the_layout_barriers_and_regions():
     for kwargs in (dict(), dict(head_dim=256, causal=True)):
         config = AttentionConfig(target="sm_90a", **kwargs)
         text = attention.build(config).mlir
-        barriers = [(m.group(1), int(m.group(2)), int(m.group(3))) for m in re.finditer(
-            r'mbarrier_alloc"\(\) \{sym_name = "(\w+)", num_barriers = (\d+), arrive_count = (\d+)', text)]
+        barriers = [(a["sym_name"], int(a["num_barriers"]), int(a["arrive_count"]))
+                    for a in _attrs(text, "mbarrier_alloc")]
         layout = hopper_attention_layout(config)
         assert barriers == [(b.name, len(b.counts), b.counts[0]) for b in layout.barriers]
-        regions = dict(re.findall(r'smem_region"\(\) \{sym_name = "(\w+)", bytes = (\d+)', text))
-        assert {n: int(b) for n, b in regions.items()} == {r.name: r.bytes for r in layout.regions
-                                                           if r.alias_of is None and r.name != "mbarriers"}
+        regions = {a["sym_name"]: int(a["bytes"]) for a in _attrs(text, "smem_region")}
+        assert regions == {r.name: r.bytes for r in layout.regions if r.alias_of is None and r.name != "mbarriers"}
         assert kernel_layout(config) == layout
 
 

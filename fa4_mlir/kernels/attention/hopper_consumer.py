@@ -1,0 +1,309 @@
+"""The sm_90a attention's consumer warpgroups (``hopper.py`` builds the parameters, the prologue and
+the load warp, and passes what they made as ``g``: the config, the tile, the parameters, regions,
+barriers, rings and the CTA's coordinates).
+
+Warpgroup ``w`` owns query rows ``[64 w, 64 w + 64)`` of the CTA's 128. Its accumulators live in
+registers as ``!llvm.struct<(f32, ...)>`` (what ``fa4.wgmma`` takes and returns): S with ``BN / 2``
+values a thread, O with ``D / 2``. Thread ``t`` of the warpgroup holds rows ``r0 = 16 (t / 32) +
+(t % 32) / 4`` and ``r0 + 8``; of every 4 consecutive values, the first two are row r0's and the last
+two row r0 + 8's, at keys (or O columns) ``8 i + 2 (t % 4)`` and the next (the wgmma accumulator
+layout). A row's values are spread over the 4 threads of a quad, so its maximum and sum end in two
+butterfly shuffles.
+
+Per K/V tile the warpgroup waits for its turn (named barrier ``sched{w}``), issues S = Q K_j' and
+O += P_{j-1} V_{j-1}, hands the turn over, and while the P@V runs takes the softmax of S_j; then it
+waits for the P@V, rescales O by ``exp2((m_old - m_new) * scale_log2e)`` and packs P_j to 16 bits
+as the next RS wgmma's A fragments.
+"""
+
+from __future__ import annotations
+
+from fa4_mlir import dsl
+from fa4_mlir._mlir import ir
+from fa4_mlir.dsl import math as fm
+from fa4_mlir.dsl.names import name, name_all
+from fa4_mlir.kernels.attention.dims import BLOCK
+from fa4_mlir.kernels.attention.dims import ROW_BYTES as ROW
+
+WG_THREADS = 128
+_DYNAMIC = -(1 << 31)  # llvm.getelementptr's marker for an index given as a value
+
+
+class Consumer:
+    """Builds consumer warpgroup ``w``'s role body into the open ``fa4.warp_role``."""
+
+    def __init__(self, k, g, w: int):
+        self.k, self.g, self.w = k, g, w
+        self.p = f"c{w}_"  # the warpgroup's prefix of value names in the printed IR
+        f32 = self.f32 = fm.f32()
+        self.i32 = dsl.i32()
+        self.sacc = dsl.llvm.StructType.get_literal([f32] * (g.bn // 2))
+        self.oacc = self.sacc if g.d == g.bn else dsl.llvm.StructType.get_literal([f32] * (g.d // 2))
+        elem = ir.BF16Type.get() if g.elem == "bf16" else ir.F16Type.get()
+        self.pair = ir.VectorType.get([2], f32)
+        self.pair16 = ir.VectorType.get([2], elem)
+        self.fragment = ir.VectorType.get([4], self.i32)
+
+    # -- the role ------------------------------------------------------------------------------------
+    def build(self) -> None:
+        g, k, p = self.g, self.k, self.p
+        self._setup()
+        ks, vs = g.kp.consumer(), g.vp.consumer()
+        name(ks.stage, f"{p}ki")
+        name(vs.stage, f"{p}vi")
+        o_zero = name(dsl.llvm.mlir_zero(self.oacc), f"{p}o_zero")
+        if self.w == 1:  # warpgroup 0 takes the first turn
+            self._sched("arrive")
+
+        # tile 0: S = Q K_0', softmax, P
+        self._sched("sync")
+        ks.consumer_wait()
+        s = self._qk(ks)
+        self._sched("arrive")
+        dsl.fa4.wgmma_wait(pending=0)
+        s = dsl.fa4.wgmma_fence_acc(s)
+        self._release(ks)
+        ks.step()
+        vals = self._mask(self._values(s), dsl.Value(0))
+        m, _, probs, sums = self._softmax(vals, None)
+        frags = self._pack(probs)
+
+        # tiles 1 .. n-1: S_j = Q K_j' and O += P_{j-1} V_{j-1} in flight, then the softmax of S_j
+        mv, lv = [dsl.Var(x) for x in m], [dsl.Var(x) for x in sums]
+        ov, fv = dsl.Var(o_zero), [dsl.Var(f) for f in frags]
+        with k.range(1, g.n_tiles, carry=[*mv, *lv, ov, ks, vs, *fv]) as j:
+            name(j, f"{p}j")
+            name_all([*(v.value for v in mv + lv), ov.value, ks.stage, ks.phase, vs.stage, vs.phase,
+                      *(f.value for f in fv)],
+                     [f"{p}i_{n}" for n in ("m0", "m1", "l0", "l1", "o", "ks", "kph", "vs", "vph")]
+                     + [f"{p}i_fr{i}" for i in range(len(fv))])
+            self._sched("sync")
+            ks.consumer_wait()
+            s = self._qk(ks)
+            vs.consumer_wait()
+            o = self._pv(vs, ov.value, [f.value for f in fv])
+            self._sched("arrive")
+            dsl.fa4.wgmma_wait(pending=1)
+            s = dsl.fa4.wgmma_fence_acc(s)
+            self._release(ks)
+            ks.step()
+            vals = self._mask(self._values(s), j)
+            m, factors, probs, sums = self._softmax(vals, [mv[0].value, mv[1].value])
+            dsl.fa4.wgmma_wait(pending=0)
+            o = dsl.fa4.wgmma_fence_acc(o)
+            self._release(vs)
+            vs.step()
+            o = self._rescale(o, factors)
+            sums = [fm.fma(lv[r].value, factors[r], sums[r]) for r in (0, 1)]
+            frags = self._pack(probs)
+            for var, new in zip([*mv, *lv, ov, *fv], [*m, *sums, o, *frags]):
+                var.value = new
+        name(ov.value, f"{p}lp")
+
+        # the last P@V, then the epilogue
+        self._sched("sync")
+        vs.consumer_wait()
+        o = self._pv(vs, ov.value, [f.value for f in fv])
+        if self.w == 0:  # warpgroup 1's last turn hands nothing over: each sched0 sync has its arrival
+            self._sched("arrive")
+        dsl.fa4.wgmma_wait(pending=0)
+        o = dsl.fa4.wgmma_fence_acc(o)
+        self._release(vs)
+        self._epilogue(o, [v.value for v in lv], [v.value for v in mv])
+
+    def _setup(self) -> None:
+        """The thread's place in the warpgroup, its rows' positions and key limits; wait for Q."""
+        g, p = self.g, self.p
+        self.full, self.clamp = dsl.Value(-1).value, dsl.Value(31).value  # shuffle: all lanes, whole warp
+        self.offsets = {1: dsl.Value(1).value, 2: dsl.Value(2).value}
+        tid = dsl.tid_x()
+        self.t = (tid % WG_THREADS).named(f"{p}t")
+        lane = tid % 32
+        self.lane0 = (lane == 0).named(f"{p}lane0")
+        wi = self.t // 32
+        lq = lane // 4
+        self.qq = (lane % 4).named(f"{p}qq")
+        self.q2 = self.qq * 2
+        self.r0 = (wi * 16 + lq).named(f"{p}r0")  # the thread's rows in the warpgroup: r0, r0 + 8
+        self.row0 = (g.q_start + self.w * g.wg_rows).named(f"{p}row0")
+        pos0 = (self.row0 + self.r0).named(f"{p}pos0")
+        self.pos = [pos0, (pos0 + 8).named(f"{p}pos1")]
+        self.ninf = fm.constant(fm.NEG_INF)
+        self.neg_scale = dsl.arith.negf(g.arg.scale_log2e)
+        if g.c.causal:
+            self.lim = [dsl.Value(dsl.arith.minsi(g.arg.seq_k.value, (pos + 1).value)) for pos in self.pos]
+        else:
+            self.lim = [g.arg.seq_k, g.arg.seq_k]
+        zero = dsl.Value(0).value
+        dsl.fa4.mbarrier_try_wait_parity(g.qbar, zero, zero)
+
+    # -- MMAs and turns ------------------------------------------------------------------------------
+    def _qk(self, state):
+        """S = Q K' from the state's K stage, one committed wgmma group; returns the accumulator."""
+        g = self.g
+        kb = dsl.fa4.smem_stage(g.kring, state.stage, bytes=g.t.kv_stage_bytes)
+        acc = dsl.llvm.mlir_undef(self.sacc)
+        for kk in range(g.d // 16):
+            blk, sub = divmod(kk, 4)
+            acc = dsl.fa4.wgmma(g.q[self.w], kb, acc, n=g.bn, ab_type=g.elem, accumulate=int(kk > 0),
+                                a_offset=blk * g.wg_rows * ROW + sub * 32, b_offset=blk * g.bn * ROW + sub * 32)
+        dsl.fa4.wgmma_commit()
+        return acc
+
+    def _pv(self, state, o, frags):
+        """O += P V from the state's V stage with P's fragments (one vector<4xi32> per 16 keys)."""
+        g = self.g
+        vb = dsl.fa4.smem_stage(g.vring, state.stage, bytes=g.t.kv_stage_bytes)
+        for j, frag in enumerate(frags):
+            o = dsl.fa4.wgmma(frag, vb, o, n=g.d, ab_type=g.elem, accumulate=1, b_offset=j * 16 * ROW,
+                              b_major="mn", b_block_stride=g.bn * ROW)
+        dsl.fa4.wgmma_commit()
+        return o
+
+    def _sched(self, kind: str) -> None:
+        """Wait for this warpgroup's turn to issue MMAs (sync) or hand the turn to the other (arrive)."""
+        if kind == "sync":
+            dsl.fa4.named_barrier(sym_name=f"sched{self.w}", threads=2 * WG_THREADS)
+        else:
+            dsl.fa4.named_barrier(sym_name=f"sched{1 - self.w}", threads=2 * WG_THREADS, kind="arrive")
+
+    def _release(self, state) -> None:
+        """Lane 0 of each warp frees the state's stage (its wgmma group retired)."""
+        with self.k.if_(self.lane0):
+            state.consumer_release()
+
+    # -- softmax -------------------------------------------------------------------------------------
+    def _values(self, s) -> list:
+        return [dsl.llvm.extractvalue(self.f32, s, [i]) for i in range(self.g.bn // 2)]
+
+    def _mask(self, vals: list, tile) -> list:
+        """``vals`` with keys at or past each row's limit set to -inf, inside an scf.if on whether
+        tile ``tile`` reaches the first row's limit (rows r and r + 8: r's limit is the lower)."""
+        g = self.g
+        key0 = tile * g.bn
+        need = _sgt(key0 + g.bn, self.lim[0])
+        out = [dsl.Var(v) for v in vals]
+        with self.k.if_(need, carry=out):
+            k0q = key0 + self.q2
+            rel = [self.lim[0] - k0q, self.lim[1] - k0q]
+            for i, v in enumerate(vals):
+                chunk, r = divmod(i, 4)
+                col = 8 * chunk + (r & 1)  # key of value i relative to key0 + 2q
+                out[i].value = dsl.arith.select(_sgt(rel[r >> 1], col).value, v, self.ninf)
+        return [v.value for v in out]
+
+    def _tree(self, op, vals: list):
+        """``vals`` combined pairwise, level by level (the text kernel's order)."""
+        level = list(vals)
+        while len(level) > 1:
+            nxt = [op(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+            if len(level) % 2:
+                nxt.append(level[-1])
+            level = nxt
+        return level[0]
+
+    def _quad(self, op, x):
+        """``x`` combined over the 4 threads of a quad (which hold one row)."""
+        for off in (1, 2):
+            other = dsl.nvvm.shfl_sync(self.f32, self.full, x, self.offsets[off], self.clamp,
+                                       dsl.nvvm.ShflKind.bfly)
+            x = op(x, other)
+        return x
+
+    def _softmax(self, vals: list, m_old: list | None):
+        """Row maxima (new), rescale factors (None on the first tile), probabilities and row sums of
+        this thread's values: ``p = exp2(s * scale_log2e - m * scale_log2e)``, one FMA and ex2 each."""
+        scale = self.g.arg.scale_log2e
+        m_new, factors, sums = [], [], []
+        probs = [None] * len(vals)
+        for row in (0, 1):
+            idx = [i for i in range(len(vals)) if (i % 4) >> 1 == row]
+            tile_max = self._quad(dsl.arith.maximumf, self._tree(dsl.arith.maximumf, [vals[i] for i in idx]))
+            m = tile_max if m_old is None else dsl.arith.maximumf(m_old[row], tile_max)
+            m_new.append(m)
+            nms = dsl.arith.mulf(m, self.neg_scale)
+            if m_old is not None:
+                factors.append(fm.exp2(dsl.arith.mulf(dsl.arith.subf(m_old[row], m), scale)))
+            for i in idx:
+                probs[i] = fm.exp2(fm.fma(vals[i], scale, nms))
+            sums.append(self._tree(dsl.arith.addf, [probs[i] for i in idx]))
+        return m_new, (factors or None), probs, sums
+
+    def _pack(self, probs: list) -> list:
+        """P as RS fragments: per 16 keys, (row r, keys 2q..), (r + 8, 2q..), (r, 8 + 2q..), (r + 8, 8 + 2q..)."""
+        frags = []
+        for j in range(len(probs) // 8):
+            words = []
+            for h in range(4):
+                pair = dsl.vector.from_elements(self.pair, [probs[8 * j + 2 * h], probs[8 * j + 2 * h + 1]])
+                words.append(dsl.llvm.bitcast(self.i32, dsl.arith.truncf(self.pair16, pair)))
+            frags.append(dsl.vector.from_elements(self.fragment, words))
+        return frags
+
+    def _rescale(self, o, factors: list):
+        """O's rows (values 4i, 4i+1: row r; 4i+2, 4i+3: row r + 8) times their factors."""
+        cur = o
+        for i in range(self.g.d // 2):
+            scaled = dsl.arith.mulf(dsl.llvm.extractvalue(self.f32, o, [i]), factors[(i % 4) >> 1])
+            cur = dsl.llvm.insertvalue(cur, scaled, [i])
+        return cur
+
+    # -- epilogue ------------------------------------------------------------------------------------
+    def _epilogue(self, o, sums: list, maxima: list) -> None:
+        """1 / row sum, O over the warpgroup's dead Q rows (128B swizzle), TMA store, LSE."""
+        g, w = self.g, self.w
+        scale = g.arg.scale_log2e
+        one, ln2 = fm.constant(1.0), fm.constant(fm.LN2)
+        inv, lse = [], []
+        for r in (0, 1):
+            total = self._quad(dsl.arith.addf, sums[r])
+            inv.append(dsl.arith.divf(one, total))
+            log2_sum = dsl.arith.addf(dsl.arith.mulf(maxima[r], scale), fm.log2(total))
+            lse.append(dsl.arith.mulf(log2_sum, ln2))
+        # row r0 (and r0 + 8, same swizzle phase) of block b: b * 64 * 128 + r * 128 bytes of the
+        # warpgroup's O; the 16-byte chunk c of a row sits at chunk c ^ (r % 8)
+        sw = dsl.Value(dsl.arith.andi(self.r0.value, dsl.Value(7).value))
+        rb0 = self.r0 * ROW
+        rb = [rb0, rb0 + 8 * ROW]
+        q4 = self.qq * 4
+        oa = dsl.fa4.smem_address(g.o[w])
+        for i in range(g.d // 8):
+            blk, ch = divmod(i, 8)
+            cx = dsl.arith.xori(sw.value, dsl.Value(ch).value)
+            cb = dsl.Value(dsl.arith.shli(cx, dsl.Value(4).value))
+            cc = cb + q4 + blk * g.wg_rows * ROW
+            for r in (0, 1):
+                a, b = (dsl.llvm.extractvalue(self.f32, o, [4 * i + 2 * r + h]) for h in (0, 1))
+                a, b = dsl.arith.mulf(a, inv[r]), dsl.arith.mulf(b, inv[r])
+                pair = dsl.arith.truncf(self.pair16, dsl.vector.from_elements(self.pair, [a, b]))
+                dsl.llvm.store(pair, dsl.byte_offset(oa, rb[r] + cc), alignment=4)
+        dsl.nvvm.fence_proxy(dsl.nvvm.ProxyKind.async_shared, space=dsl.nvvm.SharedSpace.shared_cta)
+        dsl.fa4.named_barrier(sym_name=f"epilogue{w}", threads=WG_THREADS)
+        with self.k.if_(self.t == 0):
+            for blk in range(g.blocks):
+                coords = [dsl.Value(blk * BLOCK).value, g.head.value, self.row0.value, g.bz.value]
+                dsl.fa4.tma_store(g.arg.o, g.o[w], coords, bytes=g.wg_rows * ROW,
+                                  src_offset=blk * g.wg_rows * ROW)
+            dsl.fa4.tma_store_wait(pending=0)
+        self._write_lse(lse)
+
+    def _write_lse(self, lse: list) -> None:
+        """Lane q = 0 of each quad writes its two rows' log-sum-exp, for rows below ``seq_q``."""
+        g = self.g
+        arg = g.arg
+        q0 = self.qq == 0
+        wanted = arg.write_lse != 0
+        lse_row = (g.bz * arg.num_heads + g.head) * arg.seq_q
+        for r in (0, 1):
+            inside = dsl.arith.cmpi(dsl.arith.CmpIPredicate.slt, self.pos[r].value, arg.seq_q.value)
+            write = dsl.arith.andi(dsl.arith.andi(inside, wanted.value), q0.value)
+            with self.k.if_(write):
+                index = lse_row + self.pos[r]
+                pointer = dsl.llvm.getelementptr(arg.lse.type, arg.lse, [index.value], [_DYNAMIC], self.f32, 0)
+                dsl.llvm.store(lse[r], pointer)
+
+
+def _sgt(a, b) -> dsl.Value:
+    """``a > b``, signed (an i1 Value); ``b`` may be an int."""
+    a = dsl.Value(a)
+    return dsl.Value(dsl.arith.cmpi(dsl.arith.CmpIPredicate.sgt, a.value, dsl.Value(b).value))
