@@ -25,7 +25,7 @@ from fa4_mlir.dsl.branches import if_else
 from fa4_mlir.dsl.kernel import Kernel
 from fa4_mlir.dsl.location import Located, here
 from fa4_mlir.dsl.pipelines import Pipeline, PipelineState, Var
-from fa4_mlir.dsl.values import Value, byte_offset, ctaid, i32, tid_x
+from fa4_mlir.dsl.values import Value, byte_offset, ctaid, element_ptr, i32, tid_x
 from fa4_mlir.dialects import fa4 as _fa4
 
 fa4 = Located(_fa4)
@@ -34,5 +34,5 @@ llvm = Located(_llvm)
 nvvm = Located(_nvvm)
 vector = Located(_vector)
 
-__all__ = ["Kernel", "Pipeline", "PipelineState", "Value", "Var", "andi", "arith", "byte_offset", "ctaid", "fa4",
-           "here", "i32", "if_else", "llvm", "nvvm", "shli", "shrui", "tid_x", "vector", "xori"]
+__all__ = ["Kernel", "Pipeline", "PipelineState", "Value", "Var", "andi", "arith", "byte_offset", "ctaid", "element_ptr",
+           "fa4", "here", "i32", "if_else", "llvm", "nvvm", "shli", "shrui", "tid_x", "vector", "xori"]

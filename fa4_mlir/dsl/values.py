@@ -111,7 +111,11 @@ def ctaid(axis: str = "x") -> Value:
 _DYNAMIC = -(1 << 31)  # llvm.getelementptr's marker for an index given as a value
 
 
+def element_ptr(pointer: ir.Value, index, element: ir.Type) -> ir.Value:
+    """``&pointer[index]`` for elements of type ``element`` (``llvm.getelementptr``, same address space)."""
+    return llvm.getelementptr(pointer.type, pointer, [raw(index)], [_DYNAMIC], element, 0, loc=here())
+
+
 def byte_offset(pointer: ir.Value, offset) -> ir.Value:
     """``pointer`` advanced by ``offset`` bytes (an ``llvm.getelementptr`` over i8; same address space)."""
-    byte = ir.IntegerType.get_signless(8)
-    return llvm.getelementptr(pointer.type, pointer, [raw(offset)], [_DYNAMIC], byte, 0, loc=here())
+    return element_ptr(pointer, offset, ir.IntegerType.get_signless(8))

@@ -1,4 +1,4 @@
-"""What a kernel builder hands the compiler: fa4-stage MLIR text plus the launch facts it implies.
+"""What a kernel builder hands the compiler: the fa4-stage kernel (built, or MLIR text) plus its launch facts.
 
 No MLIR import: the runtime reads the same facts from the manifest on machines without MLIR.
 """
@@ -60,27 +60,3 @@ class KernelSource:
 
     def __repr__(self) -> str:
         return f"KernelSource(name={self.name!r}, target={self.target!r}, grid={self.grid!r}, config={self.config!r})"
-
-
-def kernel_module(name: str, target: str, args: str, prologue: list[str], roles: list[str], num_warps: int,
-                  attributes: str = "", preamble: tuple[str, ...] = ()) -> str:
-    """fa4-stage text of a warp-specialised kernel: one ``gpu.module @name`` for ``target`` holding
-    ``gpu.func @name(args) kernel`` whose body is ``prologue`` then one ``fa4.warp_specialize`` of
-    ``num_warps`` warps holding ``roles`` (``fa4.warp_role`` ops). ``preamble`` lines (type aliases)
-    precede the module; ``attributes`` follows ``kernel`` (e.g. the cluster shape)."""
-    lines = [
-        *preamble,
-        f'module attributes {{gpu.container_module, fa4.target = "{target}"}} {{',
-        f'  gpu.module @{name} [#nvvm.target<chip = "{target}", features = "+ptx86", O = 3>] {{',
-        f"    gpu.func @{name}({args}) kernel{attributes} {{",
-        *prologue,
-        '      "fa4.warp_specialize"() ({',
-        *roles,
-        "        gpu.yield",
-        f"      }}) {{num_warps = {num_warps}}} : () -> ()",
-        "      gpu.return",
-        "    }",
-        "  }",
-        "}",
-    ]
-    return "\n".join(line for line in lines if line) + "\n"

@@ -51,12 +51,12 @@ def test_kernel_declares_the_layout_barriers_in_order():
     for kwargs in (dict(), dict(num_q=1), dict(head_dim=64)):
         config = AttentionConfig(**kwargs)
         text = attention.build(config).mlir
-        barriers = [(m.group(1), int(m.group(2))) for m in re.finditer(
-            r'mbarrier_alloc"\(\) \{sym_name = "(\w+)", num_barriers = (\d+)', text)]
+        barriers = [(m.group(2), int(m.group(1))) for m in re.finditer(
+            r'mbarrier_alloc"\(\) \{[^}]*num_barriers = (\d+) : i64, sym_name = "(\w+)"', text)]
         assert barriers == [(b.name, len(b.counts)) for b in fa4_layout(config.fa4).barriers]
         assert 'arrive_counts = array<i32: 256, 128>' in text  # the combined "P stage 0 + O rescaled"
-        tmem = re.findall(r'tmem_region"\(\) \{sym_name = "(\w+)", columns = (\d+)', text)
-        assert [(n, int(c)) for n, c in tmem] == [(t.name, t.columns) for t in fa4_layout(config.fa4).tmem]
+        tmem = re.findall(r'tmem_region"\(\) \{columns = (\d+) : i64, sym_name = "(\w+)"', text)
+        assert [(n, int(c)) for c, n in tmem] == [(t.name, t.columns) for t in fa4_layout(config.fa4).tmem]
 
 
 def test_tensor_maps_and_grid():

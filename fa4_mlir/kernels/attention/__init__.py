@@ -1,8 +1,10 @@
 """attention: the FlashAttention-4 forward (softmax(scale Q K') V) for sm_100a, warp-specialised.
 
-The reference system's SM100MHA2Q kernel (spec sections 2-4) as an fa4 program, with its shared
-memory, barriers and TMEM map taken from ``fa4_mlir.layouts.fa4_layout`` (SM100AttentionSMem,
-FA4MiscMBars, the S0/S1/O0/O1 columns). One CTA of 16 warps owns 256 query rows (2Q: halves Q0/Q1)
+The reference system's SM100MHA2Q kernel (spec sections 2-4) as an fa4 program built through
+``fa4_mlir.dsl`` (roles in ``producers`` and ``softmax``), with its shared memory, barriers and TMEM
+map declared by the reference structs of ``fa4_mlir.dsl.structs.attention`` (SM100AttentionSMem,
+FA4MiscMBars, FA4Tmem: the S0/S1/O0/O1 columns), which derive them from
+``fa4_mlir.layouts.fa4_layout``. One CTA of 16 warps owns 256 query rows (2Q: halves Q0/Q1)
 or 128 (1Q) of one head (or of ``group`` heads sharing a K/V head):
 
 * warps 0-3 / 4-7, softmax warpgroups (184 registers): per K/V tile, read S_i from TMEM, mask,
@@ -37,11 +39,11 @@ from __future__ import annotations
 from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import hopper
-from fa4_mlir.kernels.attention.abi import ARGS, CONFIG_FIELDS, params
+from fa4_mlir.kernels.attention.abi import CONFIG_FIELDS, declare
 from fa4_mlir.kernels.attention.dims import BLOCK, Dims
 from fa4_mlir.kernels.attention.producers import Producers
 from fa4_mlir.kernels.attention.softmax import Softmax
-from fa4_mlir.kernels.source import KernelSource, TensorMapSpec, kernel_module
+from fa4_mlir.kernels.source import KernelSource, TensorMapSpec
 
 NAME = "attention"
 NUM_WARPS = 16
@@ -62,20 +64,26 @@ def launch_geometry(config: AttentionConfig, batch: int, seq_q: int, heads: int,
 
 
 def build(config: AttentionConfig) -> KernelSource:
+    """The kernel for ``config``: sm_90a goes to ``hopper``; sm_100a is built through ``fa4_mlir.dsl``
+    (imported here, so that this package and ``launch_geometry`` import without MLIR)."""
     if config.target == "sm_90a":
         return hopper.build(config)
+    from fa4_mlir import dsl
+
     config.validate()
     d = Dims(config)
-    prod, soft = Producers(d), Softmax(d)
-    prologue = prod.prologue()
-    roles = [*soft.softmax(0), *soft.softmax(1), *soft.correction(), *prod.mma(), *prod.load()]
-    mlir = kernel_module(NAME, config.target, ARGS, prologue, roles, NUM_WARPS)
     g = config.fused_group
     q_box = TensorMapSpec(config.dtype, (BLOCK, g, config.positions, 1), "128B")
     kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, d.bn, 1), "128B")
-    return KernelSource(
-        name=NAME, target=config.target, mlir=mlir,
-        params=params(q_box, kv_box, q_box),
-        grid=f"(ceil(Sq / {config.cta_positions}), H / {g}, B) (launch_geometry)",
-        config={f: getattr(config, f) for f in CONFIG_FIELDS},
-    )
+    k = dsl.Kernel(NAME, config.target, NUM_WARPS)
+    declare(k, q_box, kv_box, q_box)
+    with k.body() as arg:
+        prod, soft = Producers(d, k), Softmax(d, k)
+        x = prod.prologue(arg)
+        soft.softmax(x, 0)
+        soft.softmax(x, 1)
+        soft.correction(x)
+        prod.mma(x)
+        prod.load(x)
+    return k.source(grid=f"(ceil(Sq / {config.cta_positions}), H / {g}, B) (launch_geometry)",
+                    config={f: getattr(config, f) for f in CONFIG_FIELDS})

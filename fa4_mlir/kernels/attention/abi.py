@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from fa4_mlir.kernels.source import Param, TensorMapSpec
 
-ARGS = ("%q_map: !fa4.tensormap, %k_map: !fa4.tensormap, %v_map: !fa4.tensormap, %o_map: !fa4.tensormap, "
-        "%lse: !llvm.ptr<1>, %seq_q: i32, %seq_k: i32, %num_heads: i32, %scale_log2e: f32, %write_lse: i32")
 CONFIG_FIELDS = ("dtype", "head_dim", "causal", "num_q", "group", "exp2_emulation")
 
 
 def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec) -> tuple[Param, ...]:
-    """The kernel's parameters in ``ARGS`` order, with the target's TMA boxes."""
+    """The kernel's parameters, in the order of its signature, with the target's TMA boxes."""
     return (
         Param("q", "tensormap", "Q[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
         Param("k", "tensormap", "K[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
@@ -28,7 +26,7 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec) ->
 
 def declare(kernel, q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec) -> None:
     """Declare the parameters on a ``fa4_mlir.dsl.Kernel`` (the same names, kinds, docs and boxes as
-    ``params``): the gpu.func signature and the manifest's ABI come from this one list."""
+    ``params``): the kernel function's signature and the manifest's ABI come from this one list."""
     for p in params(q_box, kv_box, o_box):
         if p.kind == "tensormap":
             kernel.tensormap(p.name, p.tensor_map.dtype, p.tensor_map.box, p.tensor_map.swizzle, doc=p.doc)

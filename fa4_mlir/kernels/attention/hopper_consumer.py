@@ -26,7 +26,6 @@ from fa4_mlir.kernels.attention.dims import BLOCK
 from fa4_mlir.kernels.attention.dims import ROW_BYTES as ROW
 
 WG_THREADS = 128
-_DYNAMIC = -(1 << 31)  # llvm.getelementptr's marker for an index given as a value
 
 
 class Consumer:
@@ -299,7 +298,7 @@ class Consumer:
             write = dsl.arith.andi(dsl.arith.andi(inside, wanted.value), q0.value)
             with self.k.if_(write):
                 index = lse_row + self.pos[r]
-                pointer = dsl.llvm.getelementptr(arg.lse.type, arg.lse, [index.value], [_DYNAMIC], self.f32, 0)
+                pointer = dsl.element_ptr(arg.lse, index, self.f32)
                 dsl.llvm.store(lse[r], pointer)
 
 

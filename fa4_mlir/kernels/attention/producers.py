@@ -1,369 +1,294 @@
-"""The attention kernel's declarations and its two single-thread roles: the TMA load warp and the
-MMA warp. Every method returns MLIR lines (fa4 dialect text)."""
+"""The attention kernel's prologue and its two single-thread roles, the TMA load warp and the MMA warp,
+built through ``fa4_mlir.dsl`` (imported when a kernel is built: this module imports without MLIR).
+
+The prologue declares the reference structs (``SM100AttentionSMem`` with its ``FA4MiscMBars``, the
+TMEM map), allocates TMEM, creates the rings and initialises the barriers, then names the views the
+roles share and the CTA's tile. Pipeline states are ``PipelineState`` objects carried through the
+loops; the first iteration of each role is peeled (Q rides on the first K tile, the MMA's first P@V
+does not accumulate).
+"""
 
 from __future__ import annotations
 
-from fa4_mlir.kernels.attention.dims import BLOCK, MMA_K, ROW_BYTES, WG, Dims
-from fa4_mlir.layouts import fa4_barriers
+import types
 
-I32x4 = "(!fa4.tensormap, !fa4.smem, !fa4.mbarriers, i32, i32, i32, i32, i32) -> ()"
-PIPE2 = "(!fa4.pipeline, i32, i32)"
-SYMBOL = {"S0_consumer": "s0_cons", "S1_consumer": "s1_cons", "C0_producer": "c0_full", "C0_consumer": "c0_empty",
-          "C1_producer": "c1_full", "C1_consumer": "c1_empty", "S0_producer": "s0_full", "S1_producer": "s1_full",
-          "Q1_sync": "q1sync", "kv_producer": "k_full", "kv_consumer": "k_empty", "k_producer": "k_full",
-          "k_consumer": "k_empty", "v_producer": "v_full", "v_consumer": "v_empty", "O0_producer": "o0_full",
-          "O1_producer": "o1_full"}
+from fa4_mlir.kernels.attention.dims import BLOCK, MMA_K, ROW_BYTES, WG, Dims
 
 
 class Producers:
     """Prologue (regions, barriers, TMEM, pipelines, the CTA's tile), load warp and MMA warp."""
 
-    def __init__(self, dims: Dims):
-        self.d = dims
-        self.c = dims.c
+    def __init__(self, dims: Dims, kernel):
+        from fa4_mlir import dsl
+        from fa4_mlir.dsl import math
+
+        self.d, self.c, self.k, self.dsl, self.s = dims, dims.c, kernel, dsl, math
 
     # -- prologue ------------------------------------------------------------------------------------
-    def prologue(self) -> list[str]:
-        d = self.d
-        i = "      "
-        smem = '"fa4.smem_region"() {{sym_name = "{}", bytes = {}, align = {}{}}} : () -> !fa4.smem'
-        sw = ', swizzle = "128B"'
-        out = [f"{i}%c0 = arith.constant 0 : i32", f"{i}%c1 = arith.constant 1 : i32",
-               f"{i}%c2 = arith.constant 2 : i32", f"{i}%true = arith.constant true",
-               f"{i}%false = arith.constant false",
-               f"{i}%q = {smem.format('q', d.q_bytes, 1024, sw)}",
-               f'{i}%o = "fa4.smem_alias"(%q) {{sym_name = "o", bytes = {d.q_bytes}}} : (!fa4.smem) -> !fa4.smem']
-        if d.fused:
-            out.append(f"{i}%kring = {smem.format('kv', d.nkv * d.kv_stage, 1024, sw)}")
-        else:
-            out += [f"{i}%kring = {smem.format('k', d.nkv * d.kv_stage, 1024, sw)}",
-                    f"{i}%vring = {smem.format('v', d.nkv * d.kv_stage, 1024, sw)}"]
-        out.append(f"{i}%corr = {smem.format('correction', d.f.correction_bytes, 4, '')}")
-        for b in fa4_barriers(d.f):
-            counts = (f"arrive_count = {b.counts[0]}" if len(set(b.counts)) == 1
-                      else f"arrive_counts = array<i32: {', '.join(map(str, b.counts))}>")
-            out.append(f'{i}%{SYMBOL[b.name]} = "fa4.mbarrier_alloc"() {{sym_name = "{b.name}", num_barriers = '
-                       f'{len(b.counts)}, {counts}, arrival = "{b.arrival}"}} : () -> !fa4.mbarriers')
-        out.append(f"{i}%slot = {smem.format('tmem_addr', 4, 4, '')}")
-        for name, cols in (("S0", d.bn), ("S1", d.bn), ("O0", d.depth), ("O1", d.depth)):
-            out.append(f'{i}%{name} = "fa4.tmem_region"() {{sym_name = "{name}", columns = {cols}}} : () -> !fa4.tmem')
-        out += [f"{i}%tid0 = nvvm.read.ptx.sreg.tid.x : i32",
-                f"{i}%c32 = arith.constant 32 : i32",
-                f"{i}%warp0 = arith.divui %tid0, %c32 : i32",
-                f"{i}%alloc_warp = arith.cmpi eq, %warp0, %c1 : i32",
-                f"{i}scf.if %alloc_warp {{",
-                f'{i}  "fa4.tmem_alloc"(%slot) : (!fa4.smem) -> ()',
-                f"{i}}}"]
-        pipes = [("s0", "s0_full", "s0_cons", 1, 1, d.f.num_pv_stages), ("s1", "s1_full", "s1_cons", 1, 1, 2),
-                 ("cq0", "c0_full", "c0_empty", 1, 1, 1), ("cq1", "c1_full", "c1_empty", 1, 1, 1),
-                 ("k", "k_full", "k_empty", d.nkv, d.nqk, d.nqk)]
-        if not d.fused:
-            pipes.append(("v", "v_full", "v_empty", d.nkv, 1, 1))
-        for name, full, empty, n, ps, cs in pipes:
-            subs = (f", producer_sub_stages = {ps}" if ps > 1 else "") + (f", consumer_sub_stages = {cs}" if cs > 1 else "")
-            out.append(f'{i}%{name} = "fa4.pipeline_create"(%{full}, %{empty}) {{sym_name = "{name}", '
-                       f"num_stages = {n}{subs}}} : (!fa4.mbarriers, !fa4.mbarriers) -> !fa4.pipeline")
-        out += [f'{i}"fa4.mbarrier_init"(%{SYMBOL[b.name]}) : (!fa4.mbarriers) -> ()' for b in fa4_barriers(d.f)]
-        out += [f"{i}%nqk = arith.constant {d.nqk} : i32"] + [f"{i}%sub{q} = arith.constant {q} : i32" for q in range(d.nqk)]
-        out += self._views(i) + self._tile(i)
-        return out
+    def prologue(self, arg) -> types.SimpleNamespace:
+        """Declare everything the roles share; returns it as a namespace (``x.mbars``, ``x.n_iter``...)."""
+        from fa4_mlir.dsl.structs.attention import FA4Tmem, SM100AttentionSMem
 
-    def _views(self, i: str) -> list[str]:
+        dsl, d = self.dsl, self.d
+        smem = SM100AttentionSMem(self.c)  # q, o over q, kv | k + v, correction, the barriers, tmem_addr
+        mbars = smem.misc_mbars()
+        tmem = FA4Tmem(self.c)
+        warp = dsl.tid_x() // 32
+        with self.k.if_((warp == 1).named("alloc_warp")):  # warp 1 allocates; softmax warp 1 frees
+            dsl.fa4.tmem_alloc(smem.tmem_addr_ptr())
+        mbars.declare_pipelines()
+        mbars.init()
+        x = types.SimpleNamespace(arg=arg, smem=smem, mbars=mbars, tmem=tmem, slot=smem.tmem_addr_ptr())
+        self._views(x)
+        self._tile(x)
+        return x
+
+    def _views(self, x) -> None:
         """Named views: each Q half's depth sub-stages (the MMA reads one while TMA may still fill the
         next), each softmax warpgroup's output tile over the dead Q and its correction slots."""
-        d, c = self.d, self.c
-        alias = '{i}%{name} = "fa4.smem_alias"(%{base}) {{sym_name = "{name}", bytes = {size}, offset = {off}}} : (!fa4.smem) -> !fa4.smem'
-        out = []
-        for half in range(c.num_q):
-            for s in range(d.nqk):
-                out.append(alias.format(i=i, name=f"q{half}_{s}", base="q", size=d.q_chunk, off=d.q_offset(half, s)))
+        d, c, fa4 = self.d, self.c, self.dsl.fa4
+        q, o, corr = x.smem.q_smem(), x.smem.o_smem(), x.smem.correction_smem()
+        x.q = [[fa4.smem_alias(q, sym_name=f"q{half}_{s}", bytes=d.q_chunk, offset=d.q_offset(half, s))
+                for s in range(d.nqk)] for half in range(c.num_q)]
+        x.corr, x.o = [], []
         for wg in (0, 1):
-            out.append(alias.format(i=i, name=f"corr{wg}", base="corr", size=WG * 4, off=wg * WG * 4))
+            x.corr.append(fa4.smem_alias(corr, sym_name=f"corr{wg}", bytes=WG * 4, offset=wg * WG * 4))
             blocks = d.out_blocks(wg)
+            x.o.append(None)
             if blocks:
                 off = wg * d.o_half if c.num_q == 2 else blocks.start * WG * ROW_BYTES
-                out.append(alias.format(i=i, name=f"o{wg}", base="o", size=len(blocks) * WG * ROW_BYTES, off=off))
-        return out
+                x.o[wg] = fa4.smem_alias(o, sym_name=f"o{wg}", bytes=len(blocks) * WG * ROW_BYTES, offset=off)
 
-    def _tile(self, i: str) -> list[str]:
-        """The CTA's tile: %q_start (first query position), %n_iter (loop trips of every role: K/V
-        tiles in 2Q, pairs of them in 1Q), %kvh / %head0 (K/V head, first query head)."""
-        c, d = self.c, self.d
-        g = c.fused_group
-        out = [f"{i}%qt = nvvm.read.ptx.sreg.ctaid.x : i32",
-               f"{i}%hy = nvvm.read.ptx.sreg.ctaid.y : i32",
-               f"{i}%bz = nvvm.read.ptx.sreg.ctaid.z : i32",
-               f"{i}%cta_pos = arith.constant {c.cta_positions} : i32",
-               f"{i}%half_pos = arith.constant {c.positions} : i32",
-               f"{i}%q_start = arith.muli %qt, %cta_pos : i32",
-               f"{i}%q1_start = arith.addi %q_start, %half_pos : i32",
-               f"{i}%bn = arith.constant {d.bn} : i32",
-               f"{i}%bn_m1 = arith.constant {d.bn - 1} : i32",
-               f"{i}%grp = arith.constant {c.group} : i32"]
+    def _tile(self, x) -> None:
+        """The CTA's tile: ``q_start`` (first query position), ``n_iter`` (loop trips of every role:
+        K/V tiles in 2Q, pairs of them in 1Q), ``kvh`` / ``head0`` (K/V head, first query head)."""
+        dsl, c, d, arg = self.dsl, self.c, self.d, x.arg
+        V, arith = dsl.Value, dsl.arith
+        qt, hy, x.bz = dsl.ctaid("x"), dsl.ctaid("y"), dsl.ctaid("z")
+        x.q_start = qt * c.cta_positions
+        x.q1_start = x.q_start + c.positions
         if c.causal:  # tiles past the CTA's last row are skipped by every role alike
-            out += [f"{i}%q_end = arith.addi %q_start, %cta_pos : i32",
-                    f"{i}%kv_end = arith.minsi %seq_k, %q_end : i32"]
+            q_end = x.q_start + c.cta_positions
+            kv_end = V(arith.minsi(arg.seq_k.value, q_end.value))
         else:
-            out.append(f"{i}%kv_end = arith.addi %seq_k, %c0 : i32")
-        out += [f"{i}%kv_up = arith.addi %kv_end, %bn_m1 : i32",
-                f"{i}%tiles = arith.divsi %kv_up, %bn : i32"]
+            kv_end = arg.seq_k
+        tiles = V(arith.divsi((kv_end + (d.bn - 1)).value, V(d.bn).value))
         if c.num_q == 2:
-            out.append(f"{i}%n_iter = arith.addi %tiles, %c0 : i32")
+            x.n_iter = tiles
         else:
-            out += [f"{i}%tiles1 = arith.addi %tiles, %c1 : i32", f"{i}%n_iter = arith.divsi %tiles1, %c2 : i32"]
-        if g > 1:
-            out += [f"{i}%kvh = arith.addi %hy, %c0 : i32", f"{i}%head0 = arith.muli %hy, %grp : i32"]
+            x.n_iter = V(arith.divsi((tiles + 1).value, V(2).value))
+        x.n_iter.named("n_iter")
+        if c.fused_group > 1:
+            x.kvh, x.head0 = hy, hy * c.group
         else:
-            out += [f"{i}%kvh = arith.divsi %hy, %grp : i32", f"{i}%head0 = arith.addi %hy, %c0 : i32"]
-        return out
+            x.kvh, x.head0 = V(arith.divsi(hy.value, V(c.group).value)), hy
 
     # -- shared by both roles ------------------------------------------------------------------------
-    def _ring(self, kind: str) -> tuple[str, str, str, str]:
-        """(pipeline, ring region, full barriers, state key) of K or V items; fused mode has one ring."""
-        if kind == "k" or self.d.fused:
-            return "%k", "%kring", "%k_full", "k"
-        return "%v", "%vring", "%v_full", "v"
-
-    def _k_buffers(self, ind: str, tag: str, stage: str) -> list[str]:
-        """%{tag}_i{q}: the barrier / buffer index of depth sub-stage q of K ``stage`` (stage * nqk + q);
-        %{tag}_b{q}: its buffer."""
+    def _k_buffers(self, x, tag: str, stage) -> list:
+        """The K depth sub-stages of ``stage``: (barrier / buffer index stage * nqk + q, its buffer)."""
         d = self.d
-        _, ring, _, _ = self._ring("k")
-        out = [f"{ind}%{tag}_m = arith.muli {stage}, %nqk : i32"]
+        m = self.dsl.Value(stage) * d.nqk
+        out = []
         for q in range(d.nqk):
-            out += [f"{ind}%{tag}_i{q} = arith.addi %{tag}_m, %sub{q} : i32",
-                    f'{ind}%{tag}_b{q} = "fa4.smem_stage"({ring}, %{tag}_i{q}) {{bytes = {d.k_chunk}}} : (!fa4.smem, i32) -> !fa4.smem']
+            i = (m + q).named(f"{tag}_i{q}")
+            out.append((i, self.dsl.fa4.smem_stage(x.smem.k_smem_base(), i.value, bytes=d.k_chunk)))
         return out
 
-    @staticmethod
-    def advance(ind: str, tag: str, pipe: str, states: dict, key: str) -> list[str]:
-        stage, phase = states[key]
-        states[key] = (f"%{tag}_n#0", f"%{tag}_n#1")
-        return [f'{ind}%{tag}_n:2 = "fa4.pipeline_advance"({pipe}, {stage}, {phase}) : {PIPE2} -> (i32, i32)']
+    def _named_step(self, state, name: str | None) -> None:
+        """``state.step()``, naming the new state in the printed IR in the peeled first iteration: with
+        the initial states' names (``ld_ki``), what test/python/protocol_mutants.py recognises as the
+        load warp's first pass over fresh rings (its acquires pass at once: equivalent mutants)."""
+        state.step()
+        if name:
+            self.dsl.Value(state.stage).named(name)
 
     # -- load warp -----------------------------------------------------------------------------------
-    def _load_k(self, ind: str, tag: str, states: dict, tile: str, with_q: bool) -> list[str]:
-        d = self.d
-        pipe, _, full, key = self._ring("k")
-        stage, phase = states[key]
-        out = [f"{ind}%{tag}_key = arith.muli {tile}, %bn : i32"] + self._k_buffers(ind, tag, stage)
-        for q in range(d.nqk):
-            tx = d.k_chunk + (d.q_chunk if with_q else 0)
-            out += [f'{ind}"fa4.pipeline_producer_acquire"({pipe}, {stage}, {phase}) {{sub_stage = {q}}} : {PIPE2} -> ()',
-                    f'{ind}"fa4.pipeline_producer_commit"({pipe}, {stage}) {{sub_stage = {q}, tx_bytes = {tx}}} : (!fa4.pipeline, i32) -> ()']
+    def _load_k(self, x, tag: str, state, tile, with_q: bool, peel: bool) -> None:
+        d, fa4 = self.d, self.dsl.fa4
+        full = x.mbars.get_k_mbars()[0]
+        key = tile * d.bn
+        buffers = self._k_buffers(x, tag, state.stage)
+        for q, (i, buf) in enumerate(buffers):
+            state.producer_acquire(sub_stage=q)
+            state.producer_commit(tx_bytes=d.k_chunk + (d.q_chunk if with_q else 0), sub_stage=q)
             for blk in range(d.sub_blocks):
-                out.append(f"{ind}%{tag}_d{q}_{blk} = arith.constant {q * d.bk0 + blk * BLOCK} : i32")
+                col = q * d.bk0 + blk * BLOCK
                 if with_q:  # Q rides on the first K tile's barriers (the reference's Q0 + K0 load)
-                    out.append(f'{ind}"fa4.tma_load"(%q_map, %q0_{q}, {full}, %{tag}_i{q}, %{tag}_d{q}_{blk}, %head0, '
-                               f"%q_start, %bz) {{bytes = {WG * ROW_BYTES}, dst_offset = {blk * WG * ROW_BYTES}}} : {I32x4}")
-                out.append(f'{ind}"fa4.tma_load"(%k_map, %{tag}_b{q}, {full}, %{tag}_i{q}, %{tag}_d{q}_{blk}, %kvh, '
-                           f"%{tag}_key, %bz) {{bytes = {d.bn * ROW_BYTES}, dst_offset = {blk * d.bn * ROW_BYTES}}} : {I32x4}")
-        return out + self.advance(ind, tag, pipe, states, key)
+                    fa4.tma_load(x.arg.q, x.q[0][q], full, i.value, _coords(col, x.head0, x.q_start, x.bz),
+                                 bytes=WG * ROW_BYTES, dst_offset=blk * WG * ROW_BYTES)
+                fa4.tma_load(x.arg.k, buf, full, i.value, _coords(col, x.kvh, key, x.bz),
+                             bytes=d.bn * ROW_BYTES, dst_offset=blk * d.bn * ROW_BYTES)
+        self._named_step(state, f"{tag}_n" if peel else None)
 
-    def _load_q1(self, ind: str) -> list[str]:
-        d = self.d
-        out = []
+    def _load_q1(self, x) -> None:
+        d, fa4 = self.d, self.dsl.fa4
+        sync = x.mbars.q1_wait_mbar()
         for q in range(d.nqk):
-            out.append(f'{ind}"fa4.mbarrier_arrive_expect_tx"(%q1sync, %sub{q}) {{tx_bytes = {d.q_chunk}}} : (!fa4.mbarriers, i32) -> ()')
+            fa4.mbarrier_arrive_expect_tx(sync, _raw(q), tx_bytes=d.q_chunk)
             for blk in range(d.sub_blocks):
-                out += [f"{ind}%ld_q1d{q}_{blk} = arith.constant {q * d.bk0 + blk * BLOCK} : i32",
-                        f'{ind}"fa4.tma_load"(%q_map, %q1_{q}, %q1sync, %sub{q}, %ld_q1d{q}_{blk}, %head0, %q1_start, %bz) '
-                        f"{{bytes = {WG * ROW_BYTES}, dst_offset = {blk * WG * ROW_BYTES}}} : {I32x4}"]
-        return out
+                box = _coords(q * d.bk0 + blk * BLOCK, x.head0, x.q1_start, x.bz)
+                fa4.tma_load(x.arg.q, x.q[1][q], sync, _raw(q), box, bytes=WG * ROW_BYTES,
+                             dst_offset=blk * WG * ROW_BYTES)
 
-    def _load_v(self, ind: str, tag: str, states: dict, tile: str) -> list[str]:
-        d = self.d
-        pipe, ring, full, key = self._ring("v")
-        stage, phase = states[key]
-        out = [f"{ind}%{tag}_key = arith.muli {tile}, %bn : i32",
-               f'{ind}"fa4.pipeline_producer_acquire"({pipe}, {stage}, {phase}) : {PIPE2} -> ()',
-               f'{ind}"fa4.pipeline_producer_commit"({pipe}, {stage}) {{tx_bytes = {d.kv_stage}}} : (!fa4.pipeline, i32) -> ()',
-               f'{ind}%{tag}_b = "fa4.smem_stage"({ring}, {stage}) {{bytes = {d.kv_stage}}} : (!fa4.smem, i32) -> !fa4.smem']
+    def _load_v(self, x, tag: str, state, tile, peel: bool) -> None:
+        d, fa4 = self.d, self.dsl.fa4
+        full = x.mbars.get_v_mbars()[0]
+        key = tile * d.bn
+        state.producer_acquire()
+        state.producer_commit(tx_bytes=d.kv_stage)
+        buf = fa4.smem_stage(x.smem.v_smem_base(), state.stage, bytes=d.kv_stage)
         for blk in range(d.blocks):
-            out += [f"{ind}%{tag}_d{blk} = arith.constant {blk * BLOCK} : i32",
-                    f'{ind}"fa4.tma_load"(%v_map, %{tag}_b, {full}, {stage}, %{tag}_d{blk}, %kvh, %{tag}_key, %bz) '
-                    f"{{bytes = {d.bn * ROW_BYTES}, dst_offset = {blk * d.bn * ROW_BYTES}}} : {I32x4}"]
-        return out + self.advance(ind, tag, pipe, states, key)
+            fa4.tma_load(x.arg.v, buf, full, state.stage, _coords(blk * BLOCK, x.kvh, key, x.bz),
+                         bytes=d.bn * ROW_BYTES, dst_offset=blk * d.bn * ROW_BYTES)
+        self._named_step(state, f"{tag}_n" if peel else None)
 
-    def _ring_keys(self) -> list[str]:
-        return ["k"] if self.d.fused else ["k", "v"]
+    def _states(self, x, side: str, prefix: str) -> list:
+        """The K ring's state and the V ring's (the same object when K and V share one ring)."""
+        ks = getattr(x.mbars.k_pipeline(), side)()
+        self.dsl.Value(ks.stage).named(f"{prefix}_ki")
+        if self.d.fused:
+            return [ks, ks]
+        vs = getattr(x.mbars.v_pipeline(), side)()
+        self.dsl.Value(vs.stage).named(f"{prefix}_vi")
+        return [ks, vs]
 
-    def _initial(self, ind: str, p: str, side: str) -> tuple[list[str], dict]:
-        out, states = [], {}
-        for key in self._ring_keys():
-            out.append(f'{ind}%{p}{key}i:2 = "fa4.pipeline_initial_state"(%{key}) {{side = "{side}"}} : (!fa4.pipeline) -> (i32, i32)')
-            states[key] = (f"%{p}{key}i#0", f"%{p}{key}i#1")
-        return out, states
-
-    def _loop(self, ind: str, p: str, carried: list[tuple[str, str, str]], body, close) -> list[str]:
-        """``scf.for %{p}n = 1 to %n_iter`` carrying ``(name, initial value, type)``; ``body(ind)``
-        returns lines and the yielded values; ``close`` receives the result names."""
-        names = ", ".join(f"%{p}{n} = {v}" for n, v, _ in carried)
-        types = ", ".join(t for _, _, t in carried)
-        lines, yields = body(ind + "  ")
-        out = [f"{ind}%{p}r:{len(carried)} = scf.for %{p}n = %c1 to %n_iter step %c1 iter_args({names}) -> ({types}) : i32 {{",
-               *lines, f"{ind}  scf.yield {', '.join(yields)} : {types}", f"{ind}}}"]
-        close([f"%{p}r#{j}" for j in range(len(carried))])
-        return out
-
-    def load(self) -> list[str]:
+    def load(self, x) -> None:
         """The TMA warp: Q with the first K tile (Q1 on its own barriers in 2Q), then per iteration
         the K and V tiles in the order the MMA warp consumes them."""
-        ind = "            "
-        init, states = self._initial(ind, "ld_", "producer")
+        k, V = self.k, self.dsl.Value
+        with k.role("load", warps=[13], registers=64), k.elect_one():
+            ks, vs = self._states(x, "producer", "ld")
 
-        def iteration(i2: str, n: str, first: bool, tag: str) -> list[str]:
-            if self.c.num_q == 2:
-                out = self._load_k(i2, f"{tag}k", states, n, with_q=first)
-                if first:
-                    out += self._load_q1(i2)
-                return out + self._load_v(i2, f"{tag}v", states, n)
-            out = [f"{i2}%{tag}e = arith.muli {n}, %c2 : i32", f"{i2}%{tag}o = arith.addi %{tag}e, %c1 : i32"]
-            out += self._load_k(i2, f"{tag}ke", states, f"%{tag}e", with_q=first)
-            out += self._load_k(i2, f"{tag}ko", states, f"%{tag}o", with_q=False)
-            out += self._load_v(i2, f"{tag}ve", states, f"%{tag}e")
-            return out + self._load_v(i2, f"{tag}vo", states, f"%{tag}o")
+            def iteration(n, first: bool, tag: str) -> None:
+                if self.c.num_q == 2:
+                    self._load_k(x, f"{tag}k", ks, n, with_q=first, peel=first)
+                    if first:
+                        self._load_q1(x)
+                    self._load_v(x, f"{tag}v", vs, n, peel=first)
+                    return
+                even = n * 2
+                odd = even + 1
+                self._load_k(x, f"{tag}ke", ks, even, with_q=first, peel=first)
+                self._load_k(x, f"{tag}ko", ks, odd, with_q=False, peel=first)
+                self._load_v(x, f"{tag}ve", vs, even, peel=first)
+                self._load_v(x, f"{tag}vo", vs, odd, peel=first)
 
-        peel = iteration(ind, "%c0", True, "ld0")
-        keys = self._ring_keys()
-        carried = [(f"{k}{j}", states[k][j], "i32") for k in keys for j in (0, 1)]
+            iteration(V(0), True, "ld0")
+            with k.range(1, x.n_iter, carry=self._carry(ks, vs)) as n:
+                iteration(n, False, "ldl")
 
-        def body(i2):
-            for k in keys:
-                states[k] = (f"%ld_{k}0", f"%ld_{k}1")
-            lines = iteration(i2, "%ld_n", False, "ldl")
-            return lines, [states[k][j] for k in keys for j in (0, 1)]
-
-        loop = self._loop(ind, "ld_", carried, body, lambda results: None)
-        return ['        "fa4.warp_role"() ({',
-                '          %ld_e = "fa4.elect_one"() : () -> i1',
-                "          scf.if %ld_e {", *init, *peel, *loop, "          }",
-                "          gpu.yield",
-                '        }) {sym_name = "load", warps = array<i32: 13>, registers = 64} : () -> ()']
+    def _carry(self, *states) -> list:
+        """The loop-carried states, each once (fused K/V: the K and V states are one object)."""
+        out = []
+        for s in states:
+            if all(s is not o for o in out):
+                out.append(s)
+        return out
 
     # -- MMA warp ------------------------------------------------------------------------------------
-    def _qk(self, ind: str, half: int, q_half: int, kb: str, q: int) -> list[str]:
+    def _qk(self, x, half: int, q_half: int, kb, q: int) -> None:
         """S_half (+)= Q_{q_half} sub-stage q x K sub-stage q (buffer ``kb``)."""
-        d = self.d
-        out = []
+        d, s = self.d, self.s
         for kk in range(d.bk0 // MMA_K):
             blk, inner = divmod(kk, 4)
-            acc = "%true" if q or kk else "%false"
-            out.append(f'{ind}"fa4.tcgen05_mma"(%S{half}, %q{q_half}_{q}, {kb}, {acc}) {{m = 128, n = {d.bn}, ab_type = '
-                       f'"{d.elem}", a_offset = {blk * WG * ROW_BYTES + inner * 32}, b_offset = '
-                       f"{blk * d.bn * ROW_BYTES + inner * 32}}} : (!fa4.tmem, !fa4.smem, !fa4.smem, i1) -> ()")
-        return out
+            self.dsl.fa4.tcgen05_mma(x.tmem.s(half), x.q[q_half][q], kb, s.const(s.i1(), bool(q or kk)), m=128,
+                                     n=d.bn, ab_type=d.elem, a_offset=blk * WG * ROW_BYTES + inner * 32,
+                                     b_offset=blk * d.bn * ROW_BYTES + inner * 32)
 
-    def _pv(self, ind: str, half: int, vb: str, first_acc: str, s_state) -> list[str]:
+    def _pv(self, x, half: int, vb, first_acc, s_state) -> None:
         """O_half (+)= P_half x V in the two P stages; stage j waits until softmax wrote P stage j
         (stage 0 also: correction rescaled O_half) and covers its share of the BN keys."""
-        d = self.d
+        d, s = self.d, self.s
         steps = d.bn // MMA_K
-        out = []
         for j, (lo, hi) in enumerate(((0, d.pv_split), (d.pv_split, steps))):
-            out.append(f'{ind}"fa4.pipeline_producer_acquire"(%s{half}, {s_state[0]}, {s_state[1]}) {{sub_stage = {j}}} : {PIPE2} -> ()')
+            s_state.producer_acquire(sub_stage=j)
             for kk in range(lo, hi):
-                acc = first_acc if kk == 0 else "%true"
-                out.append(f'{ind}"fa4.tcgen05_mma"(%O{half}, %S{half}, {vb}, {acc}) {{m = 128, n = {d.depth}, ab_type = '
-                           f'"{d.elem}", a_offset = {kk * 32}, b_offset = {kk * MMA_K * ROW_BYTES}, b_major = "mn", '
-                           f"b_block_stride = {d.bn * ROW_BYTES}}} : (!fa4.tmem, !fa4.tmem, !fa4.smem, i1) -> ()")
-        out.append(f'{ind}"fa4.mma_commit"(%o{half}_full, %c0) : (!fa4.mbarriers, i32) -> ()')
-        return out
+                acc = first_acc if kk == 0 else s.const(s.i1(), True)
+                self.dsl.fa4.tcgen05_mma(x.tmem.o(half), x.tmem.s(half), vb, acc, m=128, n=d.depth, ab_type=d.elem,
+                                         a_offset=kk * 32, b_offset=kk * MMA_K * ROW_BYTES, b_major="mn",
+                                         b_block_stride=d.bn * ROW_BYTES)
+        o_full = x.mbars.producer_o0() if half == 0 else x.mbars.producer_o1()
+        self.dsl.fa4.mma_commit(o_full, _raw(0))
 
-    def _wait_k(self, ind: str, tag: str, states: dict) -> list[str]:
-        pipe, _, _, key = self._ring("k")
-        stage, phase = states[key]
-        out = self._k_buffers(ind, tag, stage)
-        out += [f'{ind}"fa4.pipeline_consumer_wait"({pipe}, {stage}, {phase}) {{sub_stage = {q}}} : {PIPE2} -> ()'
-                for q in range(self.d.nqk)]
-        return out
+    def _wait_k(self, x, tag: str, ks) -> list:
+        buffers = self._k_buffers(x, tag, ks.stage)
+        for q in range(self.d.nqk):
+            ks.consumer_wait(sub_stage=q)
+        return [buf for _, buf in buffers]
 
-    def _release_k(self, ind: str, tag: str, states: dict) -> list[str]:
-        pipe, _, _, key = self._ring("k")
-        stage = states[key][0]
-        out = [f'{ind}"fa4.pipeline_consumer_release"({pipe}, {stage}) {{sub_stage = {q}}} : (!fa4.pipeline, i32) -> ()'
-               for q in range(self.d.nqk)]
-        return out + self.advance(ind, tag, pipe, states, key)
+    def _release_k(self, ks) -> None:
+        for q in range(self.d.nqk):
+            ks.consumer_release(sub_stage=q)
+        ks.step()
 
-    def _s_commit(self, ind: str, tag: str, half: int, states: dict) -> list[str]:
-        stage = states[f"s{half}"][0]
-        return ([f'{ind}"fa4.pipeline_producer_commit"(%s{half}, {stage}) : (!fa4.pipeline, i32) -> ()']
-                + self.advance(ind, tag, f"%s{half}", states, f"s{half}"))
+    def _wait_v(self, x, vs):
+        vs.consumer_wait()
+        return self.dsl.fa4.smem_stage(x.smem.v_smem_base(), vs.stage, bytes=self.d.kv_stage)
 
-    def mma(self) -> list[str]:
+    def mma(self, x) -> None:
         """One elected thread: S0 <- Q0 Kn', O1 += P1 V(n-1), S1 <- Q1 Kn', O0 += P0 Vn (2Q; in 1Q
         S0/O0 take the even tiles and S1/O1 the odd ones of one Q). S_i is overwritten only by a
         Q@K' issued after the P_i@V that read it: MMAs of one thread run in order."""
-        d, two_q = self.d, self.c.num_q == 2
-        ind = "            "
-        init, states = self._initial(ind, "mm_", "consumer")
-        for half in (0, 1):
-            init.append(f'{ind}%mm_s{half}i:2 = "fa4.pipeline_initial_state"(%s{half}) {{side = "producer"}} : (!fa4.pipeline) -> (i32, i32)')
-            states[f"s{half}"] = (f"%mm_s{half}i#0", f"%mm_s{half}i#1")
-        vpipe, _, _, vkey = self._ring("v")
+        k, d, s, fa4 = self.k, self.d, self.s, self.dsl.fa4
+        two_q = self.c.num_q == 2
+        vpipe = x.mbars.v_pipeline().value
+        with k.role("mma", warps=[12], registers=64), k.elect_one():
+            ks, vs = self._states(x, "consumer", "mm")
+            s0, s1 = x.mbars.producer_s0(), x.mbars.producer_s1()
 
-        def iteration(i2: str, first: bool, tag: str, vprev: str, o1_acc: str) -> tuple[list[str], str]:
-            """One iteration's MMAs; ``vprev`` is the held V stage of the previous one (O1's)."""
-            out = self._wait_k(i2, f"{tag}ka", states)
-            for q in range(d.nqk):
-                out += self._qk(i2, 0, 0, f"%{tag}ka_b{q}", q)
-            out += self._s_commit(i2, f"{tag}s0", 0, states)
-            if not first:
-                out += self._pv(i2, 1, f"%{tag}_vp_b", o1_acc, states["s1"])
-                out.append(f'{i2}"fa4.pipeline_consumer_release"({vpipe}, {vprev}) : (!fa4.pipeline, i32) -> ()')
-            if two_q:
+            def iteration(first: bool, tag: str, vprev=None, o1_acc=None, vp_b=None):
+                """One iteration's MMAs; ``vprev`` is the held V stage of the previous one (O1's)."""
+                kb = self._wait_k(x, f"{tag}ka", ks)
                 for q in range(d.nqk):
-                    if first:
-                        out.append(f'{i2}"fa4.mbarrier_try_wait_parity"(%q1sync, %sub{q}, %c0) : (!fa4.mbarriers, i32, i32) -> ()')
-                    out += self._qk(i2, 1, 1, f"%{tag}ka_b{q}", q)
-                out += self._release_k(i2, f"{tag}kr", states)
-            else:
-                out += self._release_k(i2, f"{tag}kr", states)
-                out += self._wait_k(i2, f"{tag}kb", states)
-                for q in range(d.nqk):
-                    out += self._qk(i2, 1, 0, f"%{tag}kb_b{q}", q)
-                out += self._release_k(i2, f"{tag}kq", states)
-            out += self._s_commit(i2, f"{tag}s1", 1, states)
-            out += self._wait_v(i2, f"{tag}va", states)
-            out += self._pv(i2, 0, f"%{tag}va_b", "%false" if first else "%true", states["s0"])
-            held = states[vkey][0]
-            out += self.advance(i2, f"{tag}vn", vpipe, states, vkey)
-            if not two_q:  # V_even is done; V_odd is held for O1 in the next iteration
-                out.append(f'{i2}"fa4.pipeline_consumer_release"({vpipe}, {held}) : (!fa4.pipeline, i32) -> ()')
-                out += self._wait_v(i2, f"{tag}vb", states)
-                held = states[vkey][0]
-                out += self.advance(i2, f"{tag}vm", vpipe, states, vkey)
-            return out, held
+                    self._qk(x, 0, 0, kb[q], q)
+                s0.producer_commit()
+                s0.step()
+                if not first:
+                    self._pv(x, 1, vp_b, o1_acc, s1)
+                    fa4.pipeline_consumer_release(vpipe, vprev)
+                if two_q:
+                    for q in range(d.nqk):
+                        if first:
+                            fa4.mbarrier_try_wait_parity(x.mbars.q1_wait_mbar(), _raw(q), _raw(0))
+                        self._qk(x, 1, 1, kb[q], q)
+                    self._release_k(ks)
+                else:
+                    self._release_k(ks)
+                    kb2 = self._wait_k(x, f"{tag}kb", ks)
+                    for q in range(d.nqk):
+                        self._qk(x, 1, 0, kb2[q], q)
+                    self._release_k(ks)
+                s1.producer_commit()
+                s1.step()
+                vb = self._wait_v(x, vs)
+                self._pv(x, 0, vb, s.const(s.i1(), not first), s0)
+                held = vs.stage
+                vs.step()
+                if not two_q:  # V_even is done; V_odd is held for O1 in the next iteration
+                    fa4.pipeline_consumer_release(vpipe, held)
+                    self._wait_v(x, vs)
+                    held = vs.stage
+                    vs.step()
+                return held
 
-        peel, held = iteration(ind, True, "mm0", "", "")
-        keys = self._ring_keys() + ["s0", "s1"]
-        carried = [(f"{k}{j}", states[k][j], "i32") for k in keys for j in (0, 1)]
-        carried += [("vp", held, "i32"), ("acc", "%false", "i1")]
-        final = {}
+            vp = self.dsl.Var(iteration(True, "mm0"))
+            acc = self.dsl.Var(s.const(s.i1(), False))
+            with k.range(1, x.n_iter, carry=[*self._carry(ks, vs), s0, s1, vp, acc]):
+                vp_b = fa4.smem_stage(x.smem.v_smem_base(), vp.value.value, bytes=d.kv_stage)
+                vp.value = iteration(False, "mml", vp.value.value, acc.value.value, vp_b)
+                acc.value = s.const(s.i1(), True)
+            vp_b = fa4.smem_stage(x.smem.v_smem_base(), vp.value.value, bytes=d.kv_stage)
+            self._pv(x, 1, vp_b, acc.value.value, s1)
+            fa4.pipeline_consumer_release(vpipe, vp.value.value)
 
-        def body(i2):
-            for k in keys:
-                states[k] = (f"%mm_{k}0", f"%mm_{k}1")
-            lines = [f'{i2}%mml_vp_b = "fa4.smem_stage"({self._ring("v")[1]}, %mm_vp) {{bytes = {d.kv_stage}}} : (!fa4.smem, i32) -> !fa4.smem']
-            more, held2 = iteration(i2, False, "mml", "%mm_vp", "%mm_acc")
-            return lines + more, [states[k][j] for k in keys for j in (0, 1)] + [held2, "%true"]
 
-        def close(results):
-            final["s1"] = (results[2 * keys.index("s1")], results[2 * keys.index("s1") + 1])
-            final["vp"], final["acc"] = results[-2], results[-1]
+def _raw(x):
+    """The ``ir.Value`` of an index (a ``Value``, or an int as an i32 constant made here)."""
+    from fa4_mlir.dsl.values import raw
 
-        loop = self._loop(ind, "mm_", carried, body, close)
-        tail = [f'{ind}%mme_vp_b = "fa4.smem_stage"({self._ring("v")[1]}, {final["vp"]}) {{bytes = {d.kv_stage}}} : (!fa4.smem, i32) -> !fa4.smem',
-                *self._pv(ind, 1, "%mme_vp_b", final["acc"], final["s1"]),
-                f'{ind}"fa4.pipeline_consumer_release"({vpipe}, {final["vp"]}) : (!fa4.pipeline, i32) -> ()']
-        return ['        "fa4.warp_role"() ({',
-                '          %mm_e = "fa4.elect_one"() : () -> i1',
-                "          scf.if %mm_e {", *init, *peel, *loop, *tail, "          }",
-                "          gpu.yield",
-                '        }) {sym_name = "mma", warps = array<i32: 12>, registers = 64} : () -> ()']
+    return raw(x)
 
-    def _wait_v(self, ind: str, tag: str, states: dict) -> list[str]:
-        pipe, ring, _, key = self._ring("v")
-        stage, phase = states[key]
-        return [f'{ind}"fa4.pipeline_consumer_wait"({pipe}, {stage}, {phase}) : {PIPE2} -> ()',
-                f'{ind}%{tag}_b = "fa4.smem_stage"({ring}, {stage}) {{bytes = {self.d.kv_stage}}} : (!fa4.smem, i32) -> !fa4.smem']
+
+def _coords(*xs) -> list:
+    """TMA box coordinates (innermost first): ints become i32 constants, in argument order."""
+    return [_raw(x) for x in xs]
