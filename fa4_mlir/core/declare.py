@@ -219,8 +219,8 @@ def _make_builder_init(cls: type[OpBase]):
             v = values.get(a.name)
             if v is None:
                 continue
-            attr = a.encode(v)
-            errors = list(a.check_value(a.decode(attr)))
+            attr = a.encode(v)  # a Python value is checked as given: decoding it back costs per op
+            errors = list(a.check_value(a.decode(attr) if isinstance(v, ir.Attribute) else v))
             if errors:
                 raise ValueError(f"'{op_name}' {errors[0]}")
             attributes[a.name] = attr

@@ -17,6 +17,18 @@ _MISSING = object()  # an attribute without a default
 # ===================================================================================================
 
 
+_PARSED: dict[str, tuple[ir.Context, ir.Type]] = {}  # asm -> (the Context it was parsed in, the type)
+
+
+def parsed_type(asm: str) -> ir.Type:
+    """``ir.Type.parse(asm)`` in the current Context, parsed once per Context (builders ask per op)."""
+    context = ir.Context.current
+    hit = _PARSED.get(asm)
+    if hit is None or hit[0] is not context:
+        hit = _PARSED[asm] = (context, ir.Type.parse(asm))
+    return hit[1]
+
+
 class TypeDef:
     """A parameterless type of a Python-defined dialect, e.g. ``!fa4.smem``."""
 
@@ -31,7 +43,7 @@ class TypeDef:
 
     def get(self) -> ir.Type:
         """The type in the current Context (the dialect must be loaded)."""
-        return ir.Type.parse(self.asm)
+        return parsed_type(self.asm)
 
     def isinstance(self, t: ir.Type) -> bool:
         return str(t) == self.asm
@@ -50,7 +62,7 @@ class Builtin:
         self.asm = asm
 
     def get(self) -> ir.Type:
-        return ir.Type.parse(self.asm)
+        return parsed_type(self.asm)
 
     def isinstance(self, t: ir.Type) -> bool:
         return str(t) == self.asm

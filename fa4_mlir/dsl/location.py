@@ -29,6 +29,10 @@ def _outside(filename: str) -> bool:
     return known
 
 
+_LOCATIONS: dict = {}  # (code object, instruction offset) -> Location, in the Context of _CONTEXT
+_CONTEXT: list = [None]
+
+
 def here() -> ir.Location:
     """The file, line and column of the author's code that is calling into the API now."""
     frame = sys._getframe(1)
@@ -36,6 +40,18 @@ def here() -> ir.Location:
         frame = frame.f_back
     if frame is None:  # called from inside the package only (its own tests): no author frame
         return ir.Location.unknown()
+    context = ir.Context.current
+    if _CONTEXT[0] is not context:  # a Location belongs to one Context: start over in a new one
+        _LOCATIONS.clear()
+        _CONTEXT[0] = context
+    key = (frame.f_code, frame.f_lasti)
+    location = _LOCATIONS.get(key)
+    if location is None:
+        location = _LOCATIONS[key] = _location(frame)
+    return location
+
+
+def _location(frame) -> ir.Location:
     code = frame.f_code
     positions = _POSITIONS.get(code)
     if positions is None:

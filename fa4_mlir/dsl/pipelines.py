@@ -97,9 +97,11 @@ class Pipeline:
     def __init__(self, name: str, stages: int, full, empty, producer_sub_stages: int = 1,
                  consumer_sub_stages: int = 1):
         self.name, self.stages = name, stages
+        # a default is left out, as a hand-written op would (FileCheck tests read the printed op)
         self.value = fa4.pipeline_create(full, empty, sym_name=name, num_stages=stages,
-                                         producer_sub_stages=producer_sub_stages,
-                                         consumer_sub_stages=consumer_sub_stages, loc=here())
+                                         producer_sub_stages=None if producer_sub_stages == 1 else producer_sub_stages,
+                                         consumer_sub_stages=None if consumer_sub_stages == 1 else consumer_sub_stages,
+                                         loc=here())
 
     def producer(self) -> PipelineState:
         return PipelineState(self, "producer")

@@ -75,6 +75,7 @@ class KernelLowering:
     def __init__(self, scope: ir.Operation, target: Target):
         self.scope = scope
         self.target = target
+        self._barrier_region_op = None
 
     # -- where and what ------------------------------------------------------------------------------
     def ops(self, *names: str) -> list[ir.OpView]:
@@ -224,6 +225,8 @@ class KernelLowering:
         return alloc
 
     def _barrier_region(self, user) -> ir.OpView:
+        if self._barrier_region_op is not None:  # found once per kernel: a walk per barrier op was
+            return self._barrier_region_op        # most of fa4-lower-barriers' time
         attrs = self.scope.attributes
         name = ir.StringAttr(attrs[BARRIER_REGION_ATTR]).value if BARRIER_REGION_ATTR in attrs else None
         for region in self.ops("fa4.smem_region"):
@@ -231,6 +234,7 @@ class KernelLowering:
                 if region.offset is None:
                     raise LoweringFailure(region, (
                         f"'fa4.smem_region' '{name}' has no offset: run fa4-allocate-smem before lowering"))
+                self._barrier_region_op = region
                 return region
         raise LoweringFailure(user, (
             "the kernel has no barrier region: run fa4-allocate-mbarriers and fa4-allocate-smem "
