@@ -70,6 +70,8 @@ def test_barrier_offsets_and_counts_follow_the_spec_table(depth):
     for name, index in want.items():
         assert getattr(mbars, f"{name}_offset") == index, name
     assert mbars.num_fixed == want["KV"]
+    # StagedPipeline's indexing (spec 3.2): every producer (full) barrier, then every consumer one
+    assert mbars._d.barrier_index("kv_consumer") == want["KV"] + config.num_kv_stages
     assert mbars.size == want["KV"] + 2 * config.num_kv_stages
     counts = {}
     for b in mbars._d.layout.barriers:

@@ -4,9 +4,10 @@ barriers (spec 2.2, 3.4; seed page 000), declared from ``fa4_mlir.layouts.depth5
 The reference wraps one mbarrier base pointer and hands out ``RolePipeline``s over fixed offsets; here
 each barrier kind is a named ``fa4.mbarrier_alloc`` array (the offsets are the same: the arrays are
 placed contiguously in the reference's order, ``Depth512MBars.PO_lo_offset`` ...) and each accessor
-returns the side of a ``dsl.Pipeline`` the reference's ``RolePipeline`` is, with its state. One
-difference: the reference interleaves the KV ring's barriers as {producer, consumer} pairs; ours are
-the ``kv_producer`` array then the ``kv_consumer`` array (``KV_offset`` and ``KV_offset + nkv``).
+returns the side of a ``dsl.Pipeline`` the reference's ``RolePipeline`` is, with its state. The KV
+ring is the ``kv_producer`` array then the ``kv_consumer`` array (``KV_offset`` and
+``KV_offset + nkv``), as the reference's ``StagedPipeline`` indexes them (spec 3.2: the seed's
+docstring says "{producer, consumer} pairs", its code puts every producer barrier first).
 """
 
 from __future__ import annotations
