@@ -4,8 +4,10 @@ test/python/emu_ptx/kernels_cute_sm100a.json) compiled by nvidia-cutlass-dsl 4.8
 GPU (test/python/emu_ptx/generate_cute.py), run in the PTX emulator on random bf16 inputs with the race
 checks on, and compared with a float64 NumPy GEMM.
 
-Three configurations: one CTA with a 128x128 MMA tile and a TMA-store epilogue; a CTA pair
-(tcgen05.mma.cta_group::2, 256x128 tile, cluster 2x1, multicast commit, peer mbarriers); and one CTA whose
+Four configurations: one CTA with a 128x128 MMA tile and a TMA-store epilogue; a CTA pair
+(tcgen05.mma.cta_group::2, 256x128 tile, cluster 2x1, multicast commit, peer mbarriers); the pair with a
+128x128 MMA tile (tcgen05.mma.cta_group::2 with M = 128: 64 rows of A and of D per CTA, D in the ISA's
+data-path layout B, which the epilogue's tcgen05.ld reads back); and one CTA whose
 epilogue stores C with st.global through a CuTe tensor passed by value (a pointer inside a .b8
 aggregate, ``emu.Aggregate``). The kernels use the disable-output-lane operand of tcgen05.mma and use
 tcgen05.ld results without tcgen05.wait::ld (a true register dependency, PTX ISA 9.7.16.6.4.5).
@@ -89,6 +91,10 @@ CASES = [
     ("cute_dense_gemm_2cta", (512, 256, 256, 1)),
     ("cute_dense_gemm_2cta", (300, 264, 136, 1)),   # the second pair's odd CTA is entirely out of bounds
     ("cute_dense_gemm_1cta_stg", (256, 384, 192, 2)),
+    # The pair with M = 128 (64 rows per CTA, data-path layout B: each CTA's D in 128 lanes x N/2 columns).
+    ("cute_dense_gemm_2cta_m128", (256, 256, 256, 1)),
+    ("cute_dense_gemm_2cta_m128", (150, 264, 72, 2)),  # partial M, N and K tiles; the 2nd pair's odd CTA is all out
+    ("cute_dense_gemm_2cta_m128", (64, 136, 200, 1)),  # one pair whose odd CTA is entirely out of bounds
 ]
 
 

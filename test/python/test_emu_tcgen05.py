@@ -526,7 +526,7 @@ PAIR_PARAMS = ".param .u64 out, .param .u64 a, .param .u64 b, .param .u32 idesc"
 
 @pytest.mark.parametrize("m, text, error", [
     (256, r"\.cta_group::2 needs a cluster with the CTA pair 0, 1; the cluster has 1 CTA", emu.ProtocolError),
-    (128, r"\.cta_group::2 is modelled for M = 256 with A in shared memory, got M = 128", emu.Unsupported),
+    (64, r"tcgen05\.mma \.cta_group::2 M must be 128 or 256, got M = 64", emu.ProtocolError),  # Table 39
 ])
 def test_pair_mma_errors(m, text, error):
     body = ALLOC.format(cols=256) + """
@@ -540,7 +540,7 @@ def test_pair_mma_errors(m, text, error):
     desc = D.encode_smem_descriptor(1024, 16, 1024)
     program = kernel(body, PAIR_PARAMS)
     launch = dict(block=(32, 1, 1), smem_bytes=40960, args=[np.zeros(1, np.uint32), desc, desc, idesc])
-    if m == 128:  # the pair exists, the shape is what is not modelled
+    if m == 64:  # the pair exists, the shape is what is invalid (M = 128 is test_emu_tcgen05_pair.py's)
         launch.update(grid=(2, 1, 1), cluster=(2, 1, 1))
     with pytest.raises(error, match=text):
         program.launch("k", **launch)
@@ -560,3 +560,26 @@ DONE:
 """
     with pytest.raises(emu.ProtocolError, match=r"CTA mask 0x4 names ranks beyond the cluster's 1 CTA"):
         kernel(body).launch("k", block=(32, 1, 1), smem_bytes=1024, args=[np.zeros(1, np.uint32)])
+
+
+@pytest.mark.parametrize("m, n, ok", [(64, 24, True), (128, 24, False), (128, 48, True)])
+def test_single_cta_mma_n_step_follows_m(m, n, ok):
+    """.cta_group::1: N steps by 8 at M = 64 but by 16 at M = 128 (CUTLASS's SM100_MMA_F16BF16_SS asserts
+    the same; docs/emulator-tcgen05-isa.md, the cta_group::2 shapes row)."""
+    body = ALLOC.format(cols=256) + """
+    ld.param.u64 %rd1, [a];
+    ld.param.u64 %rd2, [b];
+    ld.param.u32 %r6, [idesc];
+    setp.eq.u32 %p3, %r0, 0;
+    @%p3 tcgen05.mma.cta_group::1.kind::f16 [%r2], %rd1, %rd2, %r6, %p3;
+""" + DEALLOC.format(cols=256)
+    desc = D.encode_smem_descriptor(1024, 16, 1024)
+    program = kernel(body.replace("cta_group::2", "cta_group::1"), PAIR_PARAMS)
+    launch = dict(block=(32, 1, 1), smem_bytes=40960,
+                  args=[np.zeros(1, np.uint32), desc, desc, D.encode_instr_descriptor(m, n)])
+    if ok:  # the shape is accepted: the MMA is issued (and, never waited for, still holds D at the dealloc)
+        with pytest.raises(emu.ProtocolError, match=r"tcgen05.dealloc.* frees .*columns 0..255 that .*tcgen05.mma"):
+            program.launch("k", **launch)
+    else:
+        with pytest.raises(emu.ProtocolError, match=rf"N must be a multiple of 16 in \[16, 256\] for M = 128, got {n}"):
+            program.launch("k", **launch)

@@ -13,9 +13,11 @@ PTX ISA "TensorCore 5th Generation Family Instructions" (sections named per inst
   each executing thread, executed in issue order by the CTA's tensor core at a completion time the
   scheduler draws; operands are read and D written then. With M = 128, row ``i`` of D is TMEM lane
   ``i`` and column ``j`` is column ``col + j`` ("Data path layout" D); with M = 64, rows 16q..16q+15
-  are lanes L0 + 32q .. +15 (L0 = 0 or 16; layout F). An optional ``{disable-output-lane}`` vector
-  before enable-input-d (4 words; 8 with .cta_group::2, which must be zero here) leaves TMEM lane
-  ``32*i + j`` of D unwritten where bit ``j`` of word ``i`` is set (CuTe DSL always passes it).
+  are lanes L0 + 32q .. +15 (L0 = 0 or 16; layout F). Shapes per "Matrix Shape" (Table 39): .cta_group::1
+  M = 64 with N = 8..256 in steps of 8 or M = 128 with N in steps of 16; ::2 M = 128/256, N in steps of 16. An
+  optional ``{disable-output-lane}`` vector before enable-input-d (4 words; 8 with .cta_group::2, which
+  must be zero here) leaves TMEM lane ``32*i + j`` of D unwritten where bit ``j`` of word ``i`` is set
+  (CuTe DSL always passes it).
 - ``tcgen05.commit.cta_group::N.mbarrier::arrive::one[.multicast::cluster]`` ("tcgen05.commit"): one
   arrive on the mbarrier (in every CTA of the mask) once every tcgen05.mma the warp issued before it
   has completed.
@@ -28,9 +30,11 @@ the kind (tf32 operands drop their low 13 bits; e4m3/e5m2 decode exactly: ``wgmm
 A may come from tensor memory (the TS form ``[d], [a-tmem], b-desc, idesc, enable-input-d``): rows in
 lanes 0..127, 32 / element-bits elements per column (8 columns a K step), the lower K index in the
 lower bits. ``.cta_group::2``
-spans the CTA pair of the cluster (``_issue``; alloc/dealloc per CTA, commit with a multicast mask).
-Unmodelled forms (a TMEM A with M = 64 or with a pair, a pair with M = 128, the fp6/fp4 formats of
-kind::f8f6f4, an f16 D, other kinds, .ws) are ``Unsupported``.
+spans the CTA pair of the cluster (``_issue``; alloc/dealloc per CTA, commit with a multicast mask): with
+M = 256 each CTA holds 128 rows of D in layout A (row i in lane i); with M = 128 each CTA holds 64 rows in
+layout B ("2x2": columns [0, N/2) of row r in lane r, [N/2, N) in lane 64 + r, over N/2 columns).
+Unmodelled forms (a TMEM A with M = 64 or with a pair, the fp6/fp4 formats of kind::f8f6f4, an f16 D,
+other kinds, sparse A, .ws) are ``Unsupported``.
 """
 
 from __future__ import annotations
@@ -199,9 +203,11 @@ def _pair(w, op):
 
 def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem, pair=False, disable=(),
            kind="f16") -> None:
-    """One MMA. With .cta_group::2 (data-path layout A, M = 256) it spans the pair: CTA v reads its 128
-    rows of A and its N/2 rows of B at the same shared-memory offsets (the descriptors' values), and gets
-    its 128 rows of D in its own tensor memory at the same address (PTX ISA "tcgen05.mma", cta_group::2).
+    """One MMA. With .cta_group::2 it spans the pair: CTA v reads its M/2 rows of A and its N/2 rows of B
+    at the same shared-memory offsets (the descriptors' values), and gets its M/2 rows of D in its own
+    tensor memory at the same address (PTX ISA "tcgen05.mma", cta_group::2): with M = 256 row i in lane i
+    (data-path layout A); with M = 128 (layout B, "2x2") row r's columns [0, N/2) in lane r and [N/2, N) in
+    lane 64 + r, both halves at columns col .. col + N/2 - 1.
     ``disable`` is the disable-output-lane vector: bit b of word i set leaves TMEM lane 32*i + b of D
     unwritten (docs/emulator-tcgen05-isa.md section 6)."""
     where = w.where(op)
@@ -217,16 +223,20 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem, pai
     except EmulationError as exc:
         raise type(exc)(f"{where}: {exc}") from None
     ctas = _pair(w, op) if pair else [w.cta]
-    if pair and (shape.m != 256 or from_tmem):
-        raise Unsupported(f"{where}: .cta_group::2 is modelled for M = 256 with A in shared memory, got M = "
-                          f"{shape.m}{' and A in tensor memory' if from_tmem else ''}")
-    if not pair and shape.m not in (64, 128):
-        raise ProtocolError(f"{where}: tcgen05.mma .cta_group::1 M must be 64 or 128, got M = {shape.m} "
-                            f"(instruction descriptor 0x{idesc:08x})")
-    step = 8 if shape.m == 64 else 16
+    # PTX ISA "Matrix Shape" (Table 39), dense, no .ws: .cta_group::1 M = 64 with N = 8..256 in steps of 8,
+    # M = 128 with N = 16..256 in steps of 16; .cta_group::2 M = 128 or 256 with N = 16..256 in steps of 16
+    # (CUTLASS's SM100_MMA_*_SS / _2x1SM_SS static_asserts state the same).
+    valid_m = (128, 256) if pair else (64, 128)
+    if shape.m not in valid_m:
+        raise ProtocolError(f"{where}: tcgen05.mma .{'cta_group::2' if pair else 'cta_group::1'} M must be "
+                            f"{valid_m[0]} or {valid_m[1]}, got M = {shape.m} (instruction descriptor 0x{idesc:08x})")
+    if pair and from_tmem:
+        raise Unsupported(f"{where}: .cta_group::2 is modelled with A in shared memory only, got A in tensor memory "
+                          f"(M = {shape.m})")
+    step = 8 if shape.m == 64 and not pair else 16
     if shape.n % step or not step <= shape.n <= 256:
-        raise ProtocolError(f"{where}: tcgen05.mma N must be a multiple of {step} in [{step}, 256] for M = "
-                            f"{shape.m}, got {shape.n}")
+        raise ProtocolError(f"{where}: tcgen05.mma .{'cta_group::2' if pair else 'cta_group::1'} N must be a "
+                            f"multiple of {step} in [{step}, 256] for M = {shape.m}, got {shape.n}")
     if shape.d_type != "f32":
         raise Unsupported(f"{where}: tcgen05.mma D format must be f32 to be modelled, got {shape.d_type}")
     if kind == "tf32" and not (shape.a_k_major and shape.b_k_major):
@@ -241,12 +251,23 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem, pai
     m_rows, n_part = shape.m // len(ctas), n // len(ctas)  # per CTA
     what = f"the tcgen05.mma at {line} ({w.name})"
     remedy = "wait on the mbarrier its tcgen05.commit arrives on (then tcgen05.fence::after_thread_sync) first"
+    width = n  # the TMEM columns D spans in each lane
     if m_rows == 128:
         # "Data path layout" D (M = 128, cta_group::1) and A (M = 256, cta_group::2): row i in lane i.
         if lane:
             raise ProtocolError(f"{where}: with {m_rows} rows per CTA the D address must be at lane 0, got lane {lane}")
         rows_at = np.arange(128)
         blocks = [(0, 128)]
+    elif pair:
+        # "Data path layout" B (M = 128, cta_group::2, dense A; "2x2" datapath organization, lane alignment 0):
+        # each CTA's 64 rows r of D fill all 128 lanes over N/2 columns: D[r][j] in lane r + 64 * (j >= N/2),
+        # column col + j % (N/2) (complete() folds the column halves onto the lane halves).
+        if lane:
+            raise ProtocolError(f"{where}: with .cta_group::2 and M = 128 (data-path layout B) the D address must "
+                                f"be at lane 0, got lane {lane}")
+        rows_at = np.arange(128)
+        blocks = [(0, 128)]
+        width = n // 2
     else:
         # Layout F (M = 64, cta_group::1): rows 16q..16q+15 in lanes L0 + 32q .. +15 of each warp quarter q,
         # L0 = 0 or 16 (the half of the quarter).
@@ -268,13 +289,13 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem, pai
     owned = []  # per CTA: (memory, regions, smem, access)
     for cta in ctas:
         memory = tmem(cta)
-        memory.check_allocated(col, col + n, where)
+        memory.check_allocated(col, col + width, where)
         regions = []
         for lo, hi in blocks:
-            memory.guard(lo, hi, col, col + n, True, where, by_mma=True)
+            memory.guard(lo, hi, col, col + width, True, where, by_mma=True)
             if w.launch.races is not None:
-                w.launch.races.tmem(w, cta, lo, hi, col, col + n, "mma")
-            regions.append(memory.track(Region(lo, hi, col, col + n, True, what, remedy, mma=True)))
+                w.launch.races.tmem(w, cta, lo, hi, col, col + width, "mma")
+            regions.append(memory.track(Region(lo, hi, col, col + width, True, what, remedy, mma=True)))
         if a_col is not None:
             memory.check_allocated(a_col, a_col + a_cols, where)
             memory.guard(0, 128, a_col, a_col + a_cols, False, where, by_mma=True)
@@ -313,10 +334,12 @@ def _issue(w, op, line, taddr, a_desc, b_desc, idesc, accumulate, from_tmem, pai
             b = -b
         for (memory, _, _, _), a in zip(owned, a_parts):
             d = (-a if shape.negate_a else a) @ b.T
+            if width != n:  # layout B: columns [0, N/2) in lanes 0..63, [N/2, N) in lanes 64..127
+                d = np.concatenate([d[:, :width], d[:, width:]])
             if accumulate:
-                d += memory.cells[rows_at, col:col + n].view(np.float32).astype(np.float64)
+                d += memory.cells[rows_at, col:col + width].view(np.float32).astype(np.float64)
             keep = np.ones(len(rows_at), bool) if off is None else ~off[rows_at]
-            memory.cells[rows_at[keep], col:col + n] = d[keep].astype(np.float32).view(np.uint32)
+            memory.cells[rows_at[keep], col:col + width] = d[keep].astype(np.float32).view(np.uint32)
 
     lead, launch = ctas[0], w.launch
     done_at = max(lead.tc_tail, launch.now + launch.delay())  # the tensor core executes MMAs in issue order

@@ -56,6 +56,9 @@ CONFIGS = {
                                  use_tma_store=True),
     "cute_dense_gemm_1cta_stg": dict(use_2cta_instrs=False, mma_tiler_mn=(128, 128), cluster_shape_mn=(1, 1),
                                      use_tma_store=False),
+    # tcgen05.mma.cta_group::2 with M = 128: 64 rows per CTA, data-path layout B in tensor memory.
+    "cute_dense_gemm_2cta_m128": dict(use_2cta_instrs=True, mma_tiler_mn=(128, 128), cluster_shape_mn=(2, 1),
+                                      use_tma_store=True),
 }
 
 
