@@ -1,13 +1,15 @@
 """fa4 flash_attention against torch SDPA (cuDNN and flash backends) and FlashAttention-4, in one run.
 
-    FA4_CACHE_DIR=.fa4-cache python bench/attention.py [--head-dims 64,128,256] [--seqlens 1024,4096,16384]
+    FA4_CACHE_DIR=.fa4-cache python bench/attention.py [--head-dims 64,128,256,512] [--seqlens 1024,4096,16384]
         [--causal both|yes|no] [--repeats 200] [--json out.json] [--block-n 128,176]
 
 FA3's shapes: bf16, B * S = 16384 tokens, H * D = 2048, MHA. For each (D, S, causal): the median time
 (triton.testing.do_bench, CUDA events) of ``fa4_mlir.torch.flash_attention``, torch SDPA forced to the
 cuDNN backend, torch SDPA forced to the flash backend (FA2) and, when ``flash_attn.cute`` is
-installed, FlashAttention-4; TFLOP/s = 4 * B * H * S^2 * D (halved when causal) / time, and the
-ratios fa4 / cuDNN and fa4 / flash from the same run. Each case is checked against SDPA first.
+installed, FlashAttention-4; past head dim 256 (the flash backend refuses it, cuDNN may), also SDPA
+forced to the memory-efficient and the math backends, what a user runs there. TFLOP/s = 4 * B * H *
+S^2 * D (halved when causal) / time, and the ratios fa4 / cuDNN, fa4 / flash (and fa4 / efficient,
+fa4 / math) from the same run. Each case is checked against SDPA first.
 ``--block-n`` also times the sm_90a kernel with those keys per K/V tile (``AttentionConfig.block_n``;
 their artifacts come from ``test/gpu/build_artifacts.py --bench``).
 """
@@ -31,8 +33,8 @@ from fa4_mlir.torch.attention import launch
 TOKENS, WIDTH = 16384, 2048
 
 
-def peers():
-    """Name -> fn(q, k, v, causal) over (B, S, H, D) tensors, for what this machine has."""
+def peers(d: int):
+    """Name -> fn(q, k, v, causal) over (B, S, H, D) tensors, for what this machine has at head dim ``d``."""
     def sdpa(backend):
         def run(q, k, v, causal):
             with sdpa_kernel(backend):
@@ -40,6 +42,8 @@ def peers():
         return run, True  # takes (B, H, S, D)
 
     out = {"cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "flash": sdpa(SDPBackend.FLASH_ATTENTION)}
+    if d > 256:  # FA2 stops at 256: the fallbacks SDPA would pick
+        out.update(efficient=sdpa(SDPBackend.EFFICIENT_ATTENTION), math=sdpa(SDPBackend.MATH))
     try:
         from flash_attn.cute import flash_attn_func  # FlashAttention-4 (CuTe DSL)
 
@@ -68,7 +72,7 @@ def measure(d: int, s: int, causal: bool, repeats: int, block_ns=()) -> dict:
     ours = flash_attention(q, k, v, causal=causal)
     cases = {"fa4-mlir": lambda: flash_attention(q, k, v, causal=causal)}
     errors = {}
-    for name, (fn, bhsd) in peers().items():
+    for name, (fn, bhsd) in peers(d).items():
         args = (qt, kt, vt) if bhsd else (q, k, v)
         try:
             theirs = fn(*args, causal)
@@ -92,7 +96,7 @@ def measure(d: int, s: int, causal: bool, repeats: int, block_ns=()) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--head-dims", default="64,128,256")
+    parser.add_argument("--head-dims", "--head-dim", default="64,128,256", help="comma-separated (512: sm_90a)")
     parser.add_argument("--seqlens", default="1024,4096,16384")
     parser.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     parser.add_argument("--repeats", type=int, default=200, help="ms of timed runs per case (do_bench rep)")
@@ -103,17 +107,19 @@ def main() -> int:
     masks = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     rows = [measure(d, s, c, args.repeats, block_ns) for c in masks for d in map(int, args.head_dims.split(","))
             for s in map(int, args.seqlens.split(","))]
-    names = [n for n in ("fa4-mlir", "cudnn", "flash", "fa4_cute", *(f"bn{b}" for b in block_ns))
-             if n in rows[0]["tflops"]]
+    names = [n for n in ("fa4-mlir", "cudnn", "flash", "fa4_cute", "efficient", "math", *(f"bn{b}" for b in block_ns))
+             if any(n in r["tflops"] for r in rows)]
     print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | {datetime.date.today()} | "
           f"{' '.join(sys.argv)}")
-    print("| D | S | causal | " + " | ".join(f"{n} TFLOP/s" for n in names) + " | fa4-mlir / cudnn | fa4-mlir / flash |")
-    print("|---" * (len(names) + 5) + "|")
+    versus = ["cudnn", "flash"] + [n for n in ("efficient", "math") if n in names]
+    print("| D | S | causal | " + " | ".join(f"{n} TFLOP/s" for n in names) + " | "
+          + " | ".join(f"fa4-mlir / {n}" for n in versus) + " |")
+    print("|---" * (len(names) + len(versus) + 3) + "|")
     for r in rows:
         t = r["tflops"]
-        ratio = [f"{t['fa4-mlir'] / t[n]:.2f}" if n in t else "-" for n in ("cudnn", "flash")]
+        ratio = [f"{t['fa4-mlir'] / t[n]:.2f}" if n in t else "-" for n in versus]
         print(f"| {r['head_dim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | "
-              + " | ".join(f"{t[n]:.0f}" if n in t else "-" for n in names) + f" | {ratio[0]} | {ratio[1]} |")
+              + " | ".join(f"{t[n]:.0f}" if n in t else "-" for n in names) + " | " + " | ".join(ratio) + " |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

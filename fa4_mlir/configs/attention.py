@@ -17,25 +17,34 @@ from fa4_mlir.configs.support import Checked, Support
 from fa4_mlir.errors import ConfigError
 from fa4_mlir.target import Target
 
-HEAD_DIMS = {"sm_100a": (64, 96, 128), "sm_90a": (64, 128, 256)}
+HEAD_DIMS = {"sm_100a": (64, 96, 128), "sm_90a": (64, 128, 256, 512)}
 MAX_GROUP = 128  # a fused GQA tile holds 128 / group positions of group heads
 EXP2_BATCH = 32  # softmax columns per exp2 batch; exp2_emulation counts per batch
 
 
 SM90_SMEM_BYTES = 232448  # the opt-in shared memory of one CTA on sm_90 (227 KiB)
-SM90_KV_TILE = {64: 192, 128: 128, 256: 80}  # keys per K/V tile by head dim: the fastest in bench/attention.py --block-n
+# keys per K/V tile by head dim: the fastest in bench/attention.py --block-n; at 512 the largest that fits
+# (Q 64 KiB + two K and two V stages of 1 KiB a key <= 227 KiB: at most 40 keys)
+SM90_KV_TILE = {64: 192, 128: 128, 256: 80, 512: 32}
 SM90_KV_STAGES = 2
+SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
 
 
 @dataclasses.dataclass(frozen=True)
 class HopperTile:
     """The sm_90a attention tile: 128 query rows (two consumer warpgroups of 64), ``bn`` keys per
-    K/V tile, ``stages`` K and V buffers each, Q resident (and reused for O); bf16/fp16 elements."""
+    K/V tile, ``stages`` K and V buffers each, Q resident (and reused for O); bf16/fp16 elements.
+    From head dim 512 (``split_o``) the tile is 64 rows, which both warpgroups share."""
 
     head_dim: int
     bn: int
     bm: int = 128
     stages: int = SM90_KV_STAGES
+
+    @property
+    def split_o(self) -> bool:
+        """Both consumer warpgroups own the same 64 rows and each accumulates half of O's columns (``bm`` 64)."""
+        return self.head_dim >= SM90_SPLIT_O_HEAD_DIM
 
     @property
     def q_bytes(self) -> int:
@@ -65,7 +74,8 @@ class AttentionConfig(Checked):
     ones. ``group > 1`` is GQA; when it divides 128 the heads sharing a K/V head share the CTA
     (rows = 128 / group positions x group heads). ``exp2_emulation`` of every 32 exponentials use a
     degree-3 polynomial on the FMA pipe instead of ``ex2.approx`` (0: none). On sm_90a a CTA owns
-    128 query rows of one head, 64 per consumer warpgroup (``num_q = 2``), and exp2 is ``ex2.approx``.
+    128 query rows of one head, 64 per consumer warpgroup (``num_q = 2``), and exp2 is ``ex2.approx``;
+    at head dim 512 it owns 64 rows, and each consumer warpgroup accumulates half of O's columns.
     """
 
     target: str = "sm_100a"
@@ -82,6 +92,7 @@ class AttentionConfig(Checked):
         Target.parse(self.target)
         dims = HEAD_DIMS[self.target]
         hopper = self.target == "sm_90a"
+        min_bn = 32 if self.head_dim >= SM90_SPLIT_O_HEAD_DIM else 64  # d512: shared memory allows 40 keys
         rules = (
             ("head_dim", self.head_dim in dims, f"one of {', '.join(map(str, dims))} on {self.target}"),
             ("causal", isinstance(self.causal, bool), "True or False"),
@@ -93,9 +104,9 @@ class AttentionConfig(Checked):
              0 <= self.exp2_emulation <= EXP2_BATCH and self.exp2_emulation % 2 == 0,
              "0 on sm_90a (no polynomial exp2 there)" if hopper else
              f"even and in [0, {EXP2_BATCH}] (exponentials per {EXP2_BATCH} computed by polynomial)"),
-            ("block_n", (self.block_n == 0 or (self.block_n % 16 == 0 and 64 <= self.block_n <= 256)) if hopper
+            ("block_n", (self.block_n == 0 or (self.block_n % 16 == 0 and min_bn <= self.block_n <= 256)) if hopper
              else self.block_n == 0,
-             "0 (the head dim's default) or a multiple of 16 in [64, 256] on sm_90a" if hopper
+             f"0 (the head dim's default) or a multiple of 16 in [{min_bn}, 256] on sm_90a" if hopper
              else "0 on sm_100a (the reference layout picks BN)"),
         )
         for name, ok, expected in rules:
@@ -115,7 +126,8 @@ class AttentionConfig(Checked):
         """The sm_90a kernel's tile and shared-memory plan."""
         if self.target != "sm_90a":
             raise ConfigError(f"AttentionConfig.hopper is the sm_90a tile; target must be sm_90a, got '{self.target}'")
-        return HopperTile(self.head_dim, self.block_n or SM90_KV_TILE[self.head_dim])
+        bm = 64 if self.head_dim >= SM90_SPLIT_O_HEAD_DIM else 128  # split O: one 64-row tile per CTA
+        return HopperTile(self.head_dim, self.block_n or SM90_KV_TILE[self.head_dim], bm)
 
     @property
     def fused_group(self) -> int:
@@ -135,6 +147,8 @@ class AttentionConfig(Checked):
 
     @property
     def cta_positions(self) -> int:
+        if self.target == "sm_90a" and self.hopper.split_o:  # both warpgroups own the same 64 rows
+            return self.positions
         return self.positions * self.num_q
 
     def supported(self) -> Support:

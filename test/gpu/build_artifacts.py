@@ -20,7 +20,7 @@ from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.runtime.artifacts import ArtifactKey, fetch
 
 HERE = pathlib.Path(__file__).parent
-ATTENTION_SWEEP = {64: (128, 176, 256), 128: (96, 144, 176, 192), 256: (64,)}
+ATTENTION_SWEEP = {64: (128, 176, 256), 128: (96, 144, 176, 192), 256: (64,), 512: (32,)}
 
 
 def keys() -> list[ArtifactKey]:
@@ -35,7 +35,7 @@ def keys() -> list[ArtifactKey]:
     # test_attention_gpu.py's GROUPS, every head dim, both masks, both dtypes
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype=dt, head_dim=d, causal=c,
                                                                    group=g))
-               for dt in ("bf16", "fp16") for d in (64, 128, 256) for c in (False, True) for g in (1, 4, 8)]
+               for dt in ("bf16", "fp16") for d in (64, 128, 256, 512) for c in (False, True) for g in (1, 4, 8)]
     if "--bench" in sys.argv:  # the attention tiles bench/attention.py --block-n times
         wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", head_dim=d, causal=c, block_n=bn))
                    for d, bns in ATTENTION_SWEEP.items() for bn in bns for c in (False, True)]

@@ -15,14 +15,18 @@ from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.kernels.attention import launch_geometry
 
 # (batch, seq_q, seq_k, heads, kv heads, head dim, causal): tile multiples (128 rows, 64/128 keys),
-# single rows and keys, ragged lengths either way, GQA and MQA.
+# single rows and keys, ragged lengths either way, GQA and MQA; head dim 512 (64-row tiles, O split
+# over the two consumer warpgroups).
 SHAPES = [(1, 128, 128, 1, 1, 128, False), (2, 77, 200, 4, 4, 128, False), (1, 1, 1, 2, 2, 64, False),
           (1, 257, 129, 4, 1, 64, True), (2, 1000, 1000, 8, 2, 128, True), (1, 300, 700, 2, 2, 256, False),
           (1, 700, 300, 2, 2, 256, True), (1, 129, 1, 1, 1, 128, True), (3, 64, 4000, 2, 2, 64, False),
-          (1, 2048, 2048, 4, 4, 128, True), (1, 333, 333, 8, 8, 256, True), (2, 511, 513, 8, 1, 128, False)]
-# Small shapes on two kernel configs per dtype (each config compiles once, about 2 s, in a fresh cache).
+          (1, 2048, 2048, 4, 4, 128, True), (1, 333, 333, 8, 8, 256, True), (2, 511, 513, 8, 1, 128, False),
+          (1, 300, 700, 2, 2, 512, False), (2, 700, 300, 8, 2, 512, True), (1, 1, 1, 1, 1, 512, True),
+          (1, 1024, 1024, 4, 1, 512, True)]
+# Small shapes on a few kernel configs per dtype (each config compiles once, about 2 s, in a fresh cache).
 EMULATOR_SHAPES = {
-    "bf16": [(1, 128, 128, 1, 1, 128, False), (1, 1, 1, 2, 2, 128, False), (1, 129, 200, 4, 1, 64, True)],
+    "bf16": [(1, 128, 128, 1, 1, 128, False), (1, 1, 1, 2, 2, 128, False), (1, 129, 200, 4, 1, 64, True),
+             (1, 130, 150, 2, 2, 512, True)],
     "fp16": [(1, 77, 100, 1, 1, 256, True), (2, 64, 130, 2, 2, 64, False)],
 }
 GROUPS = (1, 4, 8)  # the GQA groups the GPU artifacts are built for (test/gpu/build_artifacts.py)
@@ -57,7 +61,7 @@ def test_matches_f64_reference_within_twice_the_same_precision_error(backend, dt
     drawn = []
     for _ in range(6):  # fresh random shapes every run, over the built head dims and groups
         hk, group = draw(1, 3), GROUPS[draw(0, len(GROUPS))]
-        drawn.append((draw(1, 3), draw(1, 1500), draw(1, 1500), hk * group, hk, (64, 128, 256)[draw(0, 3)],
+        drawn.append((draw(1, 3), draw(1, 1500), draw(1, 1500), hk * group, hk, (64, 128, 256, 512)[draw(0, 4)],
                       bool(draw(0, 2))))
     # The emulator draws lengths for one of its configs.
     _, _, _, h, hk, d, causal = EMULATOR_SHAPES[dtype][draw(0, len(EMULATOR_SHAPES[dtype]))]
@@ -100,7 +104,8 @@ def test_every_output_element_is_written(backend):
     included, and nothing past it (a guard position after Sq stays poisoned)."""
     poison = reference.POISON["bf16"]
     for b, sq, sk, h, d, causal in backend.pick([(2, 77, 300, 3, 128, False), (1, 1000, 129, 2, 64, True),
-                                                 (1, 200, 1000, 2, 256, True)], [(2, 77, 130, 2, 128, False)]):
+                                                 (1, 200, 1000, 2, 256, True), (2, 77, 300, 3, 512, False),
+                                                 (1, 200, 1000, 2, 512, True)], [(2, 77, 130, 2, 128, False)]):
         config = AttentionConfig(target=backend.target, head_dim=d, causal=causal)
         kernel = backend.load("attention", config)
         q, k, v = _inputs(np.random.default_rng(sq), b, sq, sk, h, h, d, "bf16")

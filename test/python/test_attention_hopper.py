@@ -1,12 +1,14 @@
 """The sm_90a attention kernel: every shipped config through the whole compiler (protocol verifier
 on, ptxas -arch=sm_90a) with zero spills and the shared memory and barriers of its layout; the
-config, tile and launch rules. Its numerics run on the GPU (test/gpu/test_attention_gpu.py)."""
+config, tile and launch rules; head dim 512's numerics in the PTX emulator (small shapes). The
+numerics of every head dim run on the GPU (test/gpu/test_attention_gpu.py)."""
 
 from __future__ import annotations
 
 import itertools
 import re
 
+import numpy as np
 import pytest
 
 from fa4_mlir.configs.attention import SM90_KV_TILE, AttentionConfig
@@ -15,9 +17,10 @@ from fa4_mlir.kernels import attention
 from fa4_mlir.layouts import hopper_attention_layout, kernel_layout
 
 SUPPORTED = [dict(dtype=dt, head_dim=hd, causal=ca)
-             for dt, hd, ca in itertools.product(("bf16", "fp16"), (64, 128, 256), (False, True))]
+             for dt, hd, ca in itertools.product(("bf16", "fp16"), (64, 128, 256, 512), (False, True))]
 SUPPORTED += [dict(group=4), dict(group=8, causal=True, head_dim=64), dict(head_dim=128, block_n=176),
-              dict(head_dim=128, block_n=96, causal=True), dict(head_dim=256, block_n=64)]
+              dict(head_dim=128, block_n=96, causal=True), dict(head_dim=256, block_n=64),
+              dict(head_dim=512, group=8, causal=True)]
 
 
 def _ids(kw):
@@ -41,8 +44,9 @@ def test_every_config_assembles_without_spills_on_its_layout(ctx, kwargs):
                                                 placed_ir)}
     assert indices == placed.barrier_index
     ptx = result.ptx
-    # the MMAs: S = Q K' as SS wgmma (n = BN), O += P V as RS wgmma (n = D, B transposed: V is mn-major)
-    bn, d = config.hopper.bn, config.head_dim
+    # the MMAs: S = Q K' as SS wgmma (n = BN), O += P V as RS wgmma (n = D, B transposed: V is mn-major;
+    # head dim 512: n = D / 2, each warpgroup its half of O's columns)
+    bn, d = config.hopper.bn, config.head_dim // (2 if config.hopper.split_o else 1)
     assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{config.dtype.replace('fp', 'f')}" in ptx
     rs = re.findall(rf"wgmma.mma_async.sync.aligned.m64n{d}k16\S+ \{{[^}}]+\}}, \{{%r\d+, %r\d+, %r\d+, %r\d+\}}, "
                     r"%rd\d+, p, 1, 1, 1;", ptx)
@@ -57,7 +61,7 @@ def _attrs(text: str, op: str) -> list[dict[str, str]]:
 
 
 def test_kernel_declares_the_layout_barriers_and_regions():
-    for kwargs in (dict(), dict(head_dim=256, causal=True)):
+    for kwargs in (dict(), dict(head_dim=256, causal=True), dict(head_dim=512)):
         config = AttentionConfig(target="sm_90a", **kwargs)
         text = attention.build(config).mlir
         barriers = [(a["sym_name"], int(a["num_barriers"]), int(a["arrive_count"]))
@@ -70,7 +74,7 @@ def test_kernel_declares_the_layout_barriers_and_regions():
 
 
 def test_tiles_tensor_maps_and_grid():
-    assert {d: AttentionConfig(target="sm_90a", head_dim=d).hopper.bn for d in (64, 128, 256)} == SM90_KV_TILE
+    assert {d: AttentionConfig(target="sm_90a", head_dim=d).hopper.bn for d in (64, 128, 256, 512)} == SM90_KV_TILE
     source = attention.build(AttentionConfig(target="sm_90a", head_dim=256))
     maps = {p.name: p.tensor_map for p in source.params if p.tensor_map}
     assert maps["q"].box == maps["o"].box == (64, 1, 64, 1)  # one warpgroup's 64 rows per 64-column block
@@ -79,6 +83,14 @@ def test_tiles_tensor_maps_and_grid():
     config = AttentionConfig(target="sm_90a", group=4)
     assert attention.launch_geometry(config, 2, 1000, 32, 1000) == (8, 32, 2)  # one head per CTA
     assert attention.launch_geometry(config, 1, 129, 4, 5) == (2, 4, 1)
+    # head dim 512: 64-row CTAs (both warpgroups share the rows), 32-key K/V tiles
+    config = AttentionConfig(target="sm_90a", head_dim=512, group=4)
+    source = attention.build(config)
+    maps = {p.name: p.tensor_map for p in source.params if p.tensor_map}
+    assert maps["q"].box == maps["o"].box == (64, 1, 64, 1) and maps["k"].box == maps["v"].box == (64, 1, 32, 1)
+    assert (config.hopper.bm, config.hopper.bn, config.hopper.split_o, config.cta_positions) == (64, 32, True, 64)
+    assert attention.launch_geometry(config, 2, 1000, 32, 1000) == (16, 32, 2)
+    assert "ceil(Sq / 64)" in source.grid
 
 
 def test_causal_ctas_take_the_longest_rows_first():
@@ -89,12 +101,14 @@ def test_causal_ctas_take_the_longest_rows_first():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(head_dim=96), r"AttentionConfig.head_dim must be one of 64, 128, 256 on sm_90a, got 96"),
+    (dict(head_dim=96), r"AttentionConfig.head_dim must be one of 64, 128, 256, 512 on sm_90a, got 96"),
     (dict(num_q=1), r"AttentionConfig.num_q must be 2 on sm_90a \(two consumer warpgroups of 64 rows\), got 1"),
     (dict(exp2_emulation=8), r"AttentionConfig.exp2_emulation must be 0 on sm_90a \(no polynomial exp2 there\), got 8"),
     (dict(block_n=72), r"AttentionConfig.block_n must be 0 \(the head dim's default\) or a multiple of 16 in "
                        r"\[64, 256\] on sm_90a, got 72"),
     (dict(block_n=272), r"AttentionConfig.block_n must be 0 .* got 272"),
+    (dict(head_dim=512, block_n=16), r"AttentionConfig.block_n must be 0 \(the head dim's default\) or a multiple "
+                                     r"of 16 in \[32, 256\] on sm_90a, got 16"),
 ])
 def test_config_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):
@@ -106,7 +120,40 @@ def test_unsupported_tile_is_named():
     with pytest.raises(ConfigError, match=r"AttentionConfig sm_90a bf16 d256 2Q: shared memory must be <= 232448 "
                                           r"bytes, got 328704"):
         config.validate()
+    # head dim 512: Q (64 KiB) and two K and two V stages of 48 keys (48 KiB each) do not fit
+    with pytest.raises(ConfigError, match=r"AttentionConfig sm_90a bf16 d512 2Q: shared memory must be <= 232448 "
+                                          r"bytes, got 263168"):
+        AttentionConfig(target="sm_90a", head_dim=512, block_n=48).validate()
     with pytest.raises(ConfigError, match=r"AttentionConfig.fa4 is the sm_100a layout; target must be sm_100a"):
         config.fa4
     with pytest.raises(ConfigError, match=r"AttentionConfig.hopper is the sm_90a tile; target must be sm_90a"):
         AttentionConfig().hopper
+
+
+# (dtype, causal, batch, seq_q, seq_k, heads, kv heads): ragged lengths (64-row CTAs, 32-key tiles),
+# several CTAs and K/V tiles (both rings wrap), GQA, a single row and key.
+EMULATED_512 = [("bf16", False, 1, 70, 45, 1, 1), ("bf16", True, 1, 130, 150, 2, 2), ("fp16", True, 1, 77, 100, 1, 1),
+                ("fp16", False, 2, 33, 161, 4, 1), ("bf16", True, 1, 1, 1, 1, 1)]
+
+
+@pytest.mark.parametrize("dtype, causal, b, sq, sk, h, hk", EMULATED_512)
+def test_head_dim_512_matches_f64_reference_in_the_emulator(dtype, causal, b, sq, sk, h, hk):
+    """O (both warpgroups' column halves, every row written) and the LSE against float64, within twice
+    the error of the same computation at the kernel's precision (``fa4_mlir.reference``)."""
+    from fa4_mlir import reference, runtime
+    from fa4_mlir.tools.fa4_emu import launch_attention
+
+    config = AttentionConfig(target="sm_90a", head_dim=512, causal=causal, dtype=dtype, group=h // hk)
+    kernel = runtime.load("attention", config, device="emulator")
+    rng = np.random.default_rng(sq * sk)
+    q = reference.random_bits(rng, (b, sq, h, 512), dtype, 1.0)
+    k, v = (reference.random_bits(rng, (b, sk, hk, 512), dtype, 1.0) for _ in range(2))
+    o = np.full(q.shape, reference.POISON[dtype], np.uint16)
+    lse = np.full((b, h, sq), np.nan, np.float32)
+    scale = 0.05
+    launch_attention(kernel, config, q, k, v, o, lse, scale)
+    qf, kf, vf = (reference.to_f64(t, dtype) for t in (q, k, v))
+    ref, ref_lse = reference.attention(qf, kf, vf, causal, scale)
+    result = reference.compare(o, ref, reference.attention_yardstick(qf, kf, vf, causal, scale, dtype), dtype)
+    assert result.ok and result.unwritten == 0, result.summary()
+    assert float(np.abs(lse - ref_lse).max()) <= reference.lse_tolerance(ref_lse)

@@ -1,6 +1,6 @@
 """The attention forward for sm_90a: FA3's structure as an fa4 program.
 
-One CTA of 12 warps owns 128 query rows of one head (``AttentionConfig.hopper``):
+One CTA of 12 warps owns 128 query rows of one head (64 at head dim 512, below; ``AttentionConfig.hopper``):
 
 * warps 0-3 / 4-7, consumer warpgroups 0 and 1 (240 registers), 64 rows each. Per K/V tile ``j``
   a warpgroup issues ``S = Q K_j'`` (SS wgmma into registers) and ``O += P_{j-1} V_{j-1}`` (RS
@@ -20,6 +20,21 @@ diagonal) are masked to -inf, only in tiles that reach the limit. Causal CTAs st
 row's tile. The epilogue divides by the row sum, writes O as 16-bit pairs over the warpgroup's dead
 Q rows (128B swizzle) and TMA-stores them (the store clips rows past ``seq_q``); the LSE is written
 per row when asked. GQA: the CTA of head ``h`` reads K/V head ``h / group``.
+
+Head dim 512 (``HopperTile.split_o``): O of 64 rows x 512 columns in fp32 is 256 registers a thread of a
+warpgroup, past the 255 a thread can address (and the 240 of the budget). So both consumer warpgroups
+own the SAME 64 rows (the CTA tile is 64 rows): each computes the whole S = Q K_j' (512 deep) and the
+same softmax, and accumulates O += P V_j over its half of V's columns (warpgroup w: columns [256 w, 256
+w + 256), one m64n256 RS wgmma per 16 keys); its O half is 128 registers a thread, S and P 24 more at 32
+keys (ptxas: no spills under the 240 of setmaxnreg). Shared memory: Q 64 KiB (its column blocks 4w..4w+3
+later hold warpgroup w's O, after a 256-thread barrier ``q_dead`` that waits for the other warpgroup's
+last Q K'), two K and two V stages of 32 keys x 512 (32 KiB each): 193 KiB of the 227 (40 keys would be
+the most that fits). The price is Q K' computed twice: 1.5x the tensor work of attention (6 FLOPs a row,
+key and column instead of 4). The alternatives: two passes over K/V, each for half of O's columns, cost
+the same 1.5x plus K and V read twice; splitting Q K' by depth across the warpgroups and adding the
+partial S through shared memory costs 1.0x but a CTA-wide barrier and a 64 x BN fp32 exchange per tile,
+which ends the ping-pong overlap (not built). The ping-pong stays: the warpgroups take turns with
+identical MMAs. The LSE is written by warpgroup 0.
 
 Built through ``fa4_mlir.dsl``: this module declares the parameters and builds the prologue and the
 load warp; ``hopper_consumer`` builds the consumer warpgroups.
@@ -78,10 +93,14 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     for param, value in vars(arg).items():
         name(value, _ARG_NAMES.get(param, param))
     t = c.hopper
-    half = t.q_bytes // 2  # a warpgroup's 64 rows: its Q, then its O
+    half = t.q_bytes // 2  # a warpgroup's 64 rows: its Q, then its O (split O: its half of O's column blocks)
     q = name(k.smem_region("q", bytes=t.q_bytes, align=1024, swizzle="128B"), "q")
-    qs = [name(dsl.fa4.smem_alias(q, sym_name=f"q{w}", bytes=half, offset=w * half), f"q{w}") for w in (0, 1)]
-    os_ = [name(dsl.fa4.smem_alias(qs[w], sym_name=f"o{w}", bytes=half), f"o{w}") for w in (0, 1)]
+    if t.split_o:  # both warpgroups read all of Q; each writes its O columns over half of Q's blocks
+        qs = [q, q]
+        os_ = [name(dsl.fa4.smem_alias(q, sym_name=f"o{w}", bytes=half, offset=w * half), f"o{w}") for w in (0, 1)]
+    else:
+        qs = [name(dsl.fa4.smem_alias(q, sym_name=f"q{w}", bytes=half, offset=w * half), f"q{w}") for w in (0, 1)]
+        os_ = [name(dsl.fa4.smem_alias(qs[w], sym_name=f"o{w}", bytes=half), f"o{w}") for w in (0, 1)]
     kring = name(k.smem_region("k", bytes=t.stages * t.kv_stage_bytes, align=1024, swizzle="128B"), "kring")
     vring = name(k.smem_region("v", bytes=t.stages * t.kv_stage_bytes, align=1024, swizzle="128B"), "vring")
     barriers = {b.name: name(k.mbarriers(b.name, len(b.counts), arrive_count=b.counts[0], arrival=b.arrival),
@@ -112,7 +131,8 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     kv_up = name(kv_end + (t.bn - 1), "kv_up")
     n_tiles = name(dsl.Value(dsl.arith.divsi(kv_up.value, dsl.Value(t.bn).value)), "n_tiles")
     return types.SimpleNamespace(
-        c=c, t=t, d=c.head_dim, bn=t.bn, wg_rows=WG_ROWS, blocks=c.head_dim // BLOCK,
+        c=c, t=t, d=c.head_dim, bn=t.bn, wg_rows=WG_ROWS, blocks=c.head_dim // BLOCK, split_o=t.split_o,
+        o_cols=c.head_dim // 2 if t.split_o else c.head_dim,
         elem="bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs, o=os_, kring=kring, vring=vring,
         qbar=barriers["q_full"], kfull=barriers["k_full"], vfull=barriers["v_full"], kp=kp, vp=vp, head=head,
         bz=bz, kvh=kvh, q_start=q_start, n_tiles=n_tiles)
@@ -126,10 +146,10 @@ def _load(dsl, k, g) -> None:
 
     zero = dsl.Value(0).value
     dsl.fa4.mbarrier_arrive_expect_tx(g.qbar, zero, tx_bytes=g.t.q_bytes)
-    starts = (g.q_start, g.q_start + WG_ROWS)
+    starts = (g.q_start,) if g.split_o else (g.q_start, g.q_start + WG_ROWS)
     for blk in range(g.blocks):
         column = dsl.Value(blk * BLOCK).value
-        for w in (0, 1):
+        for w in range(len(starts)):
             dsl.fa4.tma_load(g.arg.q, g.q[w], g.qbar, zero, [column, g.head.value, starts[w].value, g.bz.value],
                              bytes=WG_ROWS * ROW, dst_offset=blk * WG_ROWS * ROW)
     ks, vs = g.kp.producer(), g.vp.producer()

@@ -14,6 +14,11 @@ Per K/V tile the warpgroup waits for its turn (named barrier ``sched{w}``), issu
 O += P_{j-1} V_{j-1}, hands the turn over, and while the P@V runs takes the softmax of S_j; then it
 waits for the P@V, rescales O by ``exp2((m_old - m_new) * scale_log2e)`` and packs P_j to 16 bits
 as the next RS wgmma's A fragments.
+
+At head dim 512 (``g.split_o``, see ``hopper.py``) both warpgroups own the CTA's 64 rows and take the
+same S and softmax; warpgroup ``w``'s O is columns ``[256 w, 256 w + 256)`` (``g.o_cols / 2`` values a
+thread), read from V's column blocks ``4 w ..`` and written over Q's, once both warpgroups' last
+S = Q K' retired (named barrier ``q_dead``); warpgroup 0 writes the LSE.
 """
 
 from __future__ import annotations
@@ -37,7 +42,9 @@ class Consumer:
         f32 = self.f32 = fm.f32()
         self.i32 = dsl.i32()
         self.sacc = dsl.llvm.StructType.get_literal([f32] * (g.bn // 2))
-        self.oacc = self.sacc if g.d == g.bn else dsl.llvm.StructType.get_literal([f32] * (g.d // 2))
+        self.oacc = self.sacc if g.o_cols == g.bn else dsl.llvm.StructType.get_literal([f32] * (g.o_cols // 2))
+        # split O: this warpgroup's V columns start at 64-column block 4 w of the stage
+        self.v_base = w * (g.o_cols // BLOCK) * g.bn * ROW if g.split_o else 0
         elem = ir.BF16Type.get() if g.elem == "bf16" else ir.F16Type.get()
         self.pair = ir.VectorType.get([2], f32)
         self.pair16 = ir.VectorType.get([2], elem)
@@ -124,7 +131,8 @@ class Consumer:
         self.qq = (lane % 4).named(f"{p}qq")
         self.q2 = self.qq * 2
         self.r0 = (wi * 16 + lq).named(f"{p}r0")  # the thread's rows in the warpgroup: r0, r0 + 8
-        self.row0 = (g.q_start + self.w * g.wg_rows).named(f"{p}row0")
+        # split O: both warpgroups own the CTA's 64 rows
+        self.row0 = g.q_start if g.split_o else (g.q_start + self.w * g.wg_rows).named(f"{p}row0")
         pos0 = (self.row0 + self.r0).named(f"{p}pos0")
         self.pos = [pos0, (pos0 + 8).named(f"{p}pos1")]
         self.ninf = fm.constant(fm.NEG_INF)
@@ -154,8 +162,8 @@ class Consumer:
         g = self.g
         vb = dsl.fa4.smem_stage(g.vring, state.stage, bytes=g.t.kv_stage_bytes)
         for j, frag in enumerate(frags):
-            o = dsl.fa4.wgmma(frag, vb, o, n=g.d, ab_type=g.elem, accumulate=1, b_offset=j * 16 * ROW,
-                              b_major="mn", b_block_stride=g.bn * ROW)
+            o = dsl.fa4.wgmma(frag, vb, o, n=g.o_cols, ab_type=g.elem, accumulate=1,
+                              b_offset=self.v_base + j * 16 * ROW, b_major="mn", b_block_stride=g.bn * ROW)
         dsl.fa4.wgmma_commit()
         return o
 
@@ -242,7 +250,7 @@ class Consumer:
     def _rescale(self, o, factors: list):
         """O's rows (values 4i, 4i+1: row r; 4i+2, 4i+3: row r + 8) times their factors."""
         cur = o
-        for i in range(self.g.d // 2):
+        for i in range(self.g.o_cols // 2):
             scaled = dsl.arith.mulf(dsl.llvm.extractvalue(self.f32, o, [i]), factors[(i % 4) >> 1])
             cur = dsl.llvm.insertvalue(cur, scaled, [i])
         return cur
@@ -266,7 +274,9 @@ class Consumer:
         rb = [rb0, rb0 + 8 * ROW]
         q4 = self.qq * 4
         oa = dsl.fa4.smem_address(g.o[w])
-        for i in range(g.d // 8):
+        if g.split_o:  # O goes over Q's blocks: the other warpgroup's last S = Q K' must have retired
+            dsl.fa4.named_barrier(sym_name="q_dead", threads=2 * WG_THREADS)
+        for i in range(g.o_cols // 8):
             blk, ch = divmod(i, 8)
             cx = dsl.arith.xori(sw.value, dsl.Value(ch).value)
             cb = dsl.Value(dsl.arith.shli(cx, dsl.Value(4).value))
@@ -278,13 +288,16 @@ class Consumer:
                 dsl.llvm.store(pair, dsl.byte_offset(oa, rb[r] + cc), alignment=4)
         dsl.nvvm.fence_proxy(dsl.nvvm.ProxyKind.async_shared, space=dsl.nvvm.SharedSpace.shared_cta)
         dsl.fa4.named_barrier(sym_name=f"epilogue{w}", threads=WG_THREADS)
+        blocks = g.o_cols // BLOCK  # the warpgroup's 64-column blocks of O, from block ``w * blocks`` if split
+        first = w * blocks if g.split_o else 0
         with self.k.if_(self.t == 0):
-            for blk in range(g.blocks):
-                coords = [dsl.Value(blk * BLOCK).value, g.head.value, self.row0.value, g.bz.value]
+            for blk in range(blocks):
+                coords = [dsl.Value((first + blk) * BLOCK).value, g.head.value, self.row0.value, g.bz.value]
                 dsl.fa4.tma_store(g.arg.o, g.o[w], coords, bytes=g.wg_rows * ROW,
                                   src_offset=blk * g.wg_rows * ROW)
             dsl.fa4.tma_store_wait(pending=0)
-        self._write_lse(lse)
+        if w == 0 or not g.split_o:  # split O: the warpgroups' rows (and LSE) are the same
+            self._write_lse(lse)
 
     def _write_lse(self, lse: list) -> None:
         """Lane q = 0 of each quad writes its two rows' log-sum-exp, for rows below ``seq_q``."""
