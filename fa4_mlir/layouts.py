@@ -278,6 +278,8 @@ def hopper_attention_layout(c: AttentionConfig) -> Layout:
 def kernel_layout(config) -> Layout | None:
     """The layout a built-in kernel's config declares (None for kernels without a layout table)."""
     if isinstance(config, AttentionConfig):
+        if config.is_depth512:
+            return depth512_layout(config.depth512)
         return fa4_layout(config.fa4) if config.target == "sm_100a" else hopper_attention_layout(config)
     if isinstance(config, GemmConfig):
         return gemm_layout(config)

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 
+from fa4_mlir.configs.depth512 import Depth512Config
 from fa4_mlir.configs.dtypes import dtype as lookup_dtype
 from fa4_mlir.configs.fa4 import FA4Config
 from fa4_mlir.configs.support import Checked, Support
 from fa4_mlir.errors import ConfigError
 from fa4_mlir.target import Target
 
-HEAD_DIMS = {"sm_100a": (64, 96, 128), "sm_90a": (64, 128, 256, 512)}
+HEAD_DIMS = {"sm_100a": (64, 96, 128), "sm_90a": (64, 128, 256, 512)}  # FA4 (sm_100a) and sm_90a kernels
+DEPTH512_HEAD_DIMS = (256, 512)  # sm_100a: the depth-256/512 pair-CTA kernel (``.depth512``)
 MAX_GROUP = 128  # a fused GQA tile holds 128 / group positions of group heads
 EXP2_BATCH = 32  # softmax columns per exp2 batch; exp2_emulation counts per batch
 
@@ -90,19 +92,22 @@ class AttentionConfig(Checked):
     def __post_init__(self):
         lookup_dtype(self.dtype, field="AttentionConfig.dtype", allowed=("bf16", "fp16"))
         Target.parse(self.target)
-        dims = HEAD_DIMS[self.target]
+        dims = HEAD_DIMS[self.target] + (() if self.target == "sm_90a" else DEPTH512_HEAD_DIMS)
         hopper = self.target == "sm_90a"
         min_bn = 32 if self.head_dim >= SM90_SPLIT_O_HEAD_DIM else 64  # d512: shared memory allows 40 keys
+        deep = self.is_depth512
         rules = (
             ("head_dim", self.head_dim in dims, f"one of {', '.join(map(str, dims))} on {self.target}"),
             ("causal", isinstance(self.causal, bool), "True or False"),
-            ("num_q", self.num_q == 2 if hopper else self.num_q in (1, 2),
-             "2 on sm_90a (two consumer warpgroups of 64 rows)" if hopper else "1 (BM 128) or 2 (BM 256)"),
+            ("num_q", self.num_q == 2 if hopper or deep else self.num_q in (1, 2),
+             "2 on sm_90a (two consumer warpgroups of 64 rows)" if hopper else
+             "2 for head dim 256/512 (one pair tile; num_q does not apply)" if deep else "1 (BM 128) or 2 (BM 256)"),
             ("group", isinstance(self.group, int) and 1 <= self.group <= MAX_GROUP,
              f"in [1, {MAX_GROUP}] (query heads per K/V head)"),
-            ("exp2_emulation", self.exp2_emulation == 0 if hopper else
+            ("exp2_emulation", self.exp2_emulation == 0 if hopper or deep else
              0 <= self.exp2_emulation <= EXP2_BATCH and self.exp2_emulation % 2 == 0,
              "0 on sm_90a (no polynomial exp2 there)" if hopper else
+             "0 for head dim 256/512 (the depth-512 kernel has no polynomial exp2)" if deep else
              f"even and in [0, {EXP2_BATCH}] (exponentials per {EXP2_BATCH} computed by polynomial)"),
             ("block_n", (self.block_n == 0 or (self.block_n % 16 == 0 and min_bn <= self.block_n <= 256)) if hopper
              else self.block_n == 0,
@@ -114,11 +119,27 @@ class AttentionConfig(Checked):
                 raise ConfigError(f"AttentionConfig.{name} must be {expected}, got {getattr(self, name)!r}")
 
     @property
+    def is_depth512(self) -> bool:
+        """sm_100a with head dim 256 or 512: the depth-256/512 pair-CTA kernel."""
+        return self.target == "sm_100a" and self.head_dim in DEPTH512_HEAD_DIMS
+
+    @property
+    def depth512(self) -> Depth512Config:
+        """The reference configuration of the depth-256/512 pair-CTA kernel (head dim 256 or 512)."""
+        if not self.is_depth512:
+            raise ConfigError(f"AttentionConfig.depth512 is the sm_100a head dim 256/512 layout; head_dim must be "
+                              f"256 or 512 on sm_100a, got {self.head_dim} on {self.target}")
+        return Depth512Config(dtype=self.dtype, qk_depth=self.head_dim, group=self.group)
+
+    @property
     def fa4(self) -> FA4Config:
         """The reference configuration whose layout the sm_100a kernel uses."""
         if self.target != "sm_100a":
             raise ConfigError(f"AttentionConfig.fa4 is the sm_100a layout; target must be sm_100a, got "
                               f"'{self.target}' (use .hopper)")
+        if self.is_depth512:
+            raise ConfigError(f"AttentionConfig.fa4 is the FA4 layout; head_dim must be one of "
+                              f"{', '.join(map(str, HEAD_DIMS['sm_100a']))}, got {self.head_dim} (use .depth512)")
         return FA4Config(dtype=self.dtype, qk_depth=self.head_dim, num_q=self.num_q, group=self.group)
 
     @property
@@ -133,11 +154,16 @@ class AttentionConfig(Checked):
     def fused_group(self) -> int:
         """Heads that share one CTA's rows: ``group`` when it divides the 128 rows (sm_100a), else 1
         (sm_90a: a CTA holds one head, and the heads of a group read the same K/V tiles from L2)."""
+        if self.is_depth512:  # each CTA of the pair holds BM rows: whole positions of the group's heads
+            f = self.depth512
+            return self.group if f.fuse_gqa and f.bm % self.group == 0 else 1
         return self.group if self.target == "sm_100a" and self.fa4.fuse_gqa else 1
 
     @property
     def rows(self) -> int:
         """Query rows of one softmax (sm_100a, TMEM lanes) or consumer (sm_90a) warpgroup."""
+        if self.is_depth512:
+            return self.depth512.bm
         return 128 if self.target == "sm_100a" else 64
 
     @property
@@ -147,11 +173,14 @@ class AttentionConfig(Checked):
 
     @property
     def cta_positions(self) -> int:
+        """Positions of the tile one CTA (a CTA pair for head dim 256/512 on sm_100a) computes."""
         if self.target == "sm_90a" and self.hopper.split_o:  # both warpgroups own the same 64 rows
             return self.positions
-        return self.positions * self.num_q
+        return self.positions * (2 if self.is_depth512 else self.num_q)
 
     def supported(self) -> Support:
+        if self.is_depth512:
+            return self.depth512.supported()
         return self.fa4.supported() if self.target == "sm_100a" else self.hopper.supported()
 
     def describe(self) -> str:

@@ -18,7 +18,7 @@ import math
 import torch
 
 from fa4_mlir import knobs, runtime
-from fa4_mlir.configs.attention import HEAD_DIMS, AttentionConfig
+from fa4_mlir.configs.attention import DEPTH512_HEAD_DIMS, HEAD_DIMS, AttentionConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import launch_geometry
 from fa4_mlir.runtime.tensormap import GlobalTensor
@@ -95,7 +95,7 @@ def _as_map(t: torch.Tensor, dtype: str) -> GlobalTensor:
 
 
 def _check_head_dim(target: str, d: int, where: str) -> None:
-    dims = HEAD_DIMS[target]
+    dims = HEAD_DIMS[target] + (DEPTH512_HEAD_DIMS if target == "sm_100a" else ())  # 256/512: the pair kernel
     if d not in dims:
         raise LaunchError(f"flash_attention: head_dim must be one of {', '.join(map(str, dims))} on {where}, got {d}")
 

@@ -78,7 +78,7 @@ def test_launch_geometry_errors(args, message):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(head_dim=80), r"AttentionConfig.head_dim must be one of 64, 96, 128 on sm_100a, got 80"),
+    (dict(head_dim=80), r"AttentionConfig.head_dim must be one of 64, 96, 128, 256, 512 on sm_100a, got 80"),
     (dict(num_q=3), r"AttentionConfig.num_q must be 1 \(BM 128\) or 2 \(BM 256\), got 3"),
     (dict(group=0), r"AttentionConfig.group must be in \[1, 128\]"),
     (dict(dtype="fp8_e4m3"), r"AttentionConfig.dtype must be one of bf16, fp16, got 'fp8_e4m3'"),

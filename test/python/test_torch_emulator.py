@@ -117,10 +117,29 @@ def test_under_the_emulator_every_tensor_must_be_on_the_cpu():
 
 
 def test_head_dims_follow_the_emulated_target():
-    q = torch.zeros(1, 8, 1, 256, dtype=torch.bfloat16)
+    q = torch.zeros(1, 8, 1, 192, dtype=torch.bfloat16)
     with emulator(target="sm_100a"), pytest.raises(
-            LaunchError, match="head_dim must be one of 64, 96, 128 on sm_100a in the emulator, got 256"):
+            LaunchError, match="head_dim must be one of 64, 96, 128, 256, 512 on sm_100a in the emulator, got 192"):
         fa4_torch.flash_attention(q, q, q)
+    q = torch.zeros(1, 8, 1, 96, dtype=torch.bfloat16)
+    with emulator(target="sm_90a"), pytest.raises(
+            LaunchError, match="head_dim must be one of 64, 128, 256, 512 on sm_90a in the emulator, got 96"):
+        fa4_torch.flash_attention(q, q, q)
+
+
+def test_head_dim_256_dispatches_the_pair_kernel_in_the_emulator():
+    # issue 23: head dims 256/512 on sm_100a run the depth-256/512 CTA-pair kernel (one launch, 2 CTAs)
+    rng = np.random.default_rng(3)
+    q = _random(rng, (1, 70, 2, 256), "bf16")
+    k, v = (_random(rng, (1, 130, 2, 256), "bf16") for _ in range(2))
+    with emulator(target="sm_100a", seed=3) as emu:
+        out = fa4_torch.flash_attention(q, k, v, causal=False, softmax_scale=0.0625)
+    assert [name for name, _ in emu.launches] == ["attention"]
+    qf, kf, vf = (reference.to_f64(_bits(t), "bf16") for t in (q, k, v))
+    ref, _ = reference.attention(qf, kf, vf, False, 0.0625)
+    result = reference.compare(_bits(out), ref, reference.attention_yardstick(qf, kf, vf, False, 0.0625, "bf16"),
+                               "bf16")
+    assert result.ok and result.unwritten == 0, result.summary()
 
 
 @pytest.mark.parametrize("env, value, message", [

@@ -28,6 +28,9 @@ the idle pair cannot drop to 24 apart from the MMA and load warps, and at 40 (or
 thread's loop spills (ptxas, every config); 184 * 256 + 80 * 128 + 64 * 128 = 65536, the whole
 register file, with no spills in any supported config.
 
+Head dims 256 and 512 on sm_100a are a different kernel, a CTA pair per tile (``depth512``); ``build``
+and ``launch_geometry`` dispatch to it.
+
 Causal attention skips the K/V tiles past the CTA's last row in every role (one trip count); keys at
 or past a row's limit (causal diagonal, end of the sequence) are masked to -inf in the tiles that
 reach it. Q and O are (B, Sq, H, D), K and V (B, Sk, H / group, D), row-major, D padded to 64-column
@@ -60,6 +63,10 @@ def launch_geometry(config: AttentionConfig, batch: int, seq_q: int, heads: int,
     ys = heads // config.fused_group
     if ys > MAX_GRID_YZ or batch > MAX_GRID_YZ:
         raise LaunchError(f"attention: heads / fused group and batch must be <= {MAX_GRID_YZ}, got {ys}, {batch}")
+    if config.is_depth512:
+        from fa4_mlir.kernels.attention import depth512
+
+        return depth512.launch_geometry(config, batch, seq_q, heads, seq_k)
     return -(-seq_q // config.cta_positions), ys, batch
 
 
@@ -68,6 +75,10 @@ def build(config: AttentionConfig) -> KernelSource:
     (imported here, so that this package and ``launch_geometry`` import without MLIR)."""
     if config.target == "sm_90a":
         return hopper.build(config)
+    if config.is_depth512:  # head dims 256 / 512: the pair-CTA kernel
+        from fa4_mlir.kernels.attention import depth512
+
+        return depth512.build(config)
     from fa4_mlir import dsl
 
     config.validate()

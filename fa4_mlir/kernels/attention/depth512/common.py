@@ -1,0 +1,162 @@
+"""What the depth-256/512 kernel's roles share: sizes derived once from the config (``Dims``) and the
+prologue (``prologue``: shared memory, barriers, TMEM allocation, the pair's tile). The prologue
+imports ``fa4_mlir.dsl`` when called, so this module imports without MLIR."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from functools import cached_property
+
+from fa4_mlir.configs.attention import AttentionConfig
+
+BLOCK = 64  # elements of one 128B swizzle row: TMA boxes and operand tiles are [rows, 64] blocks
+ROW_BYTES = 128
+MMA_K = 16  # bf16/fp16 elements per tcgen05 instruction (32 bytes of a row)
+WG = 128  # threads of a warpgroup = TMEM lanes
+
+
+@dataclasses.dataclass(frozen=True)
+class Dims:
+    """Sizes of the kernel for ``c`` (an sm_100a AttentionConfig with head dim 256 or 512)."""
+
+    c: AttentionConfig
+
+    @cached_property
+    def f(self):
+        return self.c.depth512.validate()
+
+    @property
+    def elem(self) -> str:
+        return "bf16" if self.c.dtype == "bf16" else "f16"
+
+    def __getattr__(self, name):  # bm, bn, bk0, bk1, mma_m, split_o, num_kv_stages, ... of Depth512Config
+        if name in ("bm", "bn", "bk0", "bk1", "mma_m", "split_o", "num_kv_stages", "num_qk_stages",
+                    "num_pv_stages", "v_cols_per_cta", "kv_slot_bytes"):
+            return getattr(self.f, name)
+        raise AttributeError(name)
+
+    @property
+    def ov(self) -> int:
+        return self.f.ov
+
+    @property
+    def g(self) -> int:
+        """Query heads sharing a CTA's rows (fused GQA), else 1."""
+        return self.c.fused_group
+
+    @property
+    def positions(self) -> int:
+        """Sequence positions of one CTA's BM rows."""
+        return self.bm // self.g
+
+    @property
+    def halves(self) -> tuple[str, ...]:
+        """The O accumulators: ("lo", "hi") with split_o (d512), ("lo",) otherwise (O is O_lo)."""
+        return ("lo", "hi") if self.split_o else ("lo",)
+
+    @property
+    def k_rows(self) -> int:
+        """K rows one CTA loads per tile (the pair MMA's B is split along N): BN / 2."""
+        return self.bn // 2
+
+    @property
+    def q_chunk(self) -> int:
+        """Bytes of one Q depth sub-stage of the CTA's BM rows."""
+        return self.bm * self.bk0 * 2
+
+    @property
+    def k_chunk(self) -> int:
+        """Bytes of one K depth sub-stage of the CTA's BN / 2 rows (one KV slot)."""
+        return self.k_rows * self.bk0 * 2
+
+    @property
+    def v_chunk(self) -> int:
+        """Bytes of one V sub-tile: BK1 keys x v_cols_per_cta columns (one KV slot)."""
+        return self.bk1 * self.v_cols_per_cta * 2
+
+    @property
+    def o_cols(self) -> int:
+        """Output columns of one O accumulator (N of its P@V MMA): ov / 2 (d512) or ov (d256)."""
+        return self.ov // len(self.halves)
+
+    @property
+    def s_cols(self) -> int:
+        """Score columns one thread holds per tile: BN / 2 with split_o (a thread pair shares a row), BN."""
+        return self.bn // 2 if self.split_o else self.bn
+
+    @property
+    def o_tmem_cols(self) -> int:
+        """TMEM columns of one O accumulator per CTA (pair rule MMA_M * N / 256)."""
+        return self.mma_m * self.o_cols // 256
+
+
+def registers(d: Dims) -> dict[str, int]:
+    """``setmaxnreg`` budgets of the softmax and correction warpgroups and of warps 8-11 (MMA, load,
+    idle: one warpgroup, one budget); 128 threads each, 65536 registers in all.
+
+    d256: the reference's 256 / 184 / 64, zero spills. d512: the MMA thread (64 MMAs per tile, whose
+    loop-invariant Q and P descriptors stay in registers) spills below 168, so warps 8-11 need 168;
+    the 44032 registers left give the other two warpgroups 172 each, so every warpgroup keeps the entry
+    budget of 168 (65536 / 384; no ``setmaxnreg`` is emitted), which ptxas fits with zero spills.
+    """
+    if d.split_o:
+        return {"softmax": 168, "correction": 168, "producers": 168}
+    return {"softmax": 256, "correction": 184, "producers": 64}
+
+
+def prologue(k, c: AttentionConfig, arg) -> types.SimpleNamespace:
+    """Declare the shared memory, barriers and TMEM (``Depth512AttentionSMem``), allocate TMEM (warp 1,
+    both CTAs of the pair), initialise the barriers and derive the pair's tile. Returns the namespace
+    the roles share."""
+    from fa4_mlir import dsl
+    from fa4_mlir.dsl.structs.depth512 import Depth512AttentionSMem
+
+    d = Dims(c)
+    V, arith = dsl.Value, dsl.arith
+    smem = Depth512AttentionSMem(d.f)
+    mbars = smem.misc_mbars()
+    warp = dsl.tid_x() // 32
+    with k.if_((warp == 1).named("alloc_warp")):  # warp 1 allocates; softmax warp 1 frees
+        dsl.fa4.tmem_alloc(smem.tmem_addr_ptr(), cta_group=2)
+    mbars.init()
+    x = types.SimpleNamespace(k=k, arg=arg, d=d, c=c, smem=smem, mbars=mbars, slot=smem.tmem_addr_ptr(),
+                              registers=registers(d))
+    q = smem.q_smem()
+    x.q = [dsl.fa4.smem_alias(q, sym_name=f"q_{s}", bytes=d.q_chunk, offset=s * d.q_chunk)
+           for s in range(d.num_qk_stages)]
+    x.o, x.p, x.kv = smem.o_smem(), smem.p_smem(), smem.kv_smem_base()
+    x.kv_full, x.kv_empty = smem.declared.value("kv_producer"), smem.declared.value("kv_consumer")
+    x.o_tmem = {"lo": smem.tmem("O_lo" if d.split_o else "O")}
+    if d.split_o:
+        x.o_tmem["hi"] = smem.tmem("O_hi")
+    x.s_tmem = {"even": smem.tmem("S_even"), "odd": smem.tmem("S_odd")}
+    # the pair's tile: both CTAs take block_idx.x >> 1 (rank 0, the even CTA, leads the pair)
+    x.rank = V(dsl.nvvm.read_ptx_sreg_cluster_ctarank(dsl.i32())).named("rank")
+    x.leader = (x.rank == 0).named("leader")
+    tile, hy, x.bz = dsl.shrui(dsl.ctaid("x"), V(1)), dsl.ctaid("y"), dsl.ctaid("z")
+    x.pair_start = tile * (2 * d.positions)
+    x.q_start = x.pair_start + x.rank * d.positions  # first position of this CTA's rows
+    if c.causal:  # tiles past the pair's last row are skipped by every role alike
+        pair_end = x.pair_start + 2 * d.positions
+        kv_end = V(arith.minsi(arg.seq_k.value, pair_end.value))
+    else:
+        kv_end = arg.seq_k
+    x.n_tiles = V(arith.divsi((kv_end + (d.bn - 1)).value, V(d.bn).value)).named("n_tiles")
+    if d.g > 1:
+        x.kvh, x.head0 = hy, hy * c.group
+    else:
+        x.kvh, x.head0 = V(arith.divsi(hy.value, V(c.group).value)), hy
+    return x
+
+
+def raw(v):
+    """The ``ir.Value`` of an index (a ``Value``, or an int as an i32 constant made here)."""
+    from fa4_mlir.dsl.values import raw as _raw
+
+    return _raw(v)
+
+
+def coords(*xs) -> list:
+    """TMA box coordinates (innermost first)."""
+    return [raw(v) for v in xs]
