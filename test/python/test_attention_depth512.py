@@ -32,8 +32,12 @@ SPEC_INDEX = {
 # spec 2.3: TMEM columns (first, count) per CTA
 SPEC_TMEM = {512: {"O_lo": (0, 128), "O_hi": (128, 128), "S_even": (256, 128), "S_odd": (384, 128)},
              256: {"O": (0, 256), "S_even": (256, 128), "S_odd": (384, 128)}}
-COMPILED = [dict(head_dim=256), dict(head_dim=256, dtype="fp16", causal=True, group=4),
-            dict(head_dim=512), dict(head_dim=512, dtype="fp16", causal=True, group=4)]
+# every head dim, dtype and mask with group 1 (one head per row), 3 (unfused GQA: 3 does not divide the
+# BM rows) and 4 (fused GQA); the causal d512 unfused kernels once spilled (a copy of q_start kept live
+# across the softmax loop for the LSE write). The full sweep over groups {1, 3, 4, 8, 16, 64, 128} is
+# spill-free too, but takes 2-4 s per compile.
+COMPILED = [dict(head_dim=h, dtype=t, causal=c, group=g)
+            for h in (256, 512) for t in ("bf16", "fp16") for c in (False, True) for g in (1, 3, 4)]
 
 
 def _compile(kwargs, stop="cubin"):

@@ -65,7 +65,8 @@ class Helpers:
 
 def _row(x, h: Helpers) -> types.SimpleNamespace:
     """This thread's row: ``t`` (TMEM lane), ``m`` (row of the CTA's tile), ``half`` (d512: which
-    column half of the row), ``pos`` / ``head``, ``lim`` (first key the row may not see)."""
+    column half of the row), ``mpos`` / ``pos`` (its position in the CTA's tile / the sequence),
+    ``lim`` (first key the row may not see)."""
     dsl, d, c = h.dsl, x.d, x.c
     r = types.SimpleNamespace()
     r.tid = dsl.tid_x()
@@ -74,8 +75,8 @@ def _row(x, h: Helpers) -> types.SimpleNamespace:
         r.m, r.half = r.t % d.bm, r.t // d.bm
     else:
         r.m, r.half = r.t, None
-    r.pos = x.q_start + r.m // d.g
-    r.head = x.head0 + r.m % d.g
+    r.mpos = r.m // d.g  # the row's position within the CTA's tile
+    r.pos = x.q_start + r.mpos
     if c.causal:
         r.lim = dsl.Value(dsl.arith.minsi(x.arg.seq_k.value, (r.pos + 1).value))
     else:
@@ -250,12 +251,16 @@ def _epilogue(x, h: Helpers, r, st) -> None:
                           bytes=d.bm * ROW_BYTES, src_offset=blk * d.bm * ROW_BYTES)
         fa4.tma_store_wait(pending=0)
     lse = a.mulf(lsum, h.f(s.LN2))
-    ok = a.cmpi(a.CmpIPredicate.slt, r.pos.value, x.arg.seq_q.value)
+    # the row's position and LSE index as a CTA-uniform base plus this thread's offset: a per-thread
+    # ``q_start + m`` here would keep a vector-register copy of q_start live across the whole softmax
+    # loop (ptxas spilled it in the causal d512 unfused-GQA kernels); the uniform parts stay uniform
+    ok = a.cmpi(a.CmpIPredicate.slt, r.mpos.value, (x.arg.seq_q - x.q_start).value)
     ok = a.andi(ok, (x.arg.write_lse != 0).value)
     if d.split_o:
         ok = a.andi(ok, (r.half == 0).value)
     with k.if_(V(ok)):
-        at = ((x.bz * x.arg.num_heads + r.head) * x.arg.seq_q) + r.pos
+        ubase = ((x.bz * x.arg.num_heads + x.head0) * x.arg.seq_q) + x.q_start
+        at = ubase + r.mpos if d.g == 1 else ubase + ((r.m % d.g) * x.arg.seq_q + r.mpos)
         dsl.llvm.store(lse, dsl.element_ptr(x.arg.lse, at, h.f32))
     with k.if_((r.tid // 32 == 1).named("tmem_owner")):  # the warp that allocated TMEM frees it
         fa4.tmem_dealloc(x.slot, cta_group=2)
