@@ -63,11 +63,8 @@ def launch_geometry(config: AttentionConfig, batch: int, seq_q: int, heads: int,
     ys = heads // config.fused_group
     if ys > MAX_GRID_YZ or batch > MAX_GRID_YZ:
         raise LaunchError(f"attention: heads / fused group and batch must be <= {MAX_GRID_YZ}, got {ys}, {batch}")
-    if config.is_depth512:
-        from fa4_mlir.kernels.attention import depth512
-
-        return depth512.launch_geometry(config, batch, seq_q, heads, seq_k)
-    return -(-seq_q // config.cta_positions), ys, batch
+    tiles = -(-seq_q // config.cta_positions)
+    return (2 * tiles if config.is_depth512 else tiles), ys, batch  # head dim 256/512: a CTA pair per tile
 
 
 def build(config: AttentionConfig) -> KernelSource:

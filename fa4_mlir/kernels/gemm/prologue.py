@@ -9,7 +9,7 @@ columns a CTA of a pair owns. ``tile_origin(t)`` places tile ``t`` of the groupe
 
 from __future__ import annotations
 
-from fa4_mlir.configs.gemm import GemmConfig
+from fa4_mlir.configs.gemm import MMA_K_BYTES, GemmConfig
 from fa4_mlir.kernels.gemm import SM90_PRODUCER_REGISTERS
 
 
@@ -81,3 +81,12 @@ class Gemm:
     @property
     def producer_registers(self) -> int | None:
         return None if self.c.has_tmem else SM90_PRODUCER_REGISTERS
+
+
+def k_steps(c: GemmConfig):
+    """(kk, B operand keywords) of each MMA K step of a K block, shared by tcgen05 and wgmma: a K-major
+    B steps ``MMA_K_BYTES`` along its rows; an MN-major B steps 16 rows of 128-byte blocks, which sit
+    ``tile_k * 128`` bytes apart."""
+    for kk in range(c.tile_k * c.elem.bytes // MMA_K_BYTES):
+        yield kk, (dict(b_offset=kk * MMA_K_BYTES) if c.b_major == "k" else
+                   dict(b_offset=kk * 16 * 128, b_major="mn", b_block_stride=c.tile_k * 128))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from fa4_mlir.configs.gemm import MMA_K_BYTES
 from fa4_mlir.kernels.gemm.epilogue import Epilogue, chunk_offset, swizzled_rows
-from fa4_mlir.kernels.gemm.prologue import Gemm
+from fa4_mlir.kernels.gemm.prologue import Gemm, k_steps
 
 
 def _mmas(g: Gemm, accum, stage, first: bool) -> None:
@@ -22,9 +22,7 @@ def _mmas(g: Gemm, accum, stage, first: bool) -> None:
     dsl, c, smem = g.dsl, g.c, g.smem
     ab_type = "bf16" if c.dtype == "bf16" else "f16"
     a_tile, b_tile = smem.a_tile(stage), smem.b_tile(stage)
-    for kk in range(c.tile_k * c.elem.bytes // MMA_K_BYTES):
-        b_layout = (dict(b_offset=kk * MMA_K_BYTES) if c.b_major == "k" else
-                    dict(b_offset=kk * 16 * 128, b_major="mn", b_block_stride=c.tile_k * 128))
+    for kk, b_layout in k_steps(c):
         dsl.fa4.tcgen05_mma(accum, a_tile, b_tile, g.false if first and kk == 0 else g.true, m=128 * c.cta_group,
                             n=c.tile_n, ab_type=ab_type, cta_group=c.cta_group, a_offset=kk * MMA_K_BYTES, **b_layout)
 

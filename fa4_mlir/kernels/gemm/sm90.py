@@ -14,7 +14,7 @@ from __future__ import annotations
 from fa4_mlir.configs.gemm import MMA_K_BYTES
 from fa4_mlir.kernels.gemm import SM90_CONSUMER_REGISTERS
 from fa4_mlir.kernels.gemm.epilogue import Epilogue, swizzled_rows
-from fa4_mlir.kernels.gemm.prologue import Gemm
+from fa4_mlir.kernels.gemm.prologue import Gemm, k_steps
 
 
 def _wgmmas(g: Gemm, w: int, stage, acc, first: bool):
@@ -23,9 +23,7 @@ def _wgmmas(g: Gemm, w: int, stage, acc, first: bool):
     dsl, c, smem = g.dsl, g.c, g.smem
     ab_type = "bf16" if c.dtype == "bf16" else "f16"
     a_tile, b_tile = smem.a_tile(stage), smem.b_tile(stage)
-    for kk in range(c.tile_k * c.elem.bytes // MMA_K_BYTES):
-        b_layout = (dict(b_offset=kk * MMA_K_BYTES) if c.b_major == "k" else
-                    dict(b_offset=kk * 16 * 128, b_major="mn", b_block_stride=c.tile_k * 128))
+    for kk, b_layout in k_steps(c):
         acc = dsl.fa4.wgmma(a_tile, b_tile, acc, n=c.tile_n, ab_type=ab_type, accumulate=0 if first and kk == 0 else 1,
                             a_offset=w * 64 * 128 + kk * MMA_K_BYTES, **b_layout)  # warpgroup w's 64 rows of 128 B
     dsl.fa4.wgmma_commit()

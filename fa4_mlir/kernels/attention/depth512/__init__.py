@@ -18,31 +18,17 @@ CTAs take tile ``block_idx.x >> 1``, the even CTA leads. 12 warps per CTA:
 ``common.registers``). Q, K, V, O and the LSE are laid out
 as for the FA4 kernel (``fa4_mlir.kernels.attention``), with the same parameters (``abi``) and
 masking (keys past seq_k; causal: top-left diagonal, tiles past the pair's last row skipped).
-This module imports no MLIR (``launch_geometry`` is read by the runtime); ``build`` imports it.
+The grid is ``fa4_mlir.kernels.attention.launch_geometry``'s (two CTAs per tile). This module
+imports no MLIR; ``build`` imports it.
 """
 
 from __future__ import annotations
 
 from fa4_mlir.configs.attention import AttentionConfig
-from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.source import KernelSource, TensorMapSpec
 
 NAME = "attention"
 NUM_WARPS = 12
-MAX_GRID_YZ = 65535
-
-
-def launch_geometry(config: AttentionConfig, batch: int, seq_q: int, heads: int, seq_k: int) -> tuple[int, int, int]:
-    """The grid: (2 CTAs per query tile, heads or K/V heads when GQA shares a tile, batch)."""
-    if min(batch, seq_q, heads, seq_k) < 1:
-        raise LaunchError(f"attention: batch, seq_q, heads and seq_k must be >= 1, got "
-                          f"{batch}, {seq_q}, {heads}, {seq_k}")
-    if heads % config.group:
-        raise LaunchError(f"attention: heads ({heads}) must be a multiple of group ({config.group})")
-    ys = heads // config.fused_group
-    if ys > MAX_GRID_YZ or batch > MAX_GRID_YZ:
-        raise LaunchError(f"attention: heads / fused group and batch must be <= {MAX_GRID_YZ}, got {ys}, {batch}")
-    return 2 * -(-seq_q // config.cta_positions), ys, batch
 
 
 def build(config: AttentionConfig) -> KernelSource:
