@@ -111,6 +111,14 @@ def test_the_ptx_uses_the_pair_instructions(depth):
     assert registers == ([64, 184, 256] if depth == 256 else [])
 
 
+def test_the_pair_kernel_refuses_other_head_dims():
+    from fa4_mlir.kernels.attention import depth512
+
+    with pytest.raises(ValueError, match=r"config must be an sm_100a AttentionConfig with head_dim 256 or 512, got "
+                                         r"AttentionConfig sm_100a bf16 d128"):
+        depth512.build(AttentionConfig(head_dim=128))
+
+
 def test_config_routes_head_dims_256_and_512_to_the_pair_kernel():
     c = AttentionConfig(head_dim=512, group=4)
     assert c.is_depth512 and c.depth512.qk_depth == 512 and c.fused_group == 4

@@ -156,3 +156,12 @@ def test_bad_kernel_definitions_are_clear_errors():
     with pytest.raises(RuntimeError, match="kernel 'k' has a body already"):
         with k.body():
             pass
+
+
+def test_a_kernel_source_has_exactly_one_body():
+    from fa4_mlir.kernels.source import KernelSource
+
+    with pytest.raises(ValueError, match="kernel source 'k' must have exactly one of mlir text and a built module"):
+        KernelSource("k", "sm_100a", (), "(1, 1, 1)")
+    with pytest.raises(ValueError, match="kernel source 'k' must have exactly one of mlir text and a built module"):
+        KernelSource("k", "sm_100a", (), "(1, 1, 1)", mlir="module {}", module=object())

@@ -97,6 +97,12 @@ def test_gemm_structs_declare_the_layout(kwargs):
     if not config.has_tmem:
         with pytest.raises(KeyError, match="GemmMBars pipeline must be one of ab, epi, order, got 'acc'"):
             mbars.accum_pipeline()
+        with pytest.raises(KeyError, match="the TMEM accumulator must exist on the target, got sm_90a"):
+            smem.accum_tmem()
+    with pytest.raises(KeyError, match=r"GemmSMem region must be one of a, b, c, .*got 'q'"):
+        smem._region("q")
+    with pytest.raises(KeyError, match=r"GemmMBars array must be one of ab_producer, .*got 'kv_producer'"):
+        mbars.barriers("kv_producer")
 
 
 def test_epi_load_pipeline_sides_keep_to_their_methods():

@@ -115,10 +115,10 @@ class GemmMBars:
         self.config = config
         self._arrays, stages = {}, {}
         for b in gemm_barriers(config):
-            if len(set(b.counts)) != 1:
-                raise ValueError(f"barrier array '{b.name}' must have one arrival count, got {b.counts}")
+            uniform = len(set(b.counts)) == 1  # as core.layout_ir.declare_layout writes an array's counts
             self._arrays[b.name] = _named(fa4.mbarrier_alloc(
-                sym_name=b.name, num_barriers=len(b.counts), arrive_count=b.counts[0], arrival=b.arrival,
+                sym_name=b.name, num_barriers=len(b.counts), arrive_count=b.counts[0] if uniform else None,
+                arrive_counts=None if uniform else list(b.counts), arrival=b.arrival,
                 cta_group=b.cta_group if b.cta_group != 1 else None, loc=here()), b.name)
             stages[b.name] = len(b.counts)
         self._pipelines = {}
