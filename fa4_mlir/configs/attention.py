@@ -19,6 +19,7 @@ from fa4_mlir.errors import ConfigError
 from fa4_mlir.target import Target
 
 HEAD_DIMS = {"sm_100a": (64, 96, 128), "sm_90a": (64, 128, 256, 512)}  # FA4 (sm_100a) and sm_90a kernels
+FP8_HEAD_DIMS = {"sm_100a": (64, 128), "sm_90a": (64, 128, 256)}  # fp8_e4m3 Q, K, V (bf16 O)
 DEPTH512_HEAD_DIMS = (256, 512)  # sm_100a: the depth-256/512 pair-CTA kernel (``.depth512``)
 MAX_GROUP = 128  # a fused GQA tile holds 128 / group positions of group heads
 EXP2_BATCH = 32  # softmax columns per exp2 batch; exp2_emulation counts per batch
@@ -88,9 +89,10 @@ class AttentionConfig(Checked):
     group: int = 1
     exp2_emulation: int = 0
     block_n: int = 0  # sm_90a: keys per K/V tile (0: SM90_KV_TILE of the head dim)
+    token_scales: bool = False  # fp8: per-token Q and K dequantization scales (else tensor-wise)
 
     def __post_init__(self):
-        lookup_dtype(self.dtype, field="AttentionConfig.dtype", allowed=("bf16", "fp16"))
+        lookup_dtype(self.dtype, field="AttentionConfig.dtype", allowed=("bf16", "fp16", "fp8_e4m3"))
         Target.parse(self.target)
         dims = HEAD_DIMS[self.target] + (() if self.target == "sm_90a" else DEPTH512_HEAD_DIMS)
         hopper = self.target == "sm_90a"
@@ -113,10 +115,24 @@ class AttentionConfig(Checked):
              else self.block_n == 0,
              f"0 (the head dim's default) or a multiple of 16 in [{min_bn}, 256] on sm_90a" if hopper
              else "0 on sm_100a (the reference layout picks BN)"),
+            ("token_scales", isinstance(self.token_scales, bool) and (self.is_fp8 or not self.token_scales),
+             "False unless dtype is fp8_e4m3 (per-token scales dequantize fp8 Q and K)"),
+            ("head_dim", not self.is_fp8 or self.head_dim in FP8_HEAD_DIMS[self.target],
+             f"one of {', '.join(map(str, FP8_HEAD_DIMS[self.target]))} for fp8_e4m3 on {self.target}"),
         )
         for name, ok, expected in rules:
             if not ok:
                 raise ConfigError(f"AttentionConfig.{name} must be {expected}, got {getattr(self, name)!r}")
+
+    @property
+    def is_fp8(self) -> bool:
+        """fp8 e4m3 Q, K and V with dequantization scales; the output is bf16."""
+        return self.dtype == "fp8_e4m3"
+
+    @property
+    def out_dtype(self) -> str:
+        """The output's element type: bf16 for fp8 inputs, else the input's."""
+        return "bf16" if self.is_fp8 else self.dtype
 
     @property
     def is_depth512(self) -> bool:
@@ -140,7 +156,8 @@ class AttentionConfig(Checked):
         if self.is_depth512:
             raise ConfigError(f"AttentionConfig.fa4 is the FA4 layout; head_dim must be one of "
                               f"{', '.join(map(str, HEAD_DIMS['sm_100a']))}, got {self.head_dim} (use .depth512)")
-        return FA4Config(dtype=self.dtype, qk_depth=self.head_dim, num_q=self.num_q, group=self.group)
+        return FA4Config(dtype=self.dtype, qk_depth=self.head_dim, num_q=self.num_q, group=self.group,
+                         scale_dtype="fp32" if self.token_scales else None)
 
     @property
     def hopper(self) -> HopperTile:
@@ -185,4 +202,4 @@ class AttentionConfig(Checked):
 
     def describe(self) -> str:
         return (f"AttentionConfig {self.target} {self.dtype} d{self.head_dim} {self.num_q}Q"
-                + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else ""))
+                + (" token-scales" if self.token_scales else "") + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else ""))

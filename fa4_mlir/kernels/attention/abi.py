@@ -5,11 +5,22 @@ from __future__ import annotations
 
 from fa4_mlir.kernels.source import Param, TensorMapSpec
 
-CONFIG_FIELDS = ("dtype", "head_dim", "causal", "num_q", "group", "exp2_emulation")
+CONFIG_FIELDS = ("dtype", "head_dim", "causal", "num_q", "group", "exp2_emulation", "token_scales")
 
 
-def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec) -> tuple[Param, ...]:
-    """The kernel's parameters, in the order of its signature, with the target's TMA boxes."""
+def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
+           scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False) -> tuple[Param, ...]:
+    """The kernel's parameters, in the order of its signature, with the target's TMA boxes. fp8
+    kernels add ``v_scale`` (tensor-wise Q and K scales are folded into ``scale_log2e`` by the host);
+    with per-token scales (``scale_boxes``: the q_scale and k_scale boxes) also the two scale maps."""
+    fp8_params = (Param("v_scale", "f32", "V's dequantization scale (tensor-wise): O is multiplied by it"),) \
+        if fp8 or scale_boxes else ()
+    token_params = () if scale_boxes is None else (
+        Param("q_scale", "tensormap", "per-token Q scales [B, H, Sq'] fp32 as dims (Sq', H, B), Sq' = Sq "
+              "rounded up to 4", scale_boxes[0]),
+        Param("k_scale", "tensormap", "per-token K scales [B, H / group, Sk'] fp32 as dims (Sk', H / group, B), "
+              "Sk' = Sk rounded up to 4", scale_boxes[1]),
+    )
     return (
         Param("q", "tensormap", "Q[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
         Param("k", "tensormap", "K[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
@@ -21,13 +32,14 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec) ->
         Param("num_heads", "i32", "query heads H"),
         Param("scale_log2e", "f32", "softmax scale * log2(e)"),
         Param("write_lse", "i32", "1: write the LSE"),
-    )
+    ) + fp8_params + token_params
 
 
-def declare(kernel, q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec) -> None:
+def declare(kernel, q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
+            scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False) -> None:
     """Declare the parameters on a ``fa4_mlir.dsl.Kernel`` (the same names, kinds, docs and boxes as
     ``params``): the kernel function's signature and the manifest's ABI come from this one list."""
-    for p in params(q_box, kv_box, o_box):
+    for p in params(q_box, kv_box, o_box, scale_boxes, fp8):
         if p.kind == "tensormap":
             kernel.tensormap(p.name, p.tensor_map.dtype, p.tensor_map.box, p.tensor_map.swizzle, doc=p.doc)
         else:
