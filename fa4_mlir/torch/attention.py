@@ -9,6 +9,12 @@ query i when j > i (the top-left diagonal, as torch SDPA's ``is_causal``); the d
 sequence lengths; each tensor with a unit innermost stride and other strides multiples of 16 bytes
 (a slice of a packed QKV tensor works). The output is a new contiguous tensor; no autograd. On CPU
 tensors it runs the kernel in the PTX emulator when asked (``fa4_mlir.torch.emulated``).
+
+fp8 (``torch.float8_e4m3fn`` q, k, v; head dims ``FP8_HEAD_DIMS``) computes attention of the
+dequantized inputs ``q * q_scale``, ``k * k_scale``, ``v * v_scale`` and returns bf16. ``q_scale`` and
+``k_scale`` are tensor-wise (python floats, or None for 1: folded into the softmax scale) or
+per-token fp32 tensors broadcastable to (B, H, Sq) and (B, Hk, Sk) (both tensors: the kernel
+multiplies each score by its row's q scale and its key's k scale); ``v_scale`` is a float.
 """
 
 from __future__ import annotations
@@ -18,26 +24,27 @@ import math
 import torch
 
 from fa4_mlir import knobs, runtime
-from fa4_mlir.configs.attention import DEPTH512_HEAD_DIMS, HEAD_DIMS, AttentionConfig
+from fa4_mlir.configs.attention import DEPTH512_HEAD_DIMS, FP8_HEAD_DIMS, HEAD_DIMS, AttentionConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import launch_geometry
 from fa4_mlir.runtime.tensormap import GlobalTensor
 from fa4_mlir.torch.emulated import emulator, host_tensor, placement
-from fa4_mlir.torch.tensors import current_stream, fa4_dtype
+from fa4_mlir.torch.tensors import ATTENTION_DTYPES, current_stream, fa4_dtype
 
 _lib = torch.library.Library("fa4", "FRAGMENT")
 _lib.define("flash_attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? softmax_scale=None, "
-            "bool return_lse=False) -> (Tensor, Tensor)")
+            "bool return_lse=False, Tensor? q_scale=None, Tensor? k_scale=None, float? v_scale=None) "
+            "-> (Tensor, Tensor)")
 _kernels: dict[tuple, tuple[AttentionConfig, runtime.Kernel]] = {}
 _TMA_ALIGN = 16
 
 
-def _kernel(device: int, dtype: str, head_dim: int, causal: bool, group: int):
-    key = (device, dtype, head_dim, causal, group, knobs.debug_timeout_ms())
+def _kernel(device: int, dtype: str, head_dim: int, causal: bool, group: int, token_scales: bool = False):
+    key = (device, dtype, head_dim, causal, group, token_scales, knobs.debug_timeout_ms())
     found = _kernels.get(key)
     if found is None:
         config = AttentionConfig(target=runtime.device_target(device), dtype=dtype, head_dim=head_dim,
-                                 causal=causal, group=group)
+                                 causal=causal, group=group, token_scales=token_scales)
         found = _kernels[key] = (config, runtime.load("attention", config, device=device, debug=key[-1] or False))
     return found
 
@@ -94,27 +101,71 @@ def _as_map(t: torch.Tensor, dtype: str) -> GlobalTensor:
     return GlobalTensor(t.data_ptr(), dtype, tuple(t.shape), _map_strides(t), t.device.index)
 
 
-def _check_head_dim(target: str, d: int, where: str) -> None:
-    dims = HEAD_DIMS[target] + (DEPTH512_HEAD_DIMS if target == "sm_100a" else ())  # 256/512: the pair kernel
+def _check_head_dim(target: str, d: int, where: str, dtype: str) -> None:
+    if dtype == "fp8_e4m3":
+        dims, where = FP8_HEAD_DIMS[target], f"{where} for fp8"
+    else:
+        dims = HEAD_DIMS[target] + (DEPTH512_HEAD_DIMS if target == "sm_100a" else ())  # 256/512: the pair kernel
     if d not in dims:
         raise LaunchError(f"flash_attention: head_dim must be one of {', '.join(map(str, dims))} on {where}, got {d}")
 
 
+def _token_scale(t, name: str, shape: tuple[int, int, int]) -> torch.Tensor:
+    """A per-token scale as the kernel reads it: fp32 (B, heads, S') with S' = S rounded up to 4
+    (16-byte TMA rows), broadcast from ``t``; the padding is 1."""
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+        raise LaunchError(f"flash_attention: {name} must be a float, None or a floating-point tensor, got "
+                          f"{type(t).__name__ if not isinstance(t, torch.Tensor) else t.dtype}")
+    try:
+        full = t.to(torch.float32).expand(shape)
+    except RuntimeError:
+        raise LaunchError(f"flash_attention: {name} must broadcast to (batch, heads, seqlen) = {shape}, got shape "
+                          f"{tuple(t.shape)}") from None
+    out = full.new_ones((*shape[:2], -(-shape[2] // 4) * 4))
+    out[..., :shape[2]] = full
+    return out
+
+
+def _scales(dtype: str, q_scale, k_scale, v_scale, shapes) -> tuple[float, torch.Tensor | None,
+                                                                     torch.Tensor | None]:
+    """(v scale, per-token q scale, per-token k scale) after the rules: scales only with fp8; a missing
+    per-token scale (the other one given) is 1."""
+    given = [(n, x) for n, x in (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale)) if x is not None]
+    if dtype != "fp8_e4m3":
+        if given:
+            raise LaunchError(f"flash_attention: {given[0][0]} must be None for {dtype} inputs (scales "
+                              f"dequantize fp8 inputs), got {given[0][1]!r}")
+        return 1.0, None, None
+    v = 1.0 if v_scale is None else float(v_scale)
+    if not math.isfinite(v) or v <= 0:
+        raise LaunchError(f"flash_attention: v_scale must be finite and > 0, got {v_scale}")
+    if q_scale is None and k_scale is None:
+        return v, None, None
+    one = torch.ones((), dtype=torch.float32, device=(q_scale if k_scale is None else k_scale).device)
+    return (v, _token_scale(one if q_scale is None else q_scale, "q_scale", shapes[0]),
+            _token_scale(one if k_scale is None else k_scale, "k_scale", shapes[1]))
+
+
 def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-                       softmax_scale: float | None = None, return_lse: bool = False):
-    where = placement("flash_attention", {"q": q, "k": k, "v": v})
-    dtype = fa4_dtype(q, "flash_attention: q")
+                       softmax_scale: float | None = None, return_lse: bool = False,
+                       q_scale: torch.Tensor | None = None, k_scale: torch.Tensor | None = None,
+                       v_scale: float | None = None):
+    where = placement("flash_attention", {"q": q, "k": k, "v": v, **{
+        n: t for n, t in (("q_scale", q_scale), ("k_scale", k_scale)) if isinstance(t, torch.Tensor)}})
+    dtype = fa4_dtype(q, "flash_attention: q", ATTENTION_DTYPES)
     b, sq, sk, h, hk, d = _shapes(q, k, v)
     if isinstance(where, emulator):
         target = where.target
-        _check_head_dim(target, d, f"{target} in the emulator")
+        _check_head_dim(target, d, f"{target} in the emulator", dtype)
     else:
         target = runtime.device_target(where)
-        _check_head_dim(target, d, "this GPU")
+        _check_head_dim(target, d, "this GPU", dtype)
+    v_factor, q_tokens, k_tokens = _scales(dtype, q_scale, k_scale, v_scale, ((b, h, sq), (b, hk, sk)))
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
     if not math.isfinite(scale) or scale <= 0:
         raise LaunchError(f"flash_attention: softmax_scale must be finite and > 0, got {softmax_scale}")
-    out = torch.empty((b, sq, h, d), dtype=q.dtype, device=q.device)
+    out_dtype = torch.bfloat16 if dtype == "fp8_e4m3" else q.dtype
+    out = torch.empty((b, sq, h, d), dtype=out_dtype, device=q.device)
     lse = torch.empty((b, h, sq) if return_lse else (0,), dtype=torch.float32, device=q.device)
     if b == 0 or sq == 0 or h == 0:
         return out, lse
@@ -124,28 +175,57 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
         return out, lse
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_layout(name, t)
+    tokens = q_tokens is not None
+    scales = Fp8Scales(v_factor, q_tokens, k_tokens) if dtype == "fp8_e4m3" else None
     if isinstance(where, emulator):
-        config = AttentionConfig(target=target, dtype=dtype, head_dim=d, causal=bool(causal), group=h // hk)
+        config = AttentionConfig(target=target, dtype=dtype, head_dim=d, causal=bool(causal), group=h // hk,
+                                 token_scales=tokens)
         launch(config, where.load("attention", config), q, k, v, out, lse if return_lse else None, scale,
-               emulated=where)
+               emulated=where, scales=scales)
         return out, lse
-    config, kernel = _kernel(where, dtype, d, bool(causal), h // hk)
-    launch(config, kernel, q, k, v, out, lse if return_lse else None, scale)
+    config, kernel = _kernel(where, dtype, d, bool(causal), h // hk, tokens)
+    launch(config, kernel, q, k, v, out, lse if return_lse else None, scale, scales=scales)
     return out, lse
 
 
+class Fp8Scales:
+    """What an fp8 launch passes besides the tensors: V's tensor-wise scale and, with per-token scales,
+    the padded fp32 (B, heads, S') scale tensors (``_token_scale``)."""
+
+    def __init__(self, v_scale: float, q_tokens: torch.Tensor | None = None, k_tokens: torch.Tensor | None = None):
+        self.v_scale, self.q_tokens, self.k_tokens = v_scale, q_tokens, k_tokens
+
+
+def _v_map(config: AttentionConfig, v: torch.Tensor, dtype: str) -> GlobalTensor:
+    """V as the kernel's ``v`` operand."""
+    return _as_map(v, dtype)
+
+
+def _scale_map(t: torch.Tensor) -> GlobalTensor:
+    if t.device.type == "cpu":
+        return host_tensor(t, "fp32")
+    return GlobalTensor(t.data_ptr(), "fp32", tuple(t.shape), tuple(t.stride()), t.device.index)
+
+
 def launch(config: AttentionConfig, kernel: runtime.Kernel, q, k, v, out, lse, scale: float,
-           emulated: emulator | None = None) -> None:
+           emulated: emulator | None = None, scales: Fp8Scales | None = None) -> None:
     """Run ``kernel`` (built for ``config``) on checked (B, S, H, D) tensors into ``out`` (and ``lse``
     unless None) on the current stream, or in ``emulated`` (kernel loaded there, CPU tensors);
-    benchmarks use it to time other tile choices."""
+    benchmarks use it to time other tile choices. fp8 kernels take ``scales``."""
     b, sq, h, _ = q.shape
     sk = k.shape[1]
-    dtype = fa4_dtype(q, "flash_attention: q")
+    dtype = fa4_dtype(q, "flash_attention: q", ATTENTION_DTYPES)
+    if config.is_fp8 != (scales is not None) or config.token_scales != bool(scales and scales.q_tokens is not None):
+        raise LaunchError(f"flash_attention: scales must be given exactly for fp8 kernels (per-token ones for "
+                          f"token_scales), got {scales!r} for {config.describe()}")
     grid = launch_geometry(config, b, sq, h, sk)
-    args = {"q": _as_map(q, dtype), "k": _as_map(k, dtype), "v": _as_map(v, dtype), "o": _as_map(out, dtype),
-            "seq_q": sq, "seq_k": sk, "num_heads": h, "scale_log2e": scale * math.log2(math.e),
-            "write_lse": int(lse is not None)}
+    args = {"q": _as_map(q, dtype), "k": _as_map(k, dtype), "v": _v_map(config, v, dtype),
+            "o": _as_map(out, config.out_dtype), "seq_q": sq, "seq_k": sk, "num_heads": h,
+            "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None)}
+    if scales is not None:
+        args["v_scale"] = scales.v_scale
+        if scales.q_tokens is not None:
+            args["q_scale"], args["k_scale"] = _scale_map(scales.q_tokens), _scale_map(scales.k_tokens)
     if emulated is not None:
         emulated.run(kernel, grid, {**args, "lse": None if lse is None else lse.detach().numpy()})
         return
@@ -153,10 +233,13 @@ def launch(config: AttentionConfig, kernel: runtime.Kernel, q, k, v, out, lse, s
                   stream=current_stream(q.device.index))
 
 
-def _flash_attention_fake(q, k, v, causal=False, softmax_scale=None, return_lse=False):
-    fa4_dtype(q, "flash_attention: q")
+def _flash_attention_fake(q, k, v, causal=False, softmax_scale=None, return_lse=False, q_scale=None, k_scale=None,
+                          v_scale=None):
+    dtype = fa4_dtype(q, "flash_attention: q", ATTENTION_DTYPES)
     b, sq, _, h, _, d = _shapes(q, k, v)
-    return q.new_empty((b, sq, h, d)), q.new_empty((b, h, sq) if return_lse else (0,), dtype=torch.float32)
+    out_dtype = torch.bfloat16 if dtype == "fp8_e4m3" else q.dtype
+    return (q.new_empty((b, sq, h, d), dtype=out_dtype),
+            q.new_empty((b, h, sq) if return_lse else (0,), dtype=torch.float32))
 
 
 _lib.impl("flash_attention", flash_attention_op, "CompositeExplicitAutograd")
@@ -164,7 +247,23 @@ torch.library.register_fake("fa4::flash_attention", _flash_attention_fake, lib=_
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-                    softmax_scale: float | None = None, return_lse: bool = False):
-    """``softmax(softmax_scale * q k') v`` (see the module docstring); ``(out, lse)`` with ``return_lse``."""
-    out, lse = torch.ops.fa4.flash_attention(q, k, v, causal, softmax_scale, return_lse)
+                    softmax_scale: float | None = None, return_lse: bool = False, q_scale=None, k_scale=None,
+                    v_scale: float | None = None):
+    """``softmax(softmax_scale * q k') v`` (see the module docstring); ``(out, lse)`` with ``return_lse``.
+    fp8 inputs take tensor-wise (float) or per-token (tensor) ``q_scale``/``k_scale`` and a float ``v_scale``."""
+    tensor_wise = [x for x in (q_scale, k_scale) if x is not None and not isinstance(x, torch.Tensor)]
+    if tensor_wise and q.dtype != torch.float8_e4m3fn:
+        _scales(fa4_dtype(q, "flash_attention: q", ATTENTION_DTYPES), q_scale, k_scale, v_scale, None)
+    if tensor_wise:  # floats: fold them into the softmax scale when no per-token scale is given
+        factor = math.prod(float(x) for x in tensor_wise)
+        if not math.isfinite(factor) or factor <= 0:
+            raise LaunchError(f"flash_attention: q_scale and k_scale must be finite and > 0, got {q_scale} and "
+                              f"{k_scale}")
+        if any(isinstance(x, torch.Tensor) for x in (q_scale, k_scale)):  # with a per-token one: broadcast
+            q_scale, k_scale = (torch.tensor(float(x), device=q.device) if x is not None and not isinstance(x, torch.Tensor) else x
+                                for x in (q_scale, k_scale))
+        else:
+            softmax_scale = (1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else softmax_scale) * factor
+            q_scale = k_scale = None
+    out, lse = torch.ops.fa4.flash_attention(q, k, v, causal, softmax_scale, return_lse, q_scale, k_scale, v_scale)
     return (out, lse) if return_lse else out

@@ -106,10 +106,12 @@ def placement(op: str, tensors: dict[str, torch.Tensor]) -> int | emulator:
 
 def host_array(t: torch.Tensor) -> np.ndarray:
     """A NumPy view of a CPU tensor's memory (its shape and strides); 16-bit floats as uint16 bits,
-    the form the emulator's ``GlobalTensor.host`` takes."""
+    fp8 as uint8 bytes: the form the emulator's ``GlobalTensor.host`` takes."""
     t = t.detach()
     if t.dtype in (torch.bfloat16, torch.float16):
         return t.view(torch.int16).numpy().view(np.uint16)
+    if t.dtype == torch.float8_e4m3fn:  # NumPy has no fp8: the bytes
+        return t.view(torch.uint8).numpy()
     return t.numpy()
 
 

@@ -8,6 +8,7 @@ from fa4_mlir.errors import LaunchError
 from fa4_mlir.runtime.tensormap import GlobalTensor
 
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+ATTENTION_DTYPES = {**DTYPES, torch.float8_e4m3fn: "fp8_e4m3"}  # fp8 Q, K, V: dequantized by scales
 
 
 def fa4_dtype(t: torch.Tensor, what: str, allowed=DTYPES) -> str:
