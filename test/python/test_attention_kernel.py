@@ -81,7 +81,7 @@ def test_launch_geometry_errors(args, message):
     (dict(head_dim=80), r"AttentionConfig.head_dim must be one of 64, 96, 128, 256, 512 on sm_100a, got 80"),
     (dict(num_q=3), r"AttentionConfig.num_q must be 1 \(BM 128\) or 2 \(BM 256\), got 3"),
     (dict(group=0), r"AttentionConfig.group must be in \[1, 128\]"),
-    (dict(dtype="fp8_e4m3"), r"AttentionConfig.dtype must be one of bf16, fp16, got 'fp8_e4m3'"),
+    (dict(dtype="fp32"), r"AttentionConfig.dtype must be one of bf16, fp16, fp8_e4m3, got 'fp32'"),
     (dict(exp2_emulation=3), r"AttentionConfig.exp2_emulation must be even and in \[0, 32\]"),
     (dict(block_n=128), r"AttentionConfig.block_n must be 0 on sm_100a \(the reference layout picks BN\), got 128"),
     (dict(causal=1), r"AttentionConfig.causal must be True or False, got 1"),
