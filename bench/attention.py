@@ -12,6 +12,12 @@ S^2 * D (halved when causal) / time, and the ratios fa4 / cuDNN, fa4 / flash (an
 fa4 / math) from the same run. Each case is checked against SDPA first.
 ``--block-n`` also times the sm_90a kernel with those keys per K/V tile (``AttentionConfig.block_n``;
 their artifacts come from ``test/gpu/build_artifacts.py --bench``).
+
+``--dtype fp8`` times our kernel in fp8 e4m3 against the same kernel in bf16 on the same inputs (quantized
+with one scale per tensor: amax / 448), the fp8 op as a user calls it (V^T made by the op included), the
+V^T copy alone, with ``--token-scales`` also the per-token scale kernel (a scale per row of Q and K), and
+torch SDPA on float8 inputs under the cuDNN backend when this torch takes it (else the error is printed).
+fp8 TFLOP/s count the same FLOPs as bf16.
 """
 
 from __future__ import annotations
@@ -94,6 +100,98 @@ def measure(d: int, s: int, causal: bool, repeats: int, block_ns=()) -> dict:
             "tflops": {n: flops / (t * 1e-3) / 1e12 for n, t in ms.items()}, "rel_err": errors}
 
 
+def _quantize(t: torch.Tensor, dim=None):
+    """``t`` as e4m3 with its scale (amax / 448: one for the tensor, or per token over ``dim``)."""
+    amax = t.abs().amax() if dim is None else t.abs().amax(dim=dim)
+    scale = (amax.float() / 448).clamp(min=1e-12)
+    div = scale if dim is None else scale.unsqueeze(-1)
+    return (t.float() / div).to(torch.float8_e4m3fn), scale
+
+
+def fp8_variant(d: int, causal: bool, block_n: int, softmax_scale: float, v_scale: float):
+    """fn(q8, k8, v8) running the fp8 kernel (tensor-wise scales) with ``block_n`` keys per tile, V^T made per
+    call as the op does; None where that tile is not a config of this head dim."""
+    from fa4_mlir.errors import ArtifactError, ConfigError
+    from fa4_mlir.torch.attention import Fp8Scales
+
+    try:
+        config = AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=causal, block_n=block_n)
+        config.validate()
+        kernel = runtime.load("attention", config)
+    except (ConfigError, ArtifactError):  # not a tile of this head dim, or not built (build_artifacts --bench)
+        return None
+
+    def run(q, k, v):
+        out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
+        launch(config, kernel, q, k, v, out, None, softmax_scale, scales=Fp8Scales(v_scale))
+        return out
+    return run
+
+
+def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, block_ns=()) -> dict:
+    """fp8 against bf16, our kernel both times (see the module docstring)."""
+    from fa4_mlir.torch.attention import v_transposed
+
+    b, h = TOKENS // s, WIDTH // d
+    q, k, v = (torch.randn(b, s, h, d, device="cuda").bfloat16() for _ in range(3))
+    (q8, qs), (k8, ks), (v8, vs) = (_quantize(t) for t in (q, k, v))
+    qs, ks, vs = float(qs), float(ks), float(vs)
+    ref = flash_attention(q, k, v, causal=causal)
+    cases = {"bf16": lambda: flash_attention(q, k, v, causal=causal),
+             "fp8": lambda: flash_attention(q8, k8, v8, causal=causal, q_scale=qs, k_scale=ks, v_scale=vs),
+             "v_transpose": lambda: v_transposed(v8)}
+    outs = {"fp8": cases["fp8"]()}
+    if token_scales:  # per-token scales: amax over D of each (batch, position, head), as (B, H, S)
+        (qt8, qts), (kt8, kts) = _quantize(q, dim=-1), _quantize(k, dim=-1)
+        qts, kts = qts.permute(0, 2, 1).contiguous(), kts.permute(0, 2, 1).contiguous()
+        cases["fp8_tokens"] = lambda: flash_attention(qt8, kt8, v8, causal=causal, q_scale=qts, k_scale=kts,
+                                                      v_scale=vs)
+        outs["fp8_tokens"] = cases["fp8_tokens"]()
+    for bn in block_ns:  # fp8 tiles other than the head dim's default
+        fn = fp8_variant(d, causal, bn, qs * ks / d ** 0.5, vs)
+        if fn is not None:
+            cases[f"fp8_bn{bn}"] = (lambda fn=fn: fn(q8, k8, v8))
+            outs[f"fp8_bn{bn}"] = fn(q8, k8, v8)
+    errors = {n: float((o.float() - ref.float()).norm() / ref.float().norm()) for n, o in outs.items()}
+    try:  # cuDNN fp8 SDPA, if this torch has one: fp8 (B, H, S, D) inputs
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            args = [t.transpose(1, 2) for t in (q8, k8, v8)]
+            theirs = torch.nn.functional.scaled_dot_product_attention(*args, is_causal=causal, scale=qs * ks / d ** 0.5)
+        errors["cudnn_fp8"] = float((theirs.transpose(1, 2).float() * vs - ref.float()).norm() / ref.float().norm())
+        cases["cudnn_fp8"] = lambda: torch.nn.functional.scaled_dot_product_attention(
+            *args, is_causal=causal, scale=qs * ks / d ** 0.5)
+    except Exception as exc:
+        print(f"  cudnn fp8 SDPA unavailable at D{d} S{s} causal={causal}: {type(exc).__name__}: {exc}"[:300])
+    if any(errors[n] > 0.08 for n in outs) or any(torch.isnan(o).any() for o in outs.values()):
+        print(f"  WARNING: fa4 fp8 flash_attention disagrees with bf16 at D{d} S{s} causal={causal}: {errors}")
+    ms = {}
+    for name, fn in cases.items():
+        if name == "cudnn_fp8":
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                ms[name] = triton.testing.do_bench(fn, warmup=50, rep=repeats, return_mode="median")
+        else:
+            ms[name] = triton.testing.do_bench(fn, warmup=50, rep=repeats, return_mode="median")
+    flops = 4 * b * h * s * s * d / (2 if causal else 1)
+    return {"head_dim": d, "seqlen": s, "batch": b, "heads": h, "causal": causal, "ms": ms,
+            "tflops": {n: flops / (t * 1e-3) / 1e12 for n, t in ms.items() if n != "v_transpose"},
+            "rel_err_vs_bf16": errors}
+
+
+def print_fp8(rows: list[dict], block_ns=()) -> None:
+    names = [n for n in ("bf16", "fp8", "fp8_tokens", "cudnn_fp8", *(f"fp8_bn{b}" for b in block_ns))
+             if any(n in r["tflops"] for r in rows)]
+    print("| D | S | causal | " + " | ".join(f"{n} TFLOP/s" for n in names) + " | fp8 / bf16 | "
+          + ("fp8_tokens / bf16 | " if "fp8_tokens" in names else "") + "V^T ms (in fp8) |")
+    print("|---" * (len(names) + 5 + ("fp8_tokens" in names)) + "|")
+    for r in rows:
+        t = r["tflops"]
+        ratios = [f"{t['fp8'] / t['bf16']:.2f}"] + ([f"{t['fp8_tokens'] / t['bf16']:.2f}"]
+                                                      if "fp8_tokens" in names else [])
+        print(f"| {r['head_dim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | "
+              + " | ".join(f"{t[n]:.0f}" if n in t else "-" for n in names) + " | " + " | ".join(ratios)
+              + f" | {r['ms']['v_transpose']:.3f} of {r['ms']['fp8']:.3f} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--head-dims", "--head-dim", default="64,128,256", help="comma-separated (512: sm_90a)")
@@ -102,9 +200,22 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=200, help="ms of timed runs per case (do_bench rep)")
     parser.add_argument("--json")
     parser.add_argument("--block-n", default="", help="also time these sm_90a keys-per-tile variants")
+    parser.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16",
+                        help="fp8: our fp8 e4m3 kernel against our bf16 one (and cuDNN fp8 SDPA when present)")
+    parser.add_argument("--token-scales", action="store_true", help="fp8: also per-token Q and K scales")
     args = parser.parse_args()
     block_ns = [int(x) for x in args.block_n.split(",") if x]
     masks = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    if args.dtype == "fp8":
+        rows = [measure_fp8(d, s, c, args.repeats, args.token_scales, block_ns) for c in masks
+                for d in map(int, args.head_dims.split(",")) for s in map(int, args.seqlens.split(","))]
+        print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | {datetime.date.today()} | "
+              f"{' '.join(sys.argv)}")
+        print_fp8(rows, block_ns)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1)
+        return 0
     rows = [measure(d, s, c, args.repeats, block_ns) for c in masks for d in map(int, args.head_dims.split(","))
             for s in map(int, args.seqlens.split(","))]
     names = [n for n in ("fa4-mlir", "cudnn", "flash", "fa4_cute", "efficient", "math", *(f"bn{b}" for b in block_ns))

@@ -266,10 +266,19 @@ def hopper_attention_layout(c: AttentionConfig) -> Layout:
     c.validate()
     t = c.hopper
     barriers = hopper_attention_barriers(c)
-    regions = [SmemRegion("q", t.q_bytes, TILE_ALIGN, "128B"),
-               SmemRegion("o", t.q_bytes, TILE_ALIGN, "128B", alias_of="q"),
-               SmemRegion("k", t.stages * t.kv_stage_bytes, TILE_ALIGN, "128B"),
-               SmemRegion("v", t.stages * t.kv_stage_bytes, TILE_ALIGN, "128B")]
+    if t.fp8:  # rows of min(128, D) bytes, V^T blocks of 64 or 128 keys, O (bf16) of its own, scale buffers
+        row, vrow = t.row_bytes, t.v_row_bytes
+        regions = [SmemRegion("q", t.q_bytes, TILE_ALIGN, f"{row}B"),
+                   SmemRegion("o", t.o_bytes, TILE_ALIGN, "128B"),
+                   SmemRegion("k", t.stages * t.kv_stage_bytes, TILE_ALIGN, f"{row}B"),
+                   SmemRegion("v", t.stages * t.kv_stage_bytes, TILE_ALIGN, f"{vrow}B")]
+        if t.token_scales:
+            regions += [SmemRegion("q_scale", t.q_scale_bytes, 128), SmemRegion("k_scale", t.stages * t.k_scale_bytes, 128)]
+    else:
+        regions = [SmemRegion("q", t.q_bytes, TILE_ALIGN, "128B"),
+                   SmemRegion("o", t.q_bytes, TILE_ALIGN, "128B", alias_of="q"),
+                   SmemRegion("k", t.stages * t.kv_stage_bytes, TILE_ALIGN, "128B"),
+                   SmemRegion("v", t.stages * t.kv_stage_bytes, TILE_ALIGN, "128B")]
     config = {"BM": t.bm, "BN": t.bn, "num_kv_stages": t.stages, "consumers": 2, "target": c.target,
               "smem_budget": t.smem_bytes}
     return Layout("attention", config, tuple(regions + _tail(barriers)[:1]), tuple(barriers))

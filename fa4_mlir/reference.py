@@ -133,6 +133,52 @@ def attention_yardstick(q, k, v, causal: bool, scale: float, dtype: str) -> np.n
     return round_to(out.transpose(0, 2, 1, 3), dtype)
 
 
+# -- fp8 e4m3 ---------------------------------------------------------------------------------------------
+
+E4M3_MAX = 448.0
+
+
+def e4m3_values(bits: np.ndarray) -> np.ndarray:
+    """e4m3 (OCP fp8, ``float8_e4m3fn``) bytes -> float64: sign, 4 exponent bits (bias 7), 3 mantissa bits,
+    subnormals at exponent 0 (2^-6 * m / 8), no infinities, NaN = S.1111.111."""
+    b = np.asarray(bits, np.uint8).astype(np.int64)
+    e, m = (b >> 3) & 0xF, b & 7
+    mag = np.where(e == 0, m / 8.0 * 2.0 ** -6, (1 + m / 8.0) * 2.0 ** (e - 7))
+    mag = np.where((e == 15) & (m == 7), np.nan, mag)
+    return np.where(b & 0x80, -mag, mag)
+
+
+def round_e4m3(x: np.ndarray) -> np.ndarray:
+    """float64 ``x`` rounded to e4m3 values, to nearest even and saturated to +-448 (what
+    ``cvt.rn.satfinite.e4m3x2.f32`` does to a float32 that is exactly ``x``)."""
+    x = np.asarray(x, np.float64)
+    mag = np.abs(x)
+    with np.errstate(divide="ignore"):
+        exp = np.floor(np.log2(np.where(mag > 0, mag, 1.0)))
+    quantum = 2.0 ** (np.maximum(exp, -6) - 3)  # 3 mantissa bits; subnormals below 2^-6
+    rounded = np.minimum(np.round(mag / quantum) * quantum, E4M3_MAX)  # np.round: half to even
+    return np.copysign(rounded, x)
+
+
+def dequantize(x_bits: np.ndarray, scale) -> np.ndarray:
+    """e4m3 bytes (B, S, H, D) times their scale: a float, or per token (B, H, S)."""
+    values = e4m3_values(x_bits)
+    if np.ndim(scale) == 0:
+        return values * float(np.float32(scale))
+    return values * np.asarray(scale, np.float64).transpose(0, 2, 1)[..., None]
+
+
+def attention_fp8_yardstick(q, k, v, causal: bool, scale: float, p_bias: float) -> np.ndarray:
+    """fp8 attention at the kernel's precision (bf16 bits) from the dequantized float64 q, k, v: P =
+    exp(S - max) * 2^p_bias rounded to e4m3 before P @ V (the kernel's exp2 bias keeps P out of e4m3's
+    subnormals), the row sums from the unrounded P, the output rounded to bf16 once."""
+    _, p, l = _softmax_parts(q, k, causal, scale)
+    bias = 2.0 ** p_bias
+    p_low = round_e4m3(p * bias)
+    out = (p_low @ _heads_first(v, q.shape[2])) / (l * bias)
+    return round_to(out.transpose(0, 2, 1, 3), "bf16")
+
+
 # -- comparison -------------------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)

@@ -29,6 +29,9 @@ SM90_SMEM_BYTES = 232448  # the opt-in shared memory of one CTA on sm_90 (227 Ki
 # keys per K/V tile by head dim: the fastest in bench/attention.py --block-n; at 512 the largest that fits
 # (Q 64 KiB + two K and two V stages of 1 KiB a key <= 227 KiB: at most 40 keys)
 SM90_KV_TILE = {64: 192, 128: 128, 256: 80, 512: 32}
+# fp8_e4m3: multiples of 64 (V^T tiles of 64- or 128-key blocks), the fastest at 16k in bench/attention.py
+# --dtype fp8 --block-n (docs/PERF.md); at 256 the most that fits (128 at 128 spills)
+SM90_FP8_KV_TILE = {64: 256, 128: 192, 256: 128}
 SM90_KV_STAGES = 2
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
 
@@ -37,12 +40,45 @@ SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big
 class HopperTile:
     """The sm_90a attention tile: 128 query rows (two consumer warpgroups of 64), ``bn`` keys per
     K/V tile, ``stages`` K and V buffers each, Q resident (and reused for O); bf16/fp16 elements.
-    From head dim 512 (``split_o``) the tile is 64 rows, which both warpgroups share."""
+    From head dim 512 (``split_o``) the tile is 64 rows, which both warpgroups share. fp8 (``elem_bytes``
+    1): Q, K and V^T tiles of 1-byte elements, and O (bf16, twice Q's bytes) in a region of its own;
+    with ``token_scales`` the q scales of the tile and a k-scale buffer per K stage (fp32)."""
 
     head_dim: int
     bn: int
     bm: int = 128
     stages: int = SM90_KV_STAGES
+    elem_bytes: int = 2
+    token_scales: bool = False
+
+    @property
+    def fp8(self) -> bool:
+        return self.elem_bytes == 1
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one swizzled row of a Q/K tile block (the swizzle width): 128, or 64 for fp8 head dim 64."""
+        return min(128, self.head_dim * self.elem_bytes)
+
+    @property
+    def v_row_bytes(self) -> int:
+        """Bytes of one swizzled row of a V tile block; fp8 (V^T, rows of keys): 128 when 128 keys divide
+        ``bn``, else 64."""
+        return 64 if self.fp8 and self.bn % 128 else 128
+
+    @property
+    def o_bytes(self) -> int:
+        """fp8: the bf16 O tile's own region (0: O goes over the dead Q)."""
+        return self.bm * self.head_dim * 2 if self.fp8 else 0
+
+    @property
+    def k_scale_bytes(self) -> int:
+        """Per-token scales: one K stage's fp32 k scales (its ``bn`` keys)."""
+        return self.bn * 4 if self.token_scales else 0
+
+    @property
+    def q_scale_bytes(self) -> int:
+        return self.bm * 4 if self.token_scales else 0
 
     @property
     def split_o(self) -> bool:
@@ -51,16 +87,18 @@ class HopperTile:
 
     @property
     def q_bytes(self) -> int:
-        return self.bm * self.head_dim * 2
+        return self.bm * self.head_dim * self.elem_bytes
 
     @property
     def kv_stage_bytes(self) -> int:
-        return self.bn * self.head_dim * 2
+        return self.bn * self.head_dim * self.elem_bytes
 
     @property
     def smem_bytes(self) -> int:
-        """Q, the K and V rings and the barriers (with the 1024-byte alignment of each tile)."""
-        return self.q_bytes + 2 * self.stages * self.kv_stage_bytes + 1024
+        """Q, the K and V rings and the barriers (with the 1024-byte alignment of each tile); fp8: O and
+        the scale buffers."""
+        scales = self.q_scale_bytes + self.stages * self.k_scale_bytes
+        return self.q_bytes + self.o_bytes + 2 * self.stages * self.kv_stage_bytes + scales + 1024
 
     def supported(self) -> Support:
         if self.smem_bytes > SM90_SMEM_BYTES:
@@ -119,6 +157,8 @@ class AttentionConfig(Checked):
              "False unless dtype is fp8_e4m3 (per-token scales dequantize fp8 Q and K)"),
             ("head_dim", not self.is_fp8 or self.head_dim in FP8_HEAD_DIMS[self.target],
              f"one of {', '.join(map(str, FP8_HEAD_DIMS[self.target]))} for fp8_e4m3 on {self.target}"),
+            ("block_n", not (hopper and self.is_fp8) or self.block_n % 64 == 0,
+             "0 or a multiple of 64 for fp8_e4m3 on sm_90a (V^T tiles are 64- or 128-key swizzle blocks)"),
         )
         for name, ok, expected in rules:
             if not ok:
@@ -165,6 +205,9 @@ class AttentionConfig(Checked):
         if self.target != "sm_90a":
             raise ConfigError(f"AttentionConfig.hopper is the sm_90a tile; target must be sm_90a, got '{self.target}'")
         bm = 64 if self.head_dim >= SM90_SPLIT_O_HEAD_DIM else 128  # split O: one 64-row tile per CTA
+        if self.is_fp8:
+            return HopperTile(self.head_dim, self.block_n or SM90_FP8_KV_TILE[self.head_dim], bm, elem_bytes=1,
+                              token_scales=self.token_scales)
         return HopperTile(self.head_dim, self.block_n or SM90_KV_TILE[self.head_dim], bm)
 
     @property

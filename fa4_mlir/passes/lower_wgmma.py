@@ -93,10 +93,17 @@ def _wgmma_rs(k: KernelLowering, op) -> ir.Value:
     a = [llvm.extractelement(op.a, k.const(i)) for i in range(4)]
     d = ", ".join(f"${i}" for i in range(n))
     regs = ", ".join(f"${2 * n + i}" for i in range(4))
+    # e4m3 (k32) has no imm-trans-b: its B is K-major
+    trans = "" if op.ab_type == "e4m3" else f", {1 if op.b_major == 'mn' else 0}"
     text = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, {op.accumulate}, 0;\n"
-            f"wgmma.mma_async.sync.aligned.m64n{op.n}k16.f32.{op.ab_type}.{op.ab_type} {{{d}}}, {{{regs}}}, "
-            f"${2 * n + 4}, p, 1, 1, {1 if op.b_major == 'mn' else 0};\n}}")
+            f"wgmma.mma_async.sync.aligned.m64n{op.n}k{_k(op)}.f32.{op.ab_type}.{op.ab_type} {{{d}}}, {{{regs}}}, "
+            f"${2 * n + 4}, p, 1, 1{trans};\n}}")
     return _tied_asm(op.acc, text, a + [b], "r,r,r,r,l")
+
+
+def _k(op) -> int:
+    """The instruction's K: 32 bytes of a row (k16 for 16-bit types, k32 for e4m3)."""
+    return 32 if op.ab_type == "e4m3" else 16
 
 
 def _wgmma(k: KernelLowering, op) -> ir.Value:
@@ -108,7 +115,7 @@ def _wgmma(k: KernelLowering, op) -> ir.Value:
     b = k.matrix_descriptor(op.b, op.b_offset, op, lambda swizzle: wgmma_descriptor_bits(swizzle, op.b_block_stride))
     attr = ir.Attribute.parse
     return nvvm.WgmmaMmaAsyncOp(
-        op.acc.type, op.acc, a, b, attr(f"#nvvm.shape<m = 64, n = {op.n}, k = 16>"),
+        op.acc.type, op.acc, a, b, attr(f"#nvvm.shape<m = 64, n = {op.n}, k = {_k(op)}>"),
         attr(f"#nvvm.wgmma_type<{op.ab_type}>"), attr(f"#nvvm.wgmma_type<{op.ab_type}>"),
         attr("#nvvm.wgmma_type<f32>"), attr(f"#nvvm.wgmma_scale_out<{'one' if op.accumulate else 'zero'}>"),
         attr("#nvvm.wgmma_scale_in<one>"), attr("#nvvm.wgmma_scale_in<one>"),

@@ -14,7 +14,9 @@ fp8 (``torch.float8_e4m3fn`` q, k, v; head dims ``FP8_HEAD_DIMS``) computes atte
 dequantized inputs ``q * q_scale``, ``k * k_scale``, ``v * v_scale`` and returns bf16. ``q_scale`` and
 ``k_scale`` are tensor-wise (python floats, or None for 1: folded into the softmax scale) or
 per-token fp32 tensors broadcastable to (B, H, Sq) and (B, Hk, Sk) (both tensors: the kernel
-multiplies each score by its row's q scale and its key's k scale); ``v_scale`` is a float.
+multiplies each score by its row's q scale and its key's k scale); ``v_scale`` is a float. On sm_90 the
+op hands the kernel V transposed (``v_transposed``: one copy of V per call, on the current stream), since
+fp8 wgmma reads its B operand K-major only.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from fa4_mlir.kernels.attention import launch_geometry
 from fa4_mlir.runtime.tensormap import GlobalTensor
 from fa4_mlir.torch.emulated import emulator, host_tensor, placement
 from fa4_mlir.torch.tensors import ATTENTION_DTYPES, current_stream, fa4_dtype
+from fa4_mlir.torch.v_transpose import v_transposed
 
 _lib = torch.library.Library("fa4", "FRAGMENT")
 _lib.define("flash_attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? softmax_scale=None, "
@@ -196,9 +199,10 @@ class Fp8Scales:
         self.v_scale, self.q_tokens, self.k_tokens = v_scale, q_tokens, k_tokens
 
 
-def _v_map(config: AttentionConfig, v: torch.Tensor, dtype: str) -> GlobalTensor:
-    """V as the kernel's ``v`` operand."""
-    return _as_map(v, dtype)
+def _v_operand(config: AttentionConfig, v: torch.Tensor) -> torch.Tensor:
+    """The tensor the kernel's ``v`` operand describes: V itself, or for fp8 on sm_90a V^T
+    (``v_transposed``); the caller keeps it alive until the kernel is launched."""
+    return v_transposed(v) if config.is_fp8 and config.target == "sm_90a" else v
 
 
 def _scale_map(t: torch.Tensor) -> GlobalTensor:
@@ -219,7 +223,8 @@ def launch(config: AttentionConfig, kernel: runtime.Kernel, q, k, v, out, lse, s
         raise LaunchError(f"flash_attention: scales must be given exactly for fp8 kernels (per-token ones for "
                           f"token_scales), got {scales!r} for {config.describe()}")
     grid = launch_geometry(config, b, sq, h, sk)
-    args = {"q": _as_map(q, dtype), "k": _as_map(k, dtype), "v": _v_map(config, v, dtype),
+    v_op = _v_operand(config, v)  # alive until the launch below: the map holds only its address
+    args = {"q": _as_map(q, dtype), "k": _as_map(k, dtype), "v": _as_map(v_op, dtype),
             "o": _as_map(out, config.out_dtype), "seq_q": sq, "seq_k": sk, "num_heads": h,
             "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None)}
     if scales is not None:

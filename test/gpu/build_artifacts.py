@@ -14,13 +14,14 @@ import pathlib
 import sys
 
 from fa4_mlir import knobs
-from fa4_mlir.configs.attention import AttentionConfig
+from fa4_mlir.configs.attention import FP8_HEAD_DIMS, AttentionConfig
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.runtime.artifacts import ArtifactKey, fetch
 
 HERE = pathlib.Path(__file__).parent
 ATTENTION_SWEEP = {64: (128, 176, 256), 128: (96, 144, 176, 192), 256: (64,), 512: (32,)}
+FP8_SWEEP = {64: (128, 192), 128: (128,), 256: (64,)}  # fp8 keys per tile besides the defaults (256 at 128 spills)
 
 
 def keys() -> list[ArtifactKey]:
@@ -36,9 +37,18 @@ def keys() -> list[ArtifactKey]:
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype=dt, head_dim=d, causal=c,
                                                                    group=g))
                for dt in ("bf16", "fp16") for d in (64, 128, 256, 512) for c in (False, True) for g in (1, 4, 8)]
+    # test_attention_fp8_gpu.py's FP8_GROUPS and bench/attention.py --dtype fp8 (group 1): fp8 e4m3, every fp8
+    # head dim, both masks, tensor-wise and per-token scales
+    wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d,
+                                                                   causal=c, group=g, token_scales=t))
+               for d in FP8_HEAD_DIMS["sm_90a"] for c in (False, True) for g in (1, 4) for t in (False, True)]
     if "--bench" in sys.argv:  # the attention tiles bench/attention.py --block-n times
         wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", head_dim=d, causal=c, block_n=bn))
                    for d, bns in ATTENTION_SWEEP.items() for bn in bns for c in (False, True)]
+    if "--bench" in sys.argv:  # the fp8 tiles bench/attention.py --dtype fp8 --block-n times
+        wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d,
+                                                                       causal=c, block_n=bn))
+                   for d, bns in FP8_SWEEP.items() for bn in bns for c in (False, True)]
     if "--bench" in sys.argv:  # the variants bench/gemm.py --sweep times
         sys.path.insert(0, str(HERE.parent.parent / "bench"))
         from gemm_variants import SWEEP

@@ -191,27 +191,30 @@ def _smem_or_fragment(t) -> bool:
 
 
 class WgmmaOp(Op, name="wgmma"):
-    """One warpgroup MMA on sm_90a: acc (registers, f32) [+]= A x B (smem), M = 64, K = 16.
+    """One warpgroup MMA on sm_90a: acc (registers, f32) [+]= A x B (smem), M = 64, K = 16 (K = 32 for
+    e4m3: every K step is 32 bytes of a row).
 
     All 128 threads of a warpgroup execute it; each holds ``n / 2`` f32 accumulators in an
     ``!llvm.struct<(f32, ...)>``. A is a shared-memory tile (SS form) or, in the RS form, the
     thread's fragment of the 64 x 16 A tile in registers (``vector<4xi32>``: 16-bit pairs at rows
     ``r`` and ``r + 8``, columns ``2q`` and ``8 + 2q``, with ``r = 16 * warp + lane / 4`` and
     ``q = lane % 4``, the layout of the accumulator's columns ``16k .. 16k + 15``: FA3's P@V reads P
-    where softmax left it). Shared-memory operands are tiles with their region's swizzle (A
+    where softmax left it; e4m3: each register holds 4 consecutive K elements, rows ``r``, ``r + 8``,
+    ``r``, ``r + 8`` at columns ``4q`` and ``16 + 4q``). Shared-memory operands are tiles with their region's swizzle (A
     K-major, B K-major or MN-major as for ``fa4.tcgen05_mma``), at byte ``a_offset`` / ``b_offset``.
     The op is asynchronous: ``fa4.wgmma_commit`` closes a group, ``fa4.wgmma_wait`` waits for it and
     ``fa4.wgmma_fence_acc`` hands the accumulators to the code that reads them.
     Lowers to: ``wgmma.fence.sync.aligned`` (unless the previous op is a wgmma too), descriptors and
-    ``wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16}`` (the RS form as inline PTX:
-    NVVM's op takes descriptors only).
+    ``wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16}`` or ``m64nNk32.f32.e4m3.e4m3``
+    (the RS form as inline PTX: NVVM's op takes descriptors only). e4m3 has no transposed form: both
+    shared-memory operands must be K-major.
     """
 
     a = Operand(AnyOf(f"!fa4.smem (SS) or {A_FRAGMENT} (RS)", _smem_or_fragment))
     b = Operand(SmemType)
     acc = Operand(AnyOf("!llvm.struct<(f32, ...)> with n / 2 fields", _f32_struct))
     n = IntAttr(min=8, max=256, multiple_of=8, doc="columns of the accumulator tile")
-    ab_type = EnumAttr(("f16", "bf16"), doc="element type of A and B")
+    ab_type = EnumAttr(("f16", "bf16", "e4m3"), doc="element type of A and B")
     accumulate = IntAttr(min=0, max=1, default=1, doc="0: acc = A x B; 1: acc += A x B")
     a_offset = IntAttr(min=0, max=SMEM_BYTES, multiple_of=16, default=0,
                        doc="byte offset of this K step in A's tile")
@@ -224,6 +227,8 @@ class WgmmaOp(Op, name="wgmma"):
 
     def verify(self):
         yield from _check_major(self)
+        if self.ab_type == "e4m3" and self.b_major != "k":
+            yield f"b_major must be 'k' for e4m3 (fp8 wgmma reads K-major operands only), got '{self.b_major}'"
         fields = str(self.acc.type).count("f32")
         if fields != self.n // 2:
             yield f"acc must have n / 2 = {self.n // 2} f32 fields, got {fields}"

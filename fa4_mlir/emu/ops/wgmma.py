@@ -1,7 +1,8 @@
 """Warpgroup MMA (``wgmma.*``, sm_90a): D = A x B (+ D), A from shared memory (SS) or registers (RS).
 
 ``wgmma.mma_async.sync.aligned.m64nNkK.dtype.atype.btype d, a, b-desc, scale-d, imm-scale-a,
-imm-scale-b{, imm-trans-a}{, imm-trans-b}``: each warp q of the warpgroup owns rows 16q..16q+15 of the
+imm-scale-b{, imm-trans-a}{, imm-trans-b}`` (A from registers: 16-bit pairs, or for e4m3/e5m2 four
+bytes a register, the lowest byte first): each warp q of the warpgroup owns rows 16q..16q+15 of the
 64 x N result (the register fragments of the ISA), and those rows depend only on the same rows of A,
 so each warp computes its share when it issues; no warp waits for the others here.
 
@@ -174,8 +175,8 @@ def _mma(op, ctx, mods) -> None:
     rscale = reader(ctx, operands[3], "pred", ins)
     if rs:
         a_regs = operands[1].elements
-        if len(a_regs) != 4 or atype not in ("bf16", "f16"):
-            raise unsupported(op, "register A must be 4 x .b32 of f16/bf16 pairs")
+        if len(a_regs) != 4 or atype not in ("bf16", "f16", "e4m3", "e5m2") or atype != btype:
+            raise unsupported(op, "register A must be 4 x .b32 of f16/bf16 pairs or e4m3/e5m2 quads (as B)")
         a_slots = tuple(ctx.slot(r, ins) for r in a_regs)
         ra = None
         a_rows, a_cols = L.a_fragment_coords(k, elem)
@@ -195,9 +196,12 @@ def _mma(op, ctx, mods) -> None:
         use_c = bool(rscale(w)[0])
         if rs:
             bits = np.stack([w.regs[s] for s in a_slots], axis=1)  # (32, 4) b32
-            halves = np.stack([bits & np.uint32(0xFFFF), bits >> np.uint32(16)], axis=2).reshape(WARP, 8)
+            # each register holds 32 / elem bits elements, the lowest first (a_fragment_coords' order)
+            width = 8 * elem
+            parts = np.stack([(bits >> np.uint32(width * i)) & np.uint32((1 << width) - 1) for i in range(4 // elem)],
+                             axis=2).reshape(WARP, 16 // elem)
             a_block = np.zeros((16, k), np.float64)
-            a_block[a_rows[threads] - 16 * q, a_cols[threads]] = to_float64(halves, atype)
+            a_block[a_rows[threads] - 16 * q, a_cols[threads]] = to_float64(parts, atype)
             desc_a = None
         else:
             desc_a = L.decode_descriptor(int(ra(w)[0]))

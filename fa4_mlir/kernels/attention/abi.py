@@ -9,10 +9,14 @@ CONFIG_FIELDS = ("dtype", "head_dim", "causal", "num_q", "group", "exp2_emulatio
 
 
 def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
-           scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False) -> tuple[Param, ...]:
+           scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False,
+           v_box: TensorMapSpec | None = None) -> tuple[Param, ...]:
     """The kernel's parameters, in the order of its signature, with the target's TMA boxes. fp8
     kernels add ``v_scale`` (tensor-wise Q and K scales are folded into ``scale_log2e`` by the host);
-    with per-token scales (``scale_boxes``: the q_scale and k_scale boxes) also the two scale maps."""
+    with per-token scales (``scale_boxes``: the q_scale and k_scale boxes) also the two scale maps.
+    ``v_box`` (default ``kv_box``) marks a V given transposed: the sm_90a fp8 kernel's V^T
+    [B, H / group, D, Sk'] with keys contiguous (Sk' = Sk rounded up to 16, keys permuted within each
+    16 as ``fa4_mlir.torch.attention.v_transposed`` makes it)."""
     fp8_params = (Param("v_scale", "f32", "V's dequantization scale (tensor-wise): O is multiplied by it"),) \
         if fp8 or scale_boxes else ()
     token_params = () if scale_boxes is None else (
@@ -24,7 +28,9 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
     return (
         Param("q", "tensormap", "Q[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
         Param("k", "tensormap", "K[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
-        Param("v", "tensormap", "V[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
+        Param("v", "tensormap", "V[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box) if v_box is None
+        else Param("v", "tensormap", "V^T[B, H / group, D, Sk'] as dims (Sk', D, H / group, B), keys permuted "
+                   "within each 16 (fp8 on sm_90a)", v_box),
         Param("o", "tensormap", "O[B, Sq, H, D] as dims (D, H, Sq, B)", o_box),
         Param("lse", "ptr", "LSE[B, H, Sq] fp32 (written when write_lse != 0)"),
         Param("seq_q", "i32", "query positions Sq"),
@@ -36,10 +42,11 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
 
 
 def declare(kernel, q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
-            scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False) -> None:
+            scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False,
+            v_box: TensorMapSpec | None = None) -> None:
     """Declare the parameters on a ``fa4_mlir.dsl.Kernel`` (the same names, kinds, docs and boxes as
     ``params``): the kernel function's signature and the manifest's ABI come from this one list."""
-    for p in params(q_box, kv_box, o_box, scale_boxes, fp8):
+    for p in params(q_box, kv_box, o_box, scale_boxes, fp8, v_box):
         if p.kind == "tensormap":
             kernel.tensormap(p.name, p.tensor_map.dtype, p.tensor_map.box, p.tensor_map.swizzle, doc=p.doc)
         else:

@@ -36,6 +36,10 @@ partial S through shared memory costs 1.0x but a CTA-wide barrier and a 64 x BN 
 which ends the ping-pong overlap (not built). The ping-pong stays: the warpgroups take turns with
 identical MMAs. The LSE is written by warpgroup 0.
 
+fp8 e4m3 (``config.is_fp8``, head dims 64/128/256): Q, K and V^T tiles of bytes (V given transposed by the
+op: fp8 wgmma reads K-major operands only), P cast to e4m3 in registers, O (bf16) in a region of its own,
+per-token scales TMA-loaded with Q and K; ``hopper_fp8`` says how and why.
+
 Built through ``fa4_mlir.dsl``: this module declares the parameters and builds the prologue and the
 load warp; ``hopper_consumer`` builds the consumer warpgroups.
 """
@@ -47,7 +51,6 @@ import types
 from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.kernels.attention.abi import CONFIG_FIELDS, declare
 from fa4_mlir.kernels.attention.dims import BLOCK
-from fa4_mlir.kernels.attention.dims import ROW_BYTES as ROW
 from fa4_mlir.kernels.source import KernelSource, TensorMapSpec
 from fa4_mlir.layouts import hopper_attention_barriers
 
@@ -70,10 +73,16 @@ def build(config: AttentionConfig) -> KernelSource:
 
     config.validate()
     t = config.hopper
-    q_box = o_box = TensorMapSpec(config.dtype, (BLOCK, 1, WG_ROWS, 1), "128B")
-    kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, t.bn, 1), "128B")
     k = dsl.Kernel(NAME, config.target, NUM_WARPS)
-    declare(k, q_box, kv_box, o_box)
+    if config.is_fp8:
+        from fa4_mlir.kernels.attention import hopper_fp8
+
+        q_box, kv_box, o_box, v_box, scale_boxes = hopper_fp8.boxes(config)
+        declare(k, q_box, kv_box, o_box, scale_boxes, fp8=True, v_box=v_box)
+    else:
+        q_box = o_box = TensorMapSpec(config.dtype, (BLOCK, 1, WG_ROWS, 1), "128B")
+        kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, t.bn, 1), "128B")
+        declare(k, q_box, kv_box, o_box)
     with k.body() as arg:
         g = _prologue(dsl, k, config, arg)
         for w in (0, 1):
@@ -94,15 +103,25 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         name(value, _ARG_NAMES.get(param, param))
     t = c.hopper
     half = t.q_bytes // 2  # a warpgroup's 64 rows: its Q, then its O (split O: its half of O's column blocks)
-    q = name(k.smem_region("q", bytes=t.q_bytes, align=1024, swizzle="128B"), "q")
-    if t.split_o:  # both warpgroups read all of Q; each writes its O columns over half of Q's blocks
+    row, vrow = t.row_bytes, t.v_row_bytes  # bytes of a swizzled row of Q/K and of V (fp8: V^T) tiles
+    q = name(k.smem_region("q", bytes=t.q_bytes, align=1024, swizzle=f"{row}B"), "q")
+    if t.fp8:  # O (bf16) is twice Q's bytes: a region of its own
+        qs = [name(dsl.fa4.smem_alias(q, sym_name=f"q{w}", bytes=half, offset=w * half), f"q{w}") for w in (0, 1)]
+        o = name(k.smem_region("o", bytes=t.o_bytes, align=1024, swizzle="128B"), "o")
+        os_ = [name(dsl.fa4.smem_alias(o, sym_name=f"o{w}", bytes=t.o_bytes // 2, offset=w * t.o_bytes // 2), f"o{w}")
+               for w in (0, 1)]
+    elif t.split_o:  # both warpgroups read all of Q; each writes its O columns over half of Q's blocks
         qs = [q, q]
         os_ = [name(dsl.fa4.smem_alias(q, sym_name=f"o{w}", bytes=half, offset=w * half), f"o{w}") for w in (0, 1)]
     else:
         qs = [name(dsl.fa4.smem_alias(q, sym_name=f"q{w}", bytes=half, offset=w * half), f"q{w}") for w in (0, 1)]
         os_ = [name(dsl.fa4.smem_alias(qs[w], sym_name=f"o{w}", bytes=half), f"o{w}") for w in (0, 1)]
-    kring = name(k.smem_region("k", bytes=t.stages * t.kv_stage_bytes, align=1024, swizzle="128B"), "kring")
-    vring = name(k.smem_region("v", bytes=t.stages * t.kv_stage_bytes, align=1024, swizzle="128B"), "vring")
+    kring = name(k.smem_region("k", bytes=t.stages * t.kv_stage_bytes, align=1024, swizzle=f"{row}B"), "kring")
+    vring = name(k.smem_region("v", bytes=t.stages * t.kv_stage_bytes, align=1024, swizzle=f"{vrow}B"), "vring")
+    qscale = kscale = None
+    if t.token_scales:  # fp32 scales: the CTA's rows, and one buffer per K stage
+        qscale = name(k.smem_region("q_scale", bytes=t.q_scale_bytes, align=128), "qscale")
+        kscale = name(k.smem_region("k_scale", bytes=t.stages * t.k_scale_bytes, align=128), "kscale")
     barriers = {b.name: name(k.mbarriers(b.name, len(b.counts), arrive_count=b.counts[0], arrival=b.arrival),
                              _BARRIER_NAMES.get(b.name, b.name))
                 for b in hopper_attention_barriers(c)}
@@ -131,9 +150,10 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     kv_up = name(kv_end + (t.bn - 1), "kv_up")
     n_tiles = name(dsl.Value(dsl.arith.divsi(kv_up.value, dsl.Value(t.bn).value)), "n_tiles")
     return types.SimpleNamespace(
-        c=c, t=t, d=c.head_dim, bn=t.bn, wg_rows=WG_ROWS, blocks=c.head_dim // BLOCK, split_o=t.split_o,
-        o_cols=c.head_dim // 2 if t.split_o else c.head_dim,
-        elem="bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs, o=os_, kring=kring, vring=vring,
+        c=c, t=t, d=c.head_dim, bn=t.bn, wg_rows=WG_ROWS, blocks=c.head_dim * t.elem_bytes // row,
+        split_o=t.split_o, o_cols=c.head_dim // 2 if t.split_o else c.head_dim, row=row, vrow=vrow,
+        qscale=qscale, kscale=kscale,
+        elem="e4m3" if t.fp8 else "bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs, o=os_, kring=kring, vring=vring,
         qbar=barriers["q_full"], kfull=barriers["k_full"], vfull=barriers["v_full"], kp=kp, vp=vp, head=head,
         bz=bz, kvh=kvh, q_start=q_start, n_tiles=n_tiles)
 
@@ -145,13 +165,17 @@ def _load(dsl, k, g) -> None:
     from fa4_mlir.dsl.names import name, name_all
 
     zero = dsl.Value(0).value
-    dsl.fa4.mbarrier_arrive_expect_tx(g.qbar, zero, tx_bytes=g.t.q_bytes)
+    dsl.fa4.mbarrier_arrive_expect_tx(g.qbar, zero, tx_bytes=g.t.q_bytes + g.t.q_scale_bytes)
     starts = (g.q_start,) if g.split_o else (g.q_start, g.q_start + WG_ROWS)
+    per_block = g.row // g.t.elem_bytes  # elements of a swizzled row
     for blk in range(g.blocks):
-        column = dsl.Value(blk * BLOCK).value
+        column = dsl.Value(blk * per_block).value
         for w in range(len(starts)):
             dsl.fa4.tma_load(g.arg.q, g.q[w], g.qbar, zero, [column, g.head.value, starts[w].value, g.bz.value],
-                             bytes=WG_ROWS * ROW, dst_offset=blk * WG_ROWS * ROW)
+                             bytes=WG_ROWS * g.row, dst_offset=blk * WG_ROWS * g.row)
+    if g.qscale is not None:
+        dsl.fa4.tma_load(g.arg.q_scale, g.qscale, g.qbar, zero, [g.q_start.value, g.head.value, g.bz.value],
+                         bytes=g.t.q_scale_bytes)
     ks, vs = g.kp.producer(), g.vp.producer()
     name(ks.stage, "ld_ki")
     name(vs.stage, "ld_vi")
@@ -168,11 +192,24 @@ def _load_tile(dsl, g, which: str, tile, state) -> None:
     """Acquire the state's stage of the K or V ring, load tile ``tile``'s 64-column blocks into it, step."""
     ring, full, tensor_map = (g.kring, g.kfull, g.arg.k) if which == "k" else (g.vring, g.vfull, g.arg.v)
     nbytes = g.t.kv_stage_bytes
+    scales = which == "k" and g.kscale is not None  # the K tile's k scales ride on its barrier
     key = tile * g.bn
     state.producer_acquire()
-    state.producer_commit(tx_bytes=nbytes)
+    state.producer_commit(tx_bytes=nbytes + (g.t.k_scale_bytes if scales else 0))
     buf = dsl.fa4.smem_stage(ring, state.stage, bytes=nbytes)
-    for blk in range(g.blocks):
-        coords = [dsl.Value(blk * BLOCK).value, g.kvh.value, key.value, g.bz.value]
-        dsl.fa4.tma_load(tensor_map, buf, full, state.stage, coords, bytes=g.bn * ROW, dst_offset=blk * g.bn * ROW)
+    if which == "v" and g.t.fp8:  # V^T (D, keys): blocks of g.vrow keys, each all D rows
+        for blk in range(g.bn // g.vrow):
+            coords = [(key + blk * g.vrow).value, dsl.Value(0).value, g.kvh.value, g.bz.value]
+            dsl.fa4.tma_load(tensor_map, buf, full, state.stage, coords, bytes=g.d * g.vrow,
+                             dst_offset=blk * g.d * g.vrow)
+    else:
+        per_block = g.row // g.t.elem_bytes
+        for blk in range(g.blocks):
+            coords = [dsl.Value(blk * per_block).value, g.kvh.value, key.value, g.bz.value]
+            dsl.fa4.tma_load(tensor_map, buf, full, state.stage, coords, bytes=g.bn * g.row,
+                             dst_offset=blk * g.bn * g.row)
+    if scales:
+        kbuf = dsl.fa4.smem_stage(g.kscale, state.stage, bytes=g.t.k_scale_bytes)
+        dsl.fa4.tma_load(g.arg.k_scale, kbuf, full, state.stage, [key.value, g.kvh.value, g.bz.value],
+                         bytes=g.t.k_scale_bytes)
     state.step()

@@ -19,6 +19,10 @@ At head dim 512 (``g.split_o``, see ``hopper.py``) both warpgroups own the CTA's
 same S and softmax; warpgroup ``w``'s O is columns ``[256 w, 256 w + 256)`` (``g.o_cols / 2`` values a
 thread), read from V's column blocks ``4 w ..`` and written over Q's, once both warpgroups' last
 S = Q K' retired (named barrier ``q_dead``); warpgroup 0 writes the LSE.
+
+fp8 (``g.t.fp8``): k32 wgmmas, P packed to e4m3 fragments of 32 keys, O += P V^T, S scaled by the keys'
+k scales and each row's softmax scale by its q scale (per-token scales), the exp2 bias, O times
+``v_scale`` and written as bf16 to its own region: ``hopper_fp8``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from fa4_mlir import dsl
 from fa4_mlir._mlir import ir
 from fa4_mlir.dsl import math as fm
 from fa4_mlir.dsl.names import name, name_all
+from fa4_mlir.kernels.attention import hopper_fp8 as fp8
 from fa4_mlir.kernels.attention.dims import BLOCK
 from fa4_mlir.kernels.attention.dims import ROW_BYTES as ROW
 
@@ -45,7 +50,7 @@ class Consumer:
         self.oacc = self.sacc if g.o_cols == g.bn else dsl.llvm.StructType.get_literal([f32] * (g.o_cols // 2))
         # split O: this warpgroup's V columns start at 64-column block 4 w of the stage
         self.v_base = w * (g.o_cols // BLOCK) * g.bn * ROW if g.split_o else 0
-        elem = ir.BF16Type.get() if g.elem == "bf16" else ir.F16Type.get()
+        elem = ir.F16Type.get() if g.elem == "f16" else ir.BF16Type.get()  # fp8: O is bf16
         self.pair = ir.VectorType.get([2], f32)
         self.pair16 = ir.VectorType.get([2], elem)
         self.fragment = ir.VectorType.get([4], self.i32)
@@ -68,9 +73,10 @@ class Consumer:
         self._sched("arrive")
         dsl.fa4.wgmma_wait(pending=0)
         s = dsl.fa4.wgmma_fence_acc(s)
+        vals = self._key_scaled(s, ks)
         self._release(ks)
         ks.step()
-        vals = self._mask(self._values(s), dsl.Value(0))
+        vals = self._mask(vals or self._values(s), dsl.Value(0))
         m, _, probs, sums = self._softmax(vals, None)
         frags = self._pack(probs)
 
@@ -91,9 +97,10 @@ class Consumer:
             self._sched("arrive")
             dsl.fa4.wgmma_wait(pending=1)
             s = dsl.fa4.wgmma_fence_acc(s)
+            vals = self._key_scaled(s, ks)
             self._release(ks)
             ks.step()
-            vals = self._mask(self._values(s), j)
+            vals = self._mask(vals or self._values(s), j)
             m, factors, probs, sums = self._softmax(vals, [mv[0].value, mv[1].value])
             dsl.fa4.wgmma_wait(pending=0)
             o = dsl.fa4.wgmma_fence_acc(o)
@@ -143,6 +150,9 @@ class Consumer:
             self.lim = [g.arg.seq_k, g.arg.seq_k]
         zero = dsl.Value(0).value
         dsl.fa4.mbarrier_try_wait_parity(g.qbar, zero, zero)
+        # per-token scales: each row's softmax scale (else scale_log2e for all)
+        self.row_scale = fp8.row_scales(self) if g.qscale is not None else None
+        self.neg_row_scale = [dsl.arith.negf(x) for x in self.row_scale] if self.row_scale else None
 
     # -- MMAs and turns ------------------------------------------------------------------------------
     def _qk(self, state):
@@ -150,10 +160,10 @@ class Consumer:
         g = self.g
         kb = dsl.fa4.smem_stage(g.kring, state.stage, bytes=g.t.kv_stage_bytes)
         acc = dsl.llvm.mlir_undef(self.sacc)
-        for kk in range(g.d // 16):
-            blk, sub = divmod(kk, 4)
+        for kk in range(g.d * g.t.elem_bytes // fp8.K_STEP_BYTES):  # K steps of 32 bytes (k16; fp8: k32)
+            blk, sub = divmod(kk * fp8.K_STEP_BYTES, g.row)
             acc = dsl.fa4.wgmma(g.q[self.w], kb, acc, n=g.bn, ab_type=g.elem, accumulate=int(kk > 0),
-                                a_offset=blk * g.wg_rows * ROW + sub * 32, b_offset=blk * g.bn * ROW + sub * 32)
+                                a_offset=blk * g.wg_rows * g.row + sub, b_offset=blk * g.bn * g.row + sub)
         dsl.fa4.wgmma_commit()
         return acc
 
@@ -161,6 +171,10 @@ class Consumer:
         """O += P V from the state's V stage with P's fragments (one vector<4xi32> per 16 keys)."""
         g = self.g
         vb = dsl.fa4.smem_stage(g.vring, state.stage, bytes=g.t.kv_stage_bytes)
+        if g.t.fp8:  # V^T, one k32 step per fragment of 32 keys
+            o = fp8.pv(self, vb, o, frags)
+            dsl.fa4.wgmma_commit()
+            return o
         for j, frag in enumerate(frags):
             o = dsl.fa4.wgmma(frag, vb, o, n=g.o_cols, ab_type=g.elem, accumulate=1,
                               b_offset=self.v_base + j * 16 * ROW, b_major="mn", b_block_stride=g.bn * ROW)
@@ -182,6 +196,15 @@ class Consumer:
     # -- softmax -------------------------------------------------------------------------------------
     def _values(self, s) -> list:
         return [dsl.llvm.extractvalue(self.f32, s, [i]) for i in range(self.g.bn // 2)]
+
+    def _key_scaled(self, s, state) -> list | None:
+        """Per-token scales: S's values times their keys' k scales, read before the K stage is released
+        (its scale buffer goes with it); else None."""
+        g = self.g
+        if g.kscale is None:
+            return None
+        buf = dsl.fa4.smem_stage(g.kscale, state.stage, bytes=g.t.k_scale_bytes)
+        return fp8.key_scaled(self, self._values(s), buf)
 
     def _mask(self, vals: list, tile) -> list:
         """``vals`` with keys at or past each row's limit set to -inf, inside an scf.if on whether
@@ -220,15 +243,20 @@ class Consumer:
     def _softmax(self, vals: list, m_old: list | None):
         """Row maxima (new), rescale factors (None on the first tile), probabilities and row sums of
         this thread's values: ``p = exp2(s * scale_log2e - m * scale_log2e)``, one FMA and ex2 each."""
-        scale = self.g.arg.scale_log2e
+        scale, neg_scale = self.g.arg.scale_log2e, self.neg_scale
         m_new, factors, sums = [], [], []
         probs = [None] * len(vals)
         for row in (0, 1):
+            if self.row_scale is not None:  # per-token: the row's q scale times scale_log2e
+                scale, neg_scale = self.row_scale[row], self.neg_row_scale[row]
             idx = [i for i in range(len(vals)) if (i % 4) >> 1 == row]
             tile_max = self._quad(dsl.arith.maximumf, self._tree(dsl.arith.maximumf, [vals[i] for i in idx]))
             m = tile_max if m_old is None else dsl.arith.maximumf(m_old[row], tile_max)
             m_new.append(m)
-            nms = dsl.arith.mulf(m, self.neg_scale)
+            if self.g.t.fp8:  # P scaled by 2^P_BIAS out of e4m3's subnormals (cancels in O / sum)
+                nms = fm.fma(m, neg_scale, fm.constant(fp8.P_BIAS))
+            else:
+                nms = dsl.arith.mulf(m, neg_scale)
             if m_old is not None:
                 factors.append(fm.exp2(dsl.arith.mulf(dsl.arith.subf(m_old[row], m), scale)))
             for i in idx:
@@ -237,7 +265,10 @@ class Consumer:
         return m_new, (factors or None), probs, sums
 
     def _pack(self, probs: list) -> list:
-        """P as RS fragments: per 16 keys, (row r, keys 2q..), (r + 8, 2q..), (r, 8 + 2q..), (r + 8, 8 + 2q..)."""
+        """P as RS fragments: per 16 keys, (row r, keys 2q..), (r + 8, 2q..), (r, 8 + 2q..), (r + 8, 8 + 2q..)
+        (fp8: e4m3 fragments of 32 keys, ``hopper_fp8.pack``)."""
+        if self.g.t.fp8:
+            return fp8.pack(self, probs)
         frags = []
         for j in range(len(probs) // 8):
             words = []
@@ -264,8 +295,14 @@ class Consumer:
         inv, lse = [], []
         for r in (0, 1):
             total = self._quad(dsl.arith.addf, sums[r])
-            inv.append(dsl.arith.divf(one, total))
-            log2_sum = dsl.arith.addf(dsl.arith.mulf(maxima[r], scale), fm.log2(total))
+            if self.row_scale is not None:
+                scale = self.row_scale[r]
+            if g.t.fp8:  # O times V's scale; the sum holds the exp2 bias, which the LSE takes out
+                inv.append(dsl.arith.divf(g.arg.v_scale, total))
+                log2_sum = dsl.arith.addf(fm.fma(maxima[r], scale, fm.constant(-fp8.P_BIAS)), fm.log2(total))
+            else:
+                inv.append(dsl.arith.divf(one, total))
+                log2_sum = dsl.arith.addf(dsl.arith.mulf(maxima[r], scale), fm.log2(total))
             lse.append(dsl.arith.mulf(log2_sum, ln2))
         # row r0 (and r0 + 8, same swizzle phase) of block b: b * 64 * 128 + r * 128 bytes of the
         # warpgroup's O; the 16-byte chunk c of a row sits at chunk c ^ (r % 8)

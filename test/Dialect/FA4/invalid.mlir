@@ -1008,6 +1008,15 @@ func.func @wgmma_k_major_has_no_block_stride(%acc: !llvm.struct<(f32, f32, f32, 
 
 // -----
 
+func.func @wgmma_e4m3_b_is_k_major(%acc: !llvm.struct<(f32, f32, f32, f32)>) {
+  %a = "fa4.smem_region"() {sym_name = "a", bytes = 8192, align = 1024, swizzle = "128B"} : () -> !fa4.smem
+  // expected-error @+1 {{'fa4.wgmma' b_major must be 'k' for e4m3 (fp8 wgmma reads K-major operands only), got 'mn'}}
+  %r = "fa4.wgmma"(%a, %a, %acc) {n = 8, ab_type = "e4m3", b_major = "mn", b_block_stride = 8192} : (!fa4.smem, !fa4.smem, !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
+  return
+}
+
+// -----
+
 // ===== Bounds the lowering relies on (issue 19: found by test/fuzz/fuzz_inputs.py) =====
 // Byte sizes and offsets go into 32-bit address arithmetic, barrier counts into loops, block strides
 // into 14-bit descriptor fields: each is bounded here, so the lowering never sees one it cannot build.

@@ -1,0 +1,121 @@
+"""The fp8 (e4m3) parts of the sm_90a attention (``hopper.py``, ``hopper_consumer.py``): operand tiles,
+P as e4m3 register fragments, the P@V of a transposed V, per-token scales.
+
+fp8 wgmma (``m64nNk32.f32.e4m3.e4m3``) reads both shared-memory operands K-major only. Q K' is K-major
+already (Q and K rows are head-dim contiguous); P@V needs V with the keys contiguous. FA3 transposes
+each V tile in the kernel (shared memory -> registers -> shared memory, a warpgroup's work per tile).
+Here the torch op passes V^T (B, H / group, D, Sk') instead (``fa4_mlir.torch.v_transpose``): one copy
+of V per call on the current stream (a Triton tile copy: 0.025 ms for V at 16k tokens x 2048 on an H200,
+1% of the fp8 attention at head dim 128; the benchmark's fp8 time includes it, docs/PERF.md), and the
+kernel's V load is a plain TMA of V^T tiles.
+
+The P operand comes from registers. The S accumulator gives a thread, per 8 keys, keys ``2q, 2q + 1`` of
+rows r and r + 8 (q = lane % 4); the e4m3 A fragment wants 4 consecutive K elements per register: row r,
+K ``4q .. 4q + 3`` (then r + 8, then K ``16 + 4q ..``). FA3 permutes bytes across registers. Here the
+keys of V^T are permuted instead, inside every 16: position ``4q + 2a + b`` of V^T holds key
+``8a + 2q + b`` (a, b in {0, 1}), which is the key the accumulator holds at that place, so each register
+of P is just 4 of the thread's probabilities converted in order (``cvt.rn.satfinite.e4m3x2.f32`` twice).
+The permutation is free: the op's transpose does it in the same copy (Sk' = Sk rounded up to 16, zeros).
+S's key order stays the natural one (K is not permuted), so masking and the k scales index keys as before.
+
+The exp2 bias (spec 4.8): P = exp2(x + P_BIAS) with x = (s - m) * scale <= 0, so P <= 2^P_BIAS; e4m3's
+normal range starts at 2^-6, so a bias of 8 keeps P normal down to 2^-14 (instead of 2^-6) of the row
+maximum, and 2^8 = 256 < 448 (e4m3's largest finite value). The reference's 6 (= 8 + its lazy-rescale
+threshold -2) leaves room for a maximum that is up to 2^2 stale; this kernel rescales every tile, its
+maximum is exact, so 8 is the largest power of two below 448. The bias multiplies the row sum and O alike
+and cancels in O / sum; the LSE subtracts it.
+
+Per-token scales (``token_scales``): S[r, c] of the dequantized inputs is (q_s[r] k_s[c]) S[r, c]. The
+kernel multiplies S by k_s[c] (one FMUL per element; K-stage buffer of ``bn`` fp32 loaded by TMA with the
+K tile, on its barrier) and folds q_s[r] into the row's softmax scale (``q_s[r] * scale_log2e``): the
+maximum of q_s S k_s is q_s times that of S k_s (q_s > 0). The q scales of the CTA's rows are TMA-loaded
+with Q. O is multiplied by ``v_scale`` with 1 / row sum.
+"""
+
+from __future__ import annotations
+
+from fa4_mlir.kernels.source import TensorMapSpec
+
+P_BIAS = 8.0  # log2 of P's scale before the e4m3 cast (see the module docstring)
+K_STEP_BYTES = 32  # one wgmma K step: k16 of 16-bit types, k32 of e4m3
+
+
+def swizzle(width: int) -> str:
+    return f"{width}B"
+
+
+def boxes(config):
+    """(q, k, o, v, (q_scale, k_scale) or None) TMA boxes of the fp8 kernel."""
+    t = config.hopper
+    w, vw = t.row_bytes, t.v_row_bytes
+    q = TensorMapSpec(config.dtype, (w, 1, 64, 1), swizzle(w))
+    k = TensorMapSpec(config.dtype, (w, 1, t.bn, 1), swizzle(w))
+    o = TensorMapSpec(config.out_dtype, (64, 1, 64, 1), "128B")
+    v = TensorMapSpec(config.dtype, (vw, config.head_dim, 1, 1), swizzle(vw))
+    scales = (TensorMapSpec("fp32", (t.bm, 1, 1)), TensorMapSpec("fp32", (t.bn, 1, 1))) if config.token_scales \
+        else None
+    return q, k, o, v, scales
+
+
+# -- consumer warpgroup pieces (``c`` is the ``hopper_consumer.Consumer``) ------------------------------
+def pack(c, probs: list) -> list:
+    """P as e4m3 RS fragments, one vector<4xi32> per 32 keys. Values ``16 j ..`` of the thread hold, per 8
+    keys ``8 i``, (r, 2q), (r, 2q + 1), (r + 8, 2q), (r + 8, 2q + 1); register h of fragment j takes row
+    ``r + 8 (h % 2)`` of keys ``16 (h // 2) ..``: values ``16 j + 8 (h // 2) + 2 (h % 2) + {0, 1, 4, 5}``
+    (V^T's key order matches, see the module docstring)."""
+    from fa4_mlir import dsl
+
+    frags = []
+    for j in range(len(probs) // 16):
+        words = []
+        for h in range(4):
+            base = 16 * j + 8 * (h // 2) + 2 * (h % 2)
+            x = [probs[base + e] for e in (0, 1, 4, 5)]
+            # cvt d, a, b puts a in the upper byte: x0 lands in byte 0
+            words.append(dsl.llvm.inline_asm(
+                c.i32, x, "{\n.reg .b16 lo, hi;\ncvt.rn.satfinite.e4m3x2.f32 lo, $2, $1;\n"
+                "cvt.rn.satfinite.e4m3x2.f32 hi, $4, $3;\nmov.b32 $0, {lo, hi};\n}", "=r,f,f,f,f"))
+        frags.append(dsl.vector.from_elements(c.fragment, words))
+    return frags
+
+
+def pv(c, vb, o, frags):
+    """O += P V from the V^T stage ``vb`` (K-major: per head-dim row, the tile's keys in blocks of
+    ``HopperTile.v_row_bytes`` bytes, one block after the other, each D rows): one k32 wgmma per fragment."""
+    from fa4_mlir import dsl
+
+    g = c.g
+    vw = g.vrow
+    for j, frag in enumerate(frags):
+        blk, sub = divmod(j * K_STEP_BYTES, vw)
+        o = dsl.fa4.wgmma(frag, vb, o, n=g.o_cols, ab_type="e4m3", accumulate=1, b_offset=blk * g.d * vw + sub)
+    return o
+
+
+def key_scaled(c, vals: list, ks_stage) -> list:
+    """S times its keys' k scales (value i of the thread is key ``8 (i // 4) + 2q + i % 2``), read from the
+    K stage's scale buffer ``ks_stage`` as one 8-byte load per 8 keys."""
+    from fa4_mlir import dsl
+    from fa4_mlir._mlir import ir
+
+    base = dsl.fa4.smem_address(ks_stage)
+    pair = ir.VectorType.get([2], c.f32)
+    q8 = c.q2 * 4
+    out = list(vals)
+    for chunk in range(len(vals) // 4):
+        ks = dsl.llvm.load(pair, dsl.byte_offset(base, q8 + 32 * chunk), alignment=8)
+        scales = [dsl.llvm.extractelement(ks, dsl.Value(e).value) for e in (0, 1)]
+        for i in range(4 * chunk, 4 * chunk + 4):
+            out[i] = dsl.arith.mulf(vals[i], scales[i % 2])
+    return out
+
+
+def row_scales(c) -> list:
+    """The rows' softmax scales ``q_s[row] * scale_log2e`` (the q scales TMA-loaded with Q)."""
+    from fa4_mlir import dsl
+
+    g = c.g
+    base = dsl.fa4.smem_address(g.qscale)
+    first = (c.r0 + c.w * g.wg_rows) * 4
+    return [dsl.arith.mulf(dsl.llvm.load(c.f32, dsl.byte_offset(base, first + 32 * r), alignment=4),
+                           g.arg.scale_log2e) for r in (0, 1)]
