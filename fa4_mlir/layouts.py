@@ -186,6 +186,8 @@ def depth512_layout(c: Depth512Config) -> Layout:
               "num_qk_stages": c.num_qk_stages, "num_pv_stages": c.num_pv_stages,
               "num_kv_stages": c.num_kv_stages, "fused_kv": True, "cta_group": c.cta_group,
               "v_cols_per_cta": c.v_cols_per_cta, "smem_budget": c.smem_used, "tmem_used": c.tmem_used}
+    if c.rope_depth:  # absorbed MLA: Q is BM x (qk + rope); K's rope chunk is one more slot per tile
+        config.update(rope_depth=c.rope_depth, num_k_chunks=c.num_k_chunks)
     tmem = tuple(TmemRegion(name, cols) for name, (_, cols) in c.tmem_columns.items())
     return Layout("depth512", config, tuple(regions + _tail(barriers)), tuple(barriers), tmem)
 

@@ -179,6 +179,32 @@ def attention_fp8_yardstick(q, k, v, causal: bool, scale: float, p_bias: float) 
     return round_to(out.transpose(0, 2, 1, 3), "bf16")
 
 
+# -- multi-head latent attention (absorbed) ---------------------------------------------------------------
+
+def mla_attention(q_nope: np.ndarray, q_rope: np.ndarray, kv: np.ndarray, k_rope: np.ndarray, causal: bool,
+                  scale: float):
+    """Absorbed multi-head latent attention in float64: ``S = scale * (q_nope kv' + q_rope k_rope')``,
+    ``O = softmax(S) kv``, for q_nope (B, Sq, H, Dl), q_rope (B, Sq, H, Dr), the latent kv (B, Sk, Dl)
+    and k_rope (B, Sk, Dr) values shared by every query head; ``causal`` as in ``attention``. It is
+    attention with Q = [q_nope, q_rope], K = [kv, k_rope] and V = kv, one K/V head. Returns
+    (out (B, Sq, H, Dl), lse (B, H, Sq))."""
+    q, k, v = _mla_qkv(q_nope, q_rope, kv, k_rope)
+    return attention(q, k, v, causal, scale)
+
+
+def mla_attention_yardstick(q_nope, q_rope, kv, k_rope, causal: bool, scale: float, dtype: str) -> np.ndarray:
+    """``mla_attention`` at the kernel's precision (bits), as ``attention_yardstick``."""
+    q, k, v = _mla_qkv(q_nope, q_rope, kv, k_rope)
+    return attention_yardstick(q, k, v, causal, scale, dtype)
+
+
+def _mla_qkv(q_nope, q_rope, kv, k_rope):
+    kv = np.asarray(kv, np.float64)[:, :, None, :]
+    q = np.concatenate([np.asarray(q_nope, np.float64), np.asarray(q_rope, np.float64)], axis=-1)
+    k = np.concatenate([kv, np.asarray(k_rope, np.float64)[:, :, None, :]], axis=-1)
+    return q, k, kv
+
+
 # -- comparison -------------------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)

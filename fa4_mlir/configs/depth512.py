@@ -2,7 +2,10 @@
 
 Spec section 1.5. With ``ov_depth > 256`` the output is split into O_lo/O_hi halves (``split_o``)
 and MMA_M drops to 128 so that O and two S tiles fit TMEM under the pair layout rule
-"an accumulator [MMA_M, N] takes MMA_M*N/256 columns per CTA". No MLIR import.
+"an accumulator [MMA_M, N] takes MMA_M*N/256 columns per CTA". ``rope_depth = 64`` is the absorbed
+MLA form (spec 4.9, DeepSeek-V3 decode): Q and K are 512 latent + 64 rope columns, V the 512 latent
+columns; Q's rope columns follow its latent ones in the Q region and K's rope chunk takes one KV slot
+after the four latent chunks. No MLIR import.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from fa4_mlir.errors import ConfigError
 from fa4_mlir.target import SMEM_CARVEOUT, TMEM_COLUMNS
 
 DEPTHS = (256, 512)
+ROPE_DEPTHS = (0, 64)  # 64: absorbed MLA (q/k 512 + 64, v 512)
 MAX_BARRIERS = 32  # one init warp: lane i initialises barrier i
 
 
@@ -30,6 +34,12 @@ class Depth512Config(Checked):
     | bf16 d512 | yes     | 128   | 64     | 256 | 128 | 128 | 128    | 0,128,256,384            | 4   | 229780 |
     | bf16 d256 | no      | 256   | 128    | 128 | 128 | 64  | 128    | 0,-,256,384              | 8   | 230084 |
     | fp8 d512  | yes     | 128   | 64     | 256 | 128 | 128 | 128    | 0,128,256,384            | 11  | 229892 |
+    | bf16 MLA  | yes     | 128   | 64     | 256 | 128 | 128 | 128    | 0,128,256,384            | 3   | 205188 |
+
+    MLA (``rope_depth`` 64): Q takes BM x 576 (73728 B), leaving room for 3 KV slots of 32 KiB. The
+    spec's rule ``nkv >= nqk`` comes from the reference loading K_0's chunks without acquiring their
+    slots; this kernel acquires every slot, so a ring of 3 streams the 5 K chunks (4 latent + rope,
+    the rope chunk using half its slot) and MLA needs only ``nkv >= 2``.
     """
 
     dtype: str = "bf16"
@@ -37,6 +47,7 @@ class Depth512Config(Checked):
     ov_depth: int | None = None  # None: same as qk_depth
     group: int = 1
     page_size: int = 0
+    rope_depth: int = 0  # 64: absorbed MLA, Q/K = qk_depth latent + rope_depth rope columns
 
     def __post_init__(self):
         lookup_dtype(self.dtype, field="Depth512Config.dtype")
@@ -50,6 +61,16 @@ class Depth512Config(Checked):
             raise ConfigError(f"Depth512Config.group must be >= 1, got {self.group!r}")
         if self.page_size < 0:
             raise ConfigError(f"Depth512Config.page_size must be >= 0 (0: not paged), got {self.page_size!r}")
+        if self.rope_depth not in ROPE_DEPTHS:
+            raise ConfigError(f"Depth512Config.rope_depth must be 0 or 64 (absorbed MLA), got {self.rope_depth!r}")
+        if self.rope_depth:
+            rules = (("qk_depth", self.qk_depth == 512, "512 with rope_depth 64 (the MLA latent)"),
+                     ("ov_depth", self.ov == 512, "512 (or None) with rope_depth 64 (V is the latent)"),
+                     ("dtype", self.qkv.is_half, "bf16 or fp16 with rope_depth 64"),
+                     ("page_size", self.page_size == 0, "0 with rope_depth 64 (MLA is not paged)"))
+            for name, ok, expected in rules:
+                if not ok:
+                    raise ConfigError(f"Depth512Config.{name} must be {expected}, got {getattr(self, name)!r}")
 
     @property
     def qkv(self) -> DType:
@@ -93,6 +114,16 @@ class Depth512Config(Checked):
         return 2
 
     @property
+    def num_k_chunks(self) -> int:
+        """K depth chunks of a tile, one KV slot each: the ``num_qk_stages`` chunks, plus the rope chunk."""
+        return self.num_qk_stages + (1 if self.rope_depth else 0)
+
+    @property
+    def q_depth(self) -> int:
+        """Columns of Q (and K): qk_depth, plus rope_depth for MLA."""
+        return self.qk_depth + self.rope_depth
+
+    @property
     def bk0(self) -> int:
         return self.qk_depth // self.num_qk_stages
 
@@ -133,7 +164,7 @@ class Depth512Config(Checked):
 
     @property
     def q_bytes(self) -> int:
-        return self.bm * self.qk_depth * self.qkv.bytes
+        return self.bm * self.q_depth * self.qkv.bytes
 
     @property
     def p_bytes(self) -> int:
@@ -174,10 +205,12 @@ class Depth512Config(Checked):
             return Support(False, f"TMEM needs {self.tmem_used} columns, sm_100a has {TMEM_COLUMNS}")
         if self.smem_used > SMEM_CARVEOUT:
             return Support(False, f"smem needs {self.smem_used} B, sm_100a has {SMEM_CARVEOUT} B")
-        if self.num_kv_stages < max(2, self.num_qk_stages):
+        if self.rope_depth and self.num_kv_stages < 2:  # the MLA kernel acquires every slot (class doc)
+            return Support(False, f"num_kv_stages = {self.num_kv_stages} must be >= 2")
+        if not self.rope_depth and self.num_kv_stages < max(2, self.num_qk_stages):
             return Support(False, f"num_kv_stages = {self.num_kv_stages} must be >= max(2, num_qk_stages = "
                                   f"{self.num_qk_stages})")
         return Support(True)
 
     def describe(self) -> str:
-        return f"Depth512Config {self.dtype} d{self.qk_depth}"
+        return f"Depth512Config {self.dtype} d{self.qk_depth}" + (f"+{self.rope_depth} MLA" if self.rope_depth else "")

@@ -15,6 +15,7 @@ from fa4_mlir.dsl.structs.depth512 import Depth512AttentionSMem
 
 # spec 1.5's worked shared-memory totals
 WORKED = {("bf16", 512): 229780, ("bf16", 256): 230084, ("fp8_e4m3", 512): 229892}
+MLA_SMEM = 205188  # bf16 d512 + rope 64 (absorbed MLA)
 # spec 3.4: barrier index by name, split_o (d512) and not (d256)
 SPEC_INDEX = {
     True: {"PO_lo": 0, "PO_hi": 1, "S_even_consumer": 2, "S_odd_consumer": 3, "C_producer": 4, "C_consumer": 5,
@@ -41,11 +42,13 @@ def _ops(k) -> list:
     return list(func.regions[0].blocks[0].operations)
 
 
-@pytest.mark.parametrize("dtype, depth", list(WORKED))
-def test_offsets_are_where_the_allocation_passes_put_them(dtype, depth):
-    config = Depth512Config(dtype=dtype, qk_depth=depth)
+@pytest.mark.parametrize("dtype, depth, rope", [*((t, d, 0) for t, d in WORKED), ("bf16", 512, 64)])
+def test_offsets_are_where_the_allocation_passes_put_them(dtype, depth, rope):
+    config = Depth512Config(dtype=dtype, qk_depth=depth, rope_depth=rope)
     k, smem, mbars = _build(config)
-    assert smem.smem_size == config.smem_used == WORKED[dtype, depth]
+    assert smem.smem_size == config.smem_used == (MLA_SMEM if rope else WORKED[dtype, depth])
+    if rope:  # absorbed MLA: Q is 64 x 576 (the rope columns after the latent ones), three KV slots
+        assert (smem.offset("p"), smem.offset("kv"), mbars.KV_offset, mbars.size) == (73728, 106496, 10, 16)
     with k.module.context:
         build_pass_manager(parse_pipeline(ALLOCATE), report=[]).run(k.module.operation)
     placed = {"fa4.smem_region": {}, "fa4.mbarrier_alloc": {}, "fa4.tmem_region": {}}

@@ -35,6 +35,29 @@ def test_depth512_d512_reference_layout():
         ("O_lo", 0, 128), ("O_hi", 128, 128), ("S_even", 256, 128), ("S_odd", 384, 128)]
 
 
+def test_depth512_absorbed_mla_layout():
+    j = layout_json("--kernel", "depth512", "--rope-depth", "64", "--group", "128")
+    c = j["config"]
+    assert (c["BM"], c["BN"], c["num_qk_stages"], c["num_k_chunks"], c["num_kv_stages"], c["rope_depth"]) == \
+        (64, 256, 4, 5, 3, 64)
+    assert j["smem_bytes"] == 205188
+    # Q holds 64 rows x (512 latent + 64 rope) columns; three 32 KiB KV slots (the rope chunk uses half of one)
+    assert [(r["name"], r["offset"], r["bytes"]) for r in j["regions"]] == [
+        ("q", 0, 73728), ("o", 0, 73728), ("p", 73728, 32768), ("kv", 106496, 98304),
+        ("correction", 204800, 256), ("mbarriers", 205056, 128), ("tmem_addr", 205184, 4)]
+    assert [(b["name"], b["index"]) for b in j["mbarriers"]][-6:] == [
+        *[(f"kv_producer[{i}]", 10 + i) for i in range(3)], *[(f"kv_consumer[{i}]", 13 + i) for i in range(3)]]
+    assert [(t["name"], t["column"], t["columns"]) for t in j["tmem"]] == [
+        ("O_lo", 0, 128), ("O_hi", 128, 128), ("S_even", 256, 128), ("S_odd", 384, 128)]
+
+
+def test_rope_depth_is_a_depth512_option():
+    r = subprocess.run([sys.executable, "-m", "fa4_mlir.tools.fa4_layout", "--rope-depth", "64"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1
+    assert "--rope-depth does not apply to --kernel fa4: absorbed MLA (rope depth 64) is a depth512 layout" in r.stderr
+
+
 def test_fa4_bf16_d128_2q_reference_layout():
     j = layout_json("--kernel", "fa4", "--dtype", "bf16", "--qk-depth", "128", "--num-q", "2")
     c = j["config"]

@@ -35,7 +35,8 @@ class Depth512AttentionSMem:
 
     # the reference's accessors
     def q_smem(self) -> ir.Value:
-        """Q, BM x qk_depth, 128B swizzle (reused as the output O once the last Q@K' is done)."""
+        """Q, BM x qk_depth (absorbed MLA: then BM x rope_depth), 128B swizzle (reused as the output O
+        once the last Q@K' is done)."""
         return self.declared.value("q")
 
     def o_smem(self) -> ir.Value:

@@ -20,6 +20,10 @@ as for the FA4 kernel (``fa4_mlir.kernels.attention``), with the same parameters
 masking (keys past seq_k; causal: top-left diagonal, tiles past the pair's last row skipped).
 The grid is ``fa4_mlir.kernels.attention.launch_geometry``'s (two CTAs per tile). This module
 imports no MLIR; ``build`` imports it.
+
+``mla`` builds the absorbed multi-head latent attention (q/k 512 + 64 rope, v 512, one latent head)
+from the same roles: ``Dims.chunks`` adds the rope chunk to Q@K', ``Dims.split_heads`` lets 128
+heads share a pair's rows.
 """
 
 from __future__ import annotations

@@ -17,8 +17,20 @@ WG = 128  # threads of a warpgroup = TMEM lanes
 
 
 @dataclasses.dataclass(frozen=True)
+class Chunk:
+    """One depth chunk of Q@K': Q's and K's tensor maps (parameter names), the first column in them
+    and the columns (a multiple of BLOCK)."""
+
+    q_map: str
+    k_map: str
+    col: int
+    depth: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Dims:
-    """Sizes of the kernel for ``c`` (an sm_100a AttentionConfig with head dim 256 or 512)."""
+    """Sizes of the kernel for ``c`` (an sm_100a AttentionConfig with head dim 256 or 512, or the MLA
+    kernel's ``mla.Spec``)."""
 
     c: AttentionConfig
 
@@ -42,13 +54,43 @@ class Dims:
 
     @property
     def g(self) -> int:
-        """Query heads sharing a CTA's rows (fused GQA), else 1."""
-        return self.c.fused_group
+        """Query heads sharing a CTA's rows (fused GQA), else 1: the fused group, or BM when the group
+        fills the pair's MMA_M rows (``split_heads``)."""
+        return min(self.c.fused_group, self.bm)
+
+    @property
+    def split_heads(self) -> bool:
+        """The fused group has MMA_M heads (MLA, 128 heads at d512): the pair's rows are one position,
+        the leader holds heads [0, BM) of the group and the peer [BM, 2 BM)."""
+        return self.c.fused_group > self.bm
 
     @property
     def positions(self) -> int:
         """Sequence positions of one CTA's BM rows."""
         return self.bm // self.g
+
+    @property
+    def pair_positions(self) -> int:
+        """Sequence positions of the pair's tile (one CTA's with ``split_heads``, else both CTAs')."""
+        return self.positions if self.split_heads else 2 * self.positions
+
+    @property
+    def rope(self) -> int:
+        """Rope columns of Q and K (absorbed MLA: 64), else 0."""
+        return self.f.rope_depth
+
+    @property
+    def chunks(self) -> tuple[Chunk, ...]:
+        """Q@K''s depth chunks in order, one KV slot each: ``num_qk_stages`` of BK0 columns from the q and
+        k maps (MLA: q_nope and kv), then MLA's rope chunk from q_rope and k_rope."""
+        q, k = ("q_nope", "kv") if self.rope else ("q", "k")
+        out = tuple(Chunk(q, k, s * self.bk0, self.bk0) for s in range(self.num_qk_stages))
+        return out + ((Chunk("q_rope", "k_rope", 0, self.rope),) if self.rope else ())
+
+    @property
+    def v_map(self) -> str:
+        """The tensor map V is loaded through (MLA: ``kv_v``, a second map of the latent)."""
+        return "kv_v" if self.rope else "v"
 
     @property
     def halves(self) -> tuple[str, ...]:
@@ -123,8 +165,8 @@ def prologue(k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     x = types.SimpleNamespace(k=k, arg=arg, d=d, c=c, smem=smem, mbars=mbars, slot=smem.tmem_addr_ptr(),
                               registers=registers(d))
     q = smem.q_smem()
-    x.q = [dsl.fa4.smem_alias(q, sym_name=f"q_{s}", bytes=d.q_chunk, offset=s * d.q_chunk)
-           for s in range(d.num_qk_stages)]
+    x.q = [dsl.fa4.smem_alias(q, sym_name=f"q_{s}", bytes=d.bm * ch.depth * 2, offset=s * d.q_chunk)
+           for s, ch in enumerate(d.chunks)]  # MLA: the rope chunk (BM x 64) follows the latent ones
     x.o, x.p, x.kv = smem.o_smem(), smem.p_smem(), smem.kv_smem_base()
     x.kv_full, x.kv_empty = smem.declared.value("kv_producer"), smem.declared.value("kv_consumer")
     x.o_tmem = {"lo": smem.tmem("O_lo" if d.split_o else "O")}
@@ -135,15 +177,18 @@ def prologue(k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     x.rank = V(dsl.nvvm.read_ptx_sreg_cluster_ctarank(dsl.i32())).named("rank")
     x.leader = (x.rank == 0).named("leader")
     tile, hy, x.bz = dsl.shrui(dsl.ctaid("x"), V(1)), dsl.ctaid("y"), dsl.ctaid("z")
-    x.pair_start = tile * (2 * d.positions)
-    x.q_start = x.pair_start + x.rank * d.positions  # first position of this CTA's rows
+    x.pair_start = tile * d.pair_positions
+    # first position of this CTA's rows (split heads: both CTAs hold the same position)
+    x.q_start = x.pair_start if d.split_heads else x.pair_start + x.rank * d.positions
     if c.causal:  # tiles past the pair's last row are skipped by every role alike
-        pair_end = x.pair_start + 2 * d.positions
+        pair_end = x.pair_start + d.pair_positions
         kv_end = V(arith.minsi(arg.seq_k.value, pair_end.value))
     else:
         kv_end = arg.seq_k
     x.n_tiles = V(arith.divsi((kv_end + (d.bn - 1)).value, V(d.bn).value)).named("n_tiles")
-    if d.g > 1:
+    if d.split_heads:  # the peer holds the group's second BM heads
+        x.kvh, x.head0 = hy, hy * c.group + x.rank * d.bm
+    elif d.g > 1:
         x.kvh, x.head0 = hy, hy * c.group
     else:
         x.kvh, x.head0 = V(arith.divsi(hy.value, V(c.group).value)), hy

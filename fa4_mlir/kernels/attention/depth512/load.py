@@ -2,7 +2,8 @@
 ``fa4_mlir.dsl`` (imported when called: this module imports without MLIR).
 
 One KV ring of ``num_kv_stages`` slots, filled in the order the MMA warp consumes them: K_0's
-``num_qk_stages`` depth sub-tiles (each with Q's matching depth chunk on the same barrier), then per
+depth sub-tiles (``Dims.chunks``: ``num_qk_stages``, then MLA's rope chunk from q_rope / k_rope in
+half a slot; each with Q's matching depth chunk on the same barrier), then per
 tile t >= 1 the sub-tiles of K_t followed by V_{t-1}'s (``num_pv_stages`` sub-tiles of BK1 keys
 per O half), and V_last at the end. The MMA issues Q@K_t' before P_{t-1}@V_{t-1}, so the ring
 order is that. Each CTA loads its half: K rows [0, BN/2) (leader) or [BN/2, BN) (peer); V columns
@@ -22,16 +23,17 @@ def _load_k(x, ring, tile, with_q: bool) -> None:
 
     d = x.d
     key = tile * d.bn + x.rank * d.k_rows
-    for q in range(d.num_qk_stages):
+    for q, ch in enumerate(d.chunks):
         ring.producer_acquire()
-        ring.producer_commit(tx_bytes=d.k_chunk + (d.q_chunk if with_q else 0))
+        ring.producer_commit(tx_bytes=(d.k_rows + (d.bm if with_q else 0)) * ch.depth * 2)
         slot = dsl.fa4.smem_stage(x.kv, ring.stage, bytes=d.kv_slot_bytes)
-        for blk in range(d.bk0 // BLOCK):
-            col = q * d.bk0 + blk * BLOCK
+        for blk in range(ch.depth // BLOCK):
+            col = ch.col + blk * BLOCK
             if with_q:  # Q's depth chunk q rides on K_0's chunk q (the reference's Q + K0 load)
-                dsl.fa4.tma_load(x.arg.q, x.q[q], x.kv_full, ring.stage, coords(col, x.head0, x.q_start, x.bz),
-                                 bytes=d.bm * ROW_BYTES, dst_offset=blk * d.bm * ROW_BYTES)
-            dsl.fa4.tma_load(x.arg.k, slot, x.kv_full, ring.stage, coords(col, x.kvh, key, x.bz),
+                dsl.fa4.tma_load(getattr(x.arg, ch.q_map), x.q[q], x.kv_full, ring.stage,
+                                 coords(col, x.head0, x.q_start, x.bz), bytes=d.bm * ROW_BYTES,
+                                 dst_offset=blk * d.bm * ROW_BYTES)
+            dsl.fa4.tma_load(getattr(x.arg, ch.k_map), slot, x.kv_full, ring.stage, coords(col, x.kvh, key, x.bz),
                              bytes=d.k_rows * ROW_BYTES, dst_offset=blk * d.k_rows * ROW_BYTES)
         ring.step()
 
@@ -48,8 +50,9 @@ def _load_v(x, ring, tile) -> None:
             slot = dsl.fa4.smem_stage(x.kv, ring.stage, bytes=d.kv_slot_bytes)
             key = tile * d.bn + j * d.bk1
             for blk in range(d.v_cols_per_cta // BLOCK):
-                dsl.fa4.tma_load(x.arg.v, slot, x.kv_full, ring.stage, coords(col0 + blk * BLOCK, x.kvh, key, x.bz),
-                                 bytes=d.bk1 * ROW_BYTES, dst_offset=blk * d.bk1 * ROW_BYTES)
+                dsl.fa4.tma_load(getattr(x.arg, d.v_map), slot, x.kv_full, ring.stage,
+                                 coords(col0 + blk * BLOCK, x.kvh, key, x.bz), bytes=d.bk1 * ROW_BYTES,
+                                 dst_offset=blk * d.bk1 * ROW_BYTES)
             ring.step()
 
 

@@ -34,15 +34,15 @@ def _release_slot(x, ring) -> None:
 
 
 def _qk(x, ring, buf: str) -> None:
-    """S_buf = Q K' over the K depth sub-tiles in the next ``num_qk_stages`` slots."""
+    """S_buf = Q K' over the K depth sub-tiles (``Dims.chunks``) in the next slots."""
     from fa4_mlir import dsl
     from fa4_mlir.dsl import math as s
 
     d = x.d
-    for q in range(d.num_qk_stages):
+    for q, ch in enumerate(d.chunks):  # MLA: the rope chunk is 64 deep, 4 k-steps
         ring.consumer_wait()
         slot = dsl.fa4.smem_stage(x.kv, ring.stage, bytes=d.kv_slot_bytes)
-        for kk in range(d.bk0 // MMA_K):
+        for kk in range(ch.depth // MMA_K):
             blk, inner = divmod(kk, BLOCK // MMA_K)
             dsl.fa4.tcgen05_mma(x.s_tmem[buf], x.q[q], slot, s.const(s.i1(), bool(q or kk)), m=d.mma_m, n=d.bn,
                                 ab_type=d.elem, cta_group=2, a_offset=blk * d.bm * ROW_BYTES + inner * 32,
