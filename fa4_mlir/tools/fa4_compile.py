@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from fa4_mlir import __version__, knobs
 from fa4_mlir.tools.kernel_options import kernel_options as _kernel_options
@@ -59,6 +61,16 @@ def _base_parser(add_help: bool) -> argparse.ArgumentParser:
     p.add_argument("--list-kernels", action="store_true", help="list the built-in kernels and exit")
     p.add_argument("--version", action="version", version=f"fa4-compile {__version__} (MLIR 22.1.8)")
     return p
+
+
+def _dump_dir(args, name: str) -> Path:
+    """Where a failing stage's input is written: ``-o``'s dump folder, or with ``--cache`` a fresh folder
+    under the cache's, so that concurrent builds of one kernel do not write (and delete) one file."""
+    if not args.cache:
+        return Path(args.output) / "dump"
+    base = Path(knobs.cache_dir()) / "dump"
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{Path(name).stem}-", dir=base))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,7 +124,6 @@ def _error(message: str) -> int:
 
 
 def _compile(args, builtin, progress) -> int:
-    from pathlib import Path
 
     from fa4_mlir.core.compiler import CompileError, compile_kernel
     from fa4_mlir.errors import ArtifactError, ConfigError
@@ -141,10 +152,12 @@ def _compile(args, builtin, progress) -> int:
             except (OSError, UnicodeDecodeError) as exc:
                 return _error(f"cannot read '{args.kernel}': {getattr(exc, 'strerror', None) or exc}")
             name = args.kernel
-        result = compile_kernel(source, target=args.target, stop=args.emit, source_name=name,
-                                dump_dir=Path(knobs.cache_dir() if args.cache else args.output) / "dump",
+        dump_dir = _dump_dir(args, name)
+        result = compile_kernel(source, target=args.target, stop=args.emit, source_name=name, dump_dir=dump_dir,
                                 progress=progress,
                                 debug_timeout_ms=args.timeout, verify_protocol=args.verify_protocol)
+        if args.cache:  # nothing failed: the private dump folder is empty
+            dump_dir.rmdir()
         if args.cache:
             key = (artifacts.ArtifactKey.for_config(args.kernel, config, args.timeout) if builtin is not None
                    else artifacts.ArtifactKey.for_file(args.kernel, result.target, args.timeout))

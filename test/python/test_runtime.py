@@ -119,6 +119,31 @@ def test_missing_artifact_is_compiled_once_then_found(cache):
     assert artifacts.lookup(key).cubin == built.cubin
 
 
+def test_concurrent_cached_builds_of_one_kernel_do_not_share_a_dump_file(cache):
+    # Each --cache build dumps a stage's input into a folder of its own (it once was one file per kernel
+    # name, which one build deleted while another still wrote it): four at once all succeed.
+    keys = [artifacts.ArtifactKey.for_config("copy-pipeline", CopyPipelineConfig(target="sm_90a", stages=s))
+            for s in (2, 3, 4, 5)]
+    runs = [subprocess.Popen([sys.executable, "-m", "fa4_mlir.tools.fa4_compile", *key.build_command()[1:]],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for key in keys]
+    for run in runs:
+        assert run.wait() == 0, run.stderr.read()
+    assert all(artifacts.lookup(key) is not None for key in keys)
+    assert list((cache / "dump").iterdir()) == []  # the private folders of builds that passed are gone
+
+
+def test_a_failing_cached_build_keeps_its_stage_input_in_a_folder_of_its_own(cache):
+    hopper_tmem = ROOT / "test" / "fa4-compile" / "Inputs" / "tmem-on-hopper.mlir"  # the nvvm stage fails
+    done = subprocess.run([sys.executable, "-m", "fa4_mlir.tools.fa4_compile", str(hopper_tmem), "--cache"],
+                          capture_output=True, text=True)
+    assert done.returncode == 1
+    dumped = re.search(r"input of the failing stage: (\S+)", done.stderr)
+    assert dumped, done.stderr
+    path = pathlib.Path(dumped.group(1))
+    assert path.is_file() and path.name == "k.nvvm-input.mlir"
+    assert path.parent.parent == cache / "dump" and path.parent.name.startswith("tmem-on-hopper-")
+
+
 def test_a_failing_compile_on_first_use_reports_the_command(tmp_path, cache):
     bad = tmp_path / "bad.mlir"
     bad.write_text("module {\n")
