@@ -15,6 +15,7 @@ from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.configs.fa4 import MBAR_BYTES, TMEM_ADDR_BYTES
 
 TILE_ALIGN = 1024  # a 128B-swizzled TMA/UMMA tile starts on a swizzle-atom boundary
+TMA_ALIGN = 128  # any other TMA destination (the per-token scale buffers)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,9 +127,10 @@ def fa4_regions(c: FA4Config) -> list[SmemRegion]:
         regions.append(SmemRegion("v", nkv * v_cols * bn * dsz, TILE_ALIGN, sw))
     regions.append(SmemRegion("correction", c.correction_bytes, 4))
     if c.scale_bytes:
-        k_scale_bufs = -(-nkv // 2) if c.fused_kv else nkv
-        regions.append(SmemRegion("q_scale", c.q_scale_bytes, c.scale_bytes))
-        regions.append(SmemRegion("k_scale", k_scale_bufs * bn * c.scale_bytes, c.scale_bytes))
+        # TMA destinations (128-byte aligned). No padding results: the regions before them are
+        # multiples of 1024 bytes and q_scale (BM scales) of 128, as the reference's packing assumes.
+        regions.append(SmemRegion("q_scale", c.q_scale_bytes, TMA_ALIGN))
+        regions.append(SmemRegion("k_scale", c.num_k_scale_bufs * bn * c.scale_bytes, TMA_ALIGN))
     return regions
 
 

@@ -275,3 +275,58 @@ def compare(out: np.ndarray, ref: np.ndarray, yardstick: np.ndarray, dtype: str)
 def lse_tolerance(ref_lse: np.ndarray) -> float:
     """The largest LSE error that passes (fp32 output, ex2.approx and log2 in f32)."""
     return 1e-3 * float(np.abs(ref_lse).max()) + 1e-3
+
+
+# -- fp8 e4m3 attention (sm_100a) ---------------------------------------------------------------------------
+
+FP8_P_BIAS = 8.0  # the sm_100a kernel's exp2 bias: P is scaled by 2^8 before its e4m3 cast (softmax.py)
+
+
+def _dequantized(t, scale) -> np.ndarray:
+    """(B, S, Hx, D) fp8 values times a tensor-wise (float) or per-token ((B, Hx, S)) scale."""
+    t = np.asarray(t, np.float64)
+    if np.ndim(scale) == 0:
+        return t * float(scale)
+    return t * np.asarray(scale, np.float64).transpose(0, 2, 1)[..., None]
+
+
+def attention_fp8(q, k, v, causal: bool, scale: float, q_scale=1.0, k_scale=1.0, v_scale: float = 1.0):
+    """fp8 attention in float64 on the dequantized inputs: ``attention(q * q_scale, k * k_scale,
+    v * v_scale)``. q (B, Sq, H, D), k and v (B, Sk, Hk, D) are the e4m3 values (float64); q_scale and
+    k_scale are floats (tensor-wise) or (B, H, Sq) / (B, Hk, Sk) per-token arrays. Returns (out, lse)."""
+    return attention(_dequantized(q, q_scale), _dequantized(k, k_scale), np.asarray(v, np.float64) * float(v_scale),
+                     causal, scale)
+
+
+def attention_fp8_scaled_yardstick(q, k, v, causal: bool, scale: float, q_scale=1.0, k_scale=1.0,
+                                   v_scale: float = 1.0) -> np.ndarray:
+    """fp8 attention at the sm_100a kernel's precision (bf16 bits). The logits as the kernel forms them
+    in float32: S = q k' of the e4m3 values (exact products, an fp32 result); per-token scales make the
+    log2-unit logit ``(S * k_scale) * (softmax scale * log2(e) * q_scale)``, each product rounded to
+    fp32 (with scales up to 1e3 the logits reach 1e7, where fp32's spacing is 1: the rounding is the
+    logits' own, which no fp32 kernel avoids), and P = exp2(logit - max + FP8_P_BIAS); tensor-wise ones
+    are folded into the softmax scale by the host, P = exp2((S - max) * scale * log2(e) + FP8_P_BIAS).
+    P is rounded to e4m3 before P @ V (P <= 2^8 < 448; normal e4m3 down to logit - max = -14),
+    the row sums from the unrounded P, O = (P @ V) * v_scale / sum rounded once to bf16. The kernel's
+    P is relative to the running maximum (fp8's rescale threshold 0 adopts every larger one) rather
+    than the row's: the same e4m3 rounding at other points, statistically alike."""
+    heads, f32 = q.shape[2], np.float32
+    qt, kt = _heads_first(q, heads), _heads_first(k, heads)
+    s = (qt @ kt.transpose(0, 1, 3, 2)).astype(f32)
+    if np.ndim(q_scale) or np.ndim(k_scale):  # per-token (a float one broadcast, as the torch op does)
+        b, sq, sk = s.shape[0], s.shape[2], s.shape[3]
+        qs = np.broadcast_to(np.asarray(q_scale, f32), (b, heads, sq))
+        ks = np.broadcast_to(np.asarray(k_scale, f32), (b, k.shape[2], sk))
+        ks = np.repeat(ks, heads // k.shape[2], axis=1)
+        row = (qs * f32(scale * math.log2(math.e))).astype(f32)
+        s = ((s * ks[:, :, None, :]).astype(f32) * row[..., None]).astype(f32)
+        row = np.ones_like(row)
+    else:
+        row = np.full(s.shape[:3], f32(scale * float(q_scale) * float(k_scale) * math.log2(math.e)), f32)
+    if causal:
+        sq, sk = s.shape[-2:]
+        s[..., np.triu(np.ones((sq, sk), bool), 1)] = -np.inf
+    m = s.max(axis=-1, keepdims=True)
+    p = np.exp2((s.astype(np.float64) - m) * row[..., None].astype(np.float64) + FP8_P_BIAS)
+    out = (round_e4m3(p) @ _heads_first(v, heads)) * float(v_scale) / p.sum(axis=-1, keepdims=True)
+    return round_to(out.transpose(0, 2, 1, 3), "bf16")

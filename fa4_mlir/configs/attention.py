@@ -155,6 +155,10 @@ class AttentionConfig(Checked):
              else "0 on sm_100a (the reference layout picks BN)"),
             ("token_scales", isinstance(self.token_scales, bool) and (self.is_fp8 or not self.token_scales),
              "False unless dtype is fp8_e4m3 (per-token scales dequantize fp8 Q and K)"),
+            ("token_scales", not (self.token_scales and self.target == "sm_100a" and self.group > 32
+                                  and 128 % self.group == 0),
+             "False for group 64 or 128 on sm_100a (a tile holds 128 / group positions of a head: its q_scale "
+             "TMA row of that many fp32 must be >= 16 bytes)"),
             ("head_dim", not self.is_fp8 or self.head_dim in FP8_HEAD_DIMS[self.target],
              f"one of {', '.join(map(str, FP8_HEAD_DIMS[self.target]))} for fp8_e4m3 on {self.target}"),
             ("block_n", not (hopper and self.is_fp8) or self.block_n % 64 == 0,

@@ -267,6 +267,14 @@ class FA4Config(Checked):
         return self.budget.smem_used
 
     @property
+    def num_k_scale_bufs(self) -> int:
+        """Per-token K scale buffers (BN scales each): one per K stage, ceil(nkv / 2) when K and V share
+        one ring (half its slots hold K); 0 without per-token scales."""
+        if not self.scale_bytes:
+            return 0
+        return -(-self.num_kv_stages // 2) if self.fused_kv else self.num_kv_stages
+
+    @property
     def bk0(self) -> int:
         return self.padded_qk_depth // self.qk_stages
 

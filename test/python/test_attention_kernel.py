@@ -18,13 +18,18 @@ SUPPORTED = [dict(dtype=dt, head_dim=hd, num_q=nq, causal=ca)
              for dt, hd, nq, ca in itertools.product(("bf16", "fp16"), (64, 96, 128), (1, 2), (False, True))]
 SUPPORTED += [dict(group=4), dict(group=3, causal=True), dict(group=8, num_q=1), dict(exp2_emulation=8),
               dict(head_dim=64, group=16, causal=True, num_q=1)]
+# fp8 e4m3: every head dim x Q tiles x scales (fused and split K/V rings both occur), plus causal / GQA
+FP8 = [dict(dtype="fp8_e4m3", head_dim=hd, num_q=nq, token_scales=ts)
+       for hd, nq, ts in itertools.product((64, 128), (1, 2), (False, True))]
+FP8 += [dict(dtype="fp8_e4m3", causal=True, group=4, token_scales=True),
+        dict(dtype="fp8_e4m3", head_dim=64, num_q=1, causal=True, group=8)]
 
 
 def _ids(kw):
     return "-".join(f"{k}={v}" for k, v in kw.items()) or "default"
 
 
-@pytest.mark.parametrize("kwargs", SUPPORTED, ids=_ids)
+@pytest.mark.parametrize("kwargs", SUPPORTED + FP8, ids=_ids)
 def test_every_config_assembles_without_spills_on_the_reference_layout(ctx, kwargs):
     from fa4_mlir.core.compiler import compile_kernel
     from fa4_mlir.core.layout_ir import place_layout
@@ -37,7 +42,7 @@ def test_every_config_assembles_without_spills_on_the_reference_layout(ctx, kwar
     assert m["threads"][0] == 512
     _, placed = place_layout(fa4_layout(config.fa4), "sm_100a")
     assert m["smem_bytes"] == placed.smem_bytes
-    offsets = {n: int(o) for o, n in re.findall(r'offset = (\d+) : i64, (?:swizzle = "128B", )?sym_name = "(\w+)"',
+    offsets = {n: int(o) for o, n in re.findall(r'offset = (\d+) : i64, (?:swizzle = "\w+", )?sym_name = "(\w+)"',
                                                 placed_ir)}
     indices = {n: int(i) for i, n in re.findall(r'index = (\d+) : i64, num_barriers = \d+ : i64, sym_name = "(\w+)"',
                                                 placed_ir)}
@@ -68,6 +73,24 @@ def test_tensor_maps_and_grid():
     assert attention.launch_geometry(AttentionConfig(num_q=1, group=3), 1, 129, 6, 5) == (2, 6, 1)
 
 
+def test_fp8_tensor_maps_and_instructions():
+    """fp8: 64B-swizzled Q/K/V boxes of 64 elements, the bf16 O in 32-column chunks, the per-token
+    scale maps (one fp32 per row of a tile, per key of a K tile), kind::f8f6f4 MMAs and P cast to e4m3."""
+    from fa4_mlir.core.compiler import compile_kernel
+
+    config = AttentionConfig(dtype="fp8_e4m3", group=4, token_scales=True)
+    source = attention.build(config)
+    maps = {p.name: p.tensor_map for p in source.params if p.tensor_map}
+    assert maps["q"].box == (64, 4, 32, 1) and maps["q"].swizzle == "64B" and maps["q"].dtype == "fp8_e4m3"
+    assert maps["k"].box == maps["v"].box == (64, 1, config.fa4.bn, 1) and maps["v"].swizzle == "64B"
+    assert maps["o"].box == (32, 4, 32, 1) and maps["o"].swizzle == "64B" and maps["o"].dtype == "bf16"
+    assert maps["q_scale"].box == (32, 4, 1) and maps["k_scale"].box == (config.fa4.bn, 1, 1)
+    assert [p.name for p in source.params][-3:] == ["v_scale", "q_scale", "k_scale"]
+    ptx = compile_kernel(source, stop="ptx", verify_protocol=False).ptx
+    assert "tcgen05.mma.cta_group::1.kind::f8f6f4" in ptx and "kind::f16" not in ptx
+    assert "cvt.rn.satfinite.e4m3x2.f32" in ptx
+
+
 @pytest.mark.parametrize("args, message", [
     ((1, 0, 8, 8), r"batch, seq_q, heads and seq_k must be >= 1, got 1, 0, 8, 8"),
     ((1, 8, 6, 8), r"heads \(6\) must be a multiple of group \(4\)"),
@@ -81,7 +104,13 @@ def test_launch_geometry_errors(args, message):
     (dict(head_dim=80), r"AttentionConfig.head_dim must be one of 64, 96, 128, 256, 512 on sm_100a, got 80"),
     (dict(num_q=3), r"AttentionConfig.num_q must be 1 \(BM 128\) or 2 \(BM 256\), got 3"),
     (dict(group=0), r"AttentionConfig.group must be in \[1, 128\]"),
-    (dict(dtype="fp32"), r"AttentionConfig.dtype must be one of bf16, fp16, fp8_e4m3, got 'fp32'"),
+    (dict(dtype="fp8"), r"AttentionConfig.dtype must be one of bf16, fp16, fp8_e4m3, got 'fp8'"),
+    (dict(dtype="fp8_e4m3", head_dim=96), r"AttentionConfig.head_dim must be one of 64, 128 for fp8_e4m3 on sm_100a, "
+                                          r"got 96"),
+    (dict(token_scales=True), r"AttentionConfig.token_scales must be False unless dtype is fp8_e4m3"),
+    (dict(dtype="fp8_e4m3", token_scales=True, group=64),
+     r"AttentionConfig.token_scales must be False for group 64 or 128 on sm_100a \(a tile holds 128 / group "
+     r"positions of a head: its q_scale TMA row of that many fp32 must be >= 16 bytes\), got True"),
     (dict(exp2_emulation=3), r"AttentionConfig.exp2_emulation must be even and in \[0, 32\]"),
     (dict(block_n=128), r"AttentionConfig.block_n must be 0 on sm_100a \(the reference layout picks BN\), got 128"),
     (dict(causal=1), r"AttentionConfig.causal must be True or False, got 1"),
@@ -89,3 +118,15 @@ def test_launch_geometry_errors(args, message):
 def test_config_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         AttentionConfig(**kwargs)
+
+
+def test_e4m3_instruction_descriptor_is_the_isas():
+    """fa4-lower-tmem's kind::f8f6f4 descriptor for e4m3 (format code 0) reads back, in the emulator's
+    independent decoder, as the MMAs the fp8 kernel issues: Q@K' (K-major B) and P@V (MN-major V)."""
+    from fa4_mlir.emu.isa.tcgen05_desc import decode_instr_descriptor
+    from fa4_mlir.passes.lower_tmem import instruction_descriptor
+
+    for n, major in ((128, "k"), (192, "k"), (128, "mn"), (64, "mn")):
+        got = decode_instr_descriptor(instruction_descriptor("e4m3", 128, n, major), kind="f8f6f4")
+        assert (got.m, got.n, got.d_type, got.a_type, got.b_type) == (128, n, "f32", "e4m3", "e4m3")
+        assert got.a_k_major and got.b_k_major == (major == "k")

@@ -13,6 +13,9 @@ from fa4_mlir.layouts import fa4_layout
 
 CONFIGS = [dict(), dict(head_dim=64), dict(num_q=1), dict(head_dim=96, dtype="fp16", causal=True), dict(group=4),
            dict(num_q=1, head_dim=64, group=16)]
+# fp8 e4m3 (64B swizzle), tensor-wise and per-token scales: both K/V ring modes occur in each
+CONFIGS += [dict(dtype="fp8_e4m3", head_dim=hd, num_q=nq, token_scales=ts)
+            for hd in (64, 128) for nq in (1, 2) for ts in (False, True)]
 
 
 def _ids(kw):

@@ -57,6 +57,26 @@ def test_split_layouts_fill_exactly_the_budget(kwargs):
     assert bars.total == 4 + 4 + 2 + q1 + 2 * nqk * nkv + 2 * nkv + 2
 
 
+@pytest.mark.parametrize("qk_depth, num_q, fused, nkv, bufs", [(64, 2, False, 8, 8), (64, 1, True, 17, 9),
+                                                            (128, 2, True, 11, 6), (128, 1, False, 6, 6)])
+def test_fp8_token_scale_layouts(qk_depth, num_q, fused, nkv, bufs):
+    # fp8 MHA with fp32 per-token scales: q_scale (BM fp32) then k_scale (one BN buffer per K stage, or
+    # per two slots of a fused ring) after the correction slots, 128-byte aligned without padding.
+    c = FA4Config(dtype="fp8_e4m3", qk_depth=qk_depth, num_q=num_q, scale_dtype="fp32")
+    assert (c.swizzle_bytes, c.mma_k, c.fused_kv, c.num_kv_stages, c.num_k_scale_bufs) == (64, 32, fused, nkv, bufs)
+    layout = fa4_layout(c)
+    smem, _, _ = placed(layout)
+    sizes = {r.name: r.bytes for r in layout.regions}
+    assert sizes["q_scale"] == c.bm * 4 and sizes["k_scale"] == bufs * c.bn * 4
+    assert smem.offsets["q_scale"] == smem.offsets["correction"] + c.correction_bytes
+    assert smem.offsets["k_scale"] == smem.offsets["q_scale"] + c.bm * 4
+    assert smem.offsets["mbarriers"] == smem.offsets["k_scale"] + bufs * c.bn * 4
+    assert smem.offsets["q_scale"] % 128 == smem.offsets["k_scale"] % 128 == 0 and (c.bn * 4) % 128 == 0
+    # the placed total is the config's budget (fused: the reference's 8 B of over-reservation)
+    assert c.smem_used - smem.total == (8 if fused and num_q == 2 and c._derived_qk_stages() > 1 else 0)
+    assert FA4Config(dtype="fp8_e4m3", qk_depth=qk_depth, num_q=num_q).num_k_scale_bufs == 0
+
+
 def test_pair_cta_counts_both_ctas():
     layout = fa4_layout(FA4Config(qk_depth=128, pair_cta=True))
     by_name = {b.name: b for b in layout.barriers}

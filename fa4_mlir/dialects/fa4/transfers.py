@@ -97,7 +97,7 @@ class TmaStoreWaitOp(Op, name="tma_store_wait"):
 # ===================================================================================================
 
 MMA_SWIZZLES = ("32B", "64B", "128B")  # MMA operand tiles are always swizzled (canonical layouts)
-MMA_INPUTS = ("f16", "bf16", "tf32")
+MMA_INPUTS = ("f16", "bf16", "tf32", "e4m3")  # tcgen05: kind::f16, kind::tf32, kind::f8f6f4
 
 
 def _check_mma_operand(what: str, value, offset: int):
@@ -135,11 +135,12 @@ class Tcgen05MmaOp(Op, name="tcgen05_mma"):
     a shared-memory tile. Shared-memory operands carry the swizzle of their region; A is K-major, B
     K-major or, with ``b_major = "mn"``, MN-major (blocks of one swizzle width along N, ``b_block_stride``
     bytes apart, as TMA loads a row-major K x N matrix); one
-    instruction consumes K = 32 bytes of each row (16 elements of f16/bf16, 8 of tf32), at byte
+    instruction consumes K = 32 bytes of each row (16 elements of f16/bf16, 8 of tf32, 32 of e4m3; a
+    TMEM A holds 32 bits a column: 2 f16/bf16 or 4 e4m3, the lower K index in the lower bits), at byte
     ``a_offset`` / ``b_offset`` in the tile. ``accumulate`` false overwrites D. With
     ``cta_group = 2`` the pair computes an M = 2 x 128 tile, each CTA holding half of A and D.
     Lowers to: shared-memory descriptors, an instruction descriptor (constant) and
-    ``tcgen05.mma.cta_group::N.kind::{f16,tf32} [d], a, b, idesc, accumulate``.
+    ``tcgen05.mma.cta_group::N.kind::{f16,tf32,f8f6f4} [d], a, b, idesc, accumulate``.
     """
 
     d = Operand(TmemType, doc="accumulator region (f32)")

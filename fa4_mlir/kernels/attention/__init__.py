@@ -28,6 +28,18 @@ the idle pair cannot drop to 24 apart from the MMA and load warps, and at 40 (or
 thread's loop spills (ptxas, every config); 184 * 256 + 80 * 128 + 64 * 128 = 65536, the whole
 register file, with no spills in any supported config.
 
+fp8 e4m3 (head dims 64, 128; spec 1.2, 4.4, 4.9): Q, K, V tiles are 64-element (64-byte) rows with
+64B swizzle, both MMAs ``kind::f8f6f4`` (P@V with P in TMEM, four e4m3 a column), the reference's
+fp8 FA4Config (BN, rings, MMA_K 32). The softmax adopts every larger row maximum (threshold 0) and
+adds 8 to the exp2 argument before casting P to e4m3 (``softmax.FP8_P_BIAS``: P <= 256 < 448, out of
+the subnormals), which cancels in O / sum; the output is bf16, O * v_scale / sum, stored in 32-column
+chunks through buffers over the fp8 Q (half its bytes). Tensor-wise Q/K scales are folded into
+``scale_log2e`` by the host; per-token ones (``token_scales``) are TMA-loaded into shared memory
+(q_scale with Q, k_scale of each K tile into a ring of ``num_k_scale_bufs`` buffers, both on the
+K / Q1 barriers' transaction bytes) and the softmax scales each score by its key's and row's scale
+before masking and the maximum (the FMA path off); the MMA warp then releases a K stage with its
+tile's V stage, after the softmax of the tile read the tile's scales.
+
 Head dims 256 and 512 on sm_100a are a different kernel, a CTA pair per tile (``depth512``); ``build``
 and ``launch_geometry`` dispatch to it.
 
@@ -43,7 +55,7 @@ from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import hopper
 from fa4_mlir.kernels.attention.abi import CONFIG_FIELDS, declare
-from fa4_mlir.kernels.attention.dims import BLOCK, Dims
+from fa4_mlir.kernels.attention.dims import BLOCK, FP8_OUT_CHUNK, Dims
 from fa4_mlir.kernels.attention.producers import Producers
 from fa4_mlir.kernels.attention.softmax import Softmax
 from fa4_mlir.kernels.source import KernelSource, TensorMapSpec
@@ -81,10 +93,16 @@ def build(config: AttentionConfig) -> KernelSource:
     config.validate()
     d = Dims(config)
     g = config.fused_group
-    q_box = TensorMapSpec(config.dtype, (BLOCK, g, config.positions, 1), "128B")
-    kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, d.bn, 1), "128B")
+    q_box = TensorMapSpec(config.dtype, (BLOCK, g, config.positions, 1), d.swizzle)
+    kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, d.bn, 1), d.swizzle)
     k = dsl.Kernel(NAME, config.target, NUM_WARPS)
-    declare(k, q_box, kv_box, q_box)
+    if config.is_fp8:  # bf16 O in 32-column chunks (64-byte rows); per-token scales: one fp32 per row / key
+        o_box = TensorMapSpec(config.out_dtype, (FP8_OUT_CHUNK, g, config.positions, 1), "64B")
+        scale_boxes = (TensorMapSpec("fp32", (config.positions, g, 1), "none"),
+                       TensorMapSpec("fp32", (d.bn, 1, 1), "none")) if config.token_scales else None
+        declare(k, q_box, kv_box, o_box, scale_boxes, fp8=True)
+    else:
+        declare(k, q_box, kv_box, q_box)
     with k.body() as arg:
         prod, soft = Producers(d, k), Softmax(d, k)
         x = prod.prologue(arg)

@@ -7,10 +7,12 @@ from functools import cached_property
 
 from fa4_mlir.configs.attention import AttentionConfig
 
-BLOCK = 64  # elements of one 128B swizzle row: TMA boxes and operand tiles are [rows, 64] blocks
-ROW_BYTES = 128
+BLOCK = 64  # elements of one swizzle row (128B of bf16/fp16, 64B of fp8): operand tiles are [rows, 64] blocks
+ROW_BYTES = 128  # of a bf16/fp16 block row (and of a 64-column bf16 output block)
 MMA_K = 16  # elements of bf16/fp16 per tcgen05 instruction (32 bytes of a row)
+K_STEP_BYTES = 32  # bytes of a row one tcgen05 instruction consumes (16 bf16/fp16, 32 e4m3)
 WG = 128  # threads of a warpgroup = query rows of a softmax warpgroup = TMEM lanes
+FP8_OUT_CHUNK = 32  # fp8: bf16 output columns per store chunk (64-byte rows: the bytes of one 64-column fp8 block)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,8 +24,32 @@ class Dims:
         return self.c.fa4.validate()
 
     @property
+    def fp8(self) -> bool:
+        return self.c.is_fp8
+
+    @property
     def elem(self) -> str:
-        return "bf16" if self.c.dtype == "bf16" else "f16"
+        """The MMA input type (``fa4.tcgen05_mma`` ab_type)."""
+        return "e4m3" if self.fp8 else "bf16" if self.c.dtype == "bf16" else "f16"
+
+    @property
+    def dsz(self) -> int:
+        """Bytes of a Q/K/V/P element."""
+        return 1 if self.fp8 else 2
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of a block row of Q, K, V: the swizzle width (64B for fp8, 128B else)."""
+        return BLOCK * self.dsz
+
+    @property
+    def swizzle(self) -> str:
+        return f"{self.row_bytes}B"
+
+    @property
+    def mma_k(self) -> int:
+        """Elements of K per tcgen05 instruction (32 bytes of a row)."""
+        return self.f.mma_k
 
     @property
     def bn(self) -> int:
@@ -63,7 +89,7 @@ class Dims:
     @property
     def q_chunk(self) -> int:
         """Bytes of one 128-row Q depth sub-stage."""
-        return WG * self.bk0 * 2
+        return WG * self.bk0 * self.dsz
 
     def q_offset(self, half: int, sub: int) -> int:
         return (half * self.nqk + sub) * self.q_chunk
@@ -75,17 +101,37 @@ class Dims:
     @property
     def k_chunk(self) -> int:
         """Bytes of one K depth sub-stage: BN rows x BK0."""
-        return self.bn * self.bk0 * 2
+        return self.bn * self.bk0 * self.dsz
 
     @property
     def kv_stage(self) -> int:
         """Bytes of a K stage (all sub-stages) or a V stage: BN rows x the padded depth."""
-        return self.bn * self.depth * 2
+        return self.bn * self.depth * self.dsz
 
     @property
     def o_half(self) -> int:
         """Bytes of one 128-row output tile (written over the dead Q)."""
         return WG * self.depth * 2
+
+    # -- fp8: the bf16 output in chunks over the (half as large) fp8 Q ---------------------------------
+    @property
+    def out_chunks(self) -> int:
+        """fp8: 32-column bf16 chunks of a 128-row output tile (each 128 x 64 bytes: one fp8 Q block)."""
+        return self.depth // FP8_OUT_CHUNK
+
+    def chunk_plan(self, wg: int) -> tuple[range, list[int]]:
+        """fp8: (the output chunks warpgroup ``wg`` stores, the byte offsets in the Q region of the
+        chunk buffers it cycles through). 2Q: its own Q half's blocks; 1Q: both warpgroups hold the
+        same rows and split the chunks and the Q blocks (one block, d64: warpgroup 0 stores all)."""
+        chunk = WG * BLOCK  # bytes of a chunk = of an fp8 Q block
+        if self.c.num_q == 2:
+            return range(self.out_chunks), [wg * self.q_bytes // 2 + b * chunk for b in range(self.blocks)]
+        if self.blocks == 1:
+            return (range(self.out_chunks), [0]) if wg == 0 else (range(0), [])
+        half = self.out_chunks // 2
+        mine = range(half) if wg == 0 else range(half, self.out_chunks)
+        per = self.blocks // 2
+        return mine, [(wg * per + b) * chunk for b in range(per)]
 
     def out_blocks(self, wg: int) -> range:
         """Output column blocks softmax warpgroup ``wg`` normalises and stores: its own 128 rows in
@@ -99,13 +145,13 @@ class Dims:
     @property
     def pv_split(self) -> int:
         """MMA K steps of P@V stage 0: 3/4 of BN when the steps divide by 4, else half."""
-        steps = self.bn // MMA_K
+        steps = self.bn // self.mma_k
         return steps * 3 // 4 if steps % 4 == 0 else steps // 2
 
     @property
     def batch(self) -> int:
         """Softmax columns per TMEM load: 32, or 16 where the P stage boundary needs it."""
-        return 32 if (self.pv_split * MMA_K) % 32 == 0 and self.bn % 32 == 0 else 16
+        return 32 if (self.pv_split * self.mma_k) % 32 == 0 and self.bn % 32 == 0 else 16
 
     def p_stage(self, col: int) -> int:
-        return 0 if col < self.pv_split * MMA_K else 1
+        return 0 if col < self.pv_split * self.mma_k else 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import types
 
-from fa4_mlir.kernels.attention.dims import BLOCK, MMA_K, ROW_BYTES, WG, Dims
+from fa4_mlir.kernels.attention.dims import BLOCK, K_STEP_BYTES, ROW_BYTES, WG, Dims
 
 
 class Producers:
@@ -48,13 +48,21 @@ class Producers:
         next), each softmax warpgroup's output tile over the dead Q and its correction slots."""
         d, c, fa4 = self.d, self.c, self.dsl.fa4
         q, o, corr = x.smem.q_smem(), x.smem.o_smem(), x.smem.correction_smem()
+        if c.token_scales:  # each Q half's 128 row scales (1Q: one half, both warpgroups read it)
+            x.q_scale = [fa4.smem_alias(x.smem.q_scale_smem(), sym_name=f"q_scale{half}", bytes=WG * 4,
+                                        offset=half * WG * 4) for half in range(c.num_q)]
         x.q = [[fa4.smem_alias(q, sym_name=f"q{half}_{s}", bytes=d.q_chunk, offset=d.q_offset(half, s))
                 for s in range(d.nqk)] for half in range(c.num_q)]
         x.corr, x.o = [], []
         for wg in (0, 1):
             x.corr.append(fa4.smem_alias(corr, sym_name=f"corr{wg}", bytes=WG * 4, offset=wg * WG * 4))
-            blocks = d.out_blocks(wg)
             x.o.append(None)
+            if d.fp8:  # the bf16 output goes out in chunks through buffers over the fp8 Q (chunk_plan)
+                _, offsets = d.chunk_plan(wg)
+                x.o[wg] = [fa4.smem_alias(o, sym_name=f"o{wg}_{i}", bytes=WG * BLOCK, offset=off)
+                           for i, off in enumerate(offsets)]
+                continue
+            blocks = d.out_blocks(wg)
             if blocks:
                 off = wg * d.o_half if c.num_q == 2 else blocks.start * WG * ROW_BYTES
                 x.o[wg] = fa4.smem_alias(o, sym_name=f"o{wg}", bytes=len(blocks) * WG * ROW_BYTES, offset=off)
@@ -108,27 +116,62 @@ class Producers:
         full = x.mbars.get_k_mbars()[0]
         key = tile * d.bn
         buffers = self._k_buffers(x, tag, state.stage)
+        rb = d.row_bytes
+        scales = self.c.token_scales
         for q, (i, buf) in enumerate(buffers):
             state.producer_acquire(sub_stage=q)
-            state.producer_commit(tx_bytes=d.k_chunk + (d.q_chunk if with_q else 0), sub_stage=q)
+            extra = (d.q_chunk if with_q else 0) + (self._scale_bytes(with_q) if scales and q == 0 else 0)
+            state.producer_commit(tx_bytes=d.k_chunk + extra, sub_stage=q)
             for blk in range(d.sub_blocks):
                 col = q * d.bk0 + blk * BLOCK
                 if with_q:  # Q rides on the first K tile's barriers (the reference's Q0 + K0 load)
                     fa4.tma_load(x.arg.q, x.q[0][q], full, i.value, _coords(col, x.head0, x.q_start, x.bz),
-                                 bytes=WG * ROW_BYTES, dst_offset=blk * WG * ROW_BYTES)
+                                 bytes=WG * rb, dst_offset=blk * WG * rb)
                 fa4.tma_load(x.arg.k, buf, full, i.value, _coords(col, x.kvh, key, x.bz),
-                             bytes=d.bn * ROW_BYTES, dst_offset=blk * d.bn * ROW_BYTES)
+                             bytes=d.bn * rb, dst_offset=blk * d.bn * rb)
+            if scales and q == 0:  # the tile's key scales (and the first time Q0's) on the same barrier
+                if with_q:
+                    self._load_q_scale(x, 0, full, i)
+                ks = fa4.smem_stage(x.smem.k_scale_smem(), self._k_scale_buffer(tile), bytes=d.bn * 4)
+                fa4.tma_load(x.arg.k_scale, ks, full, i.value, _coords(key, x.kvh, x.bz), bytes=d.bn * 4)
         self._named_step(state, f"{tag}_n" if peel else None)
+
+    # -- per-token scales (fp8) ------------------------------------------------------------------------
+    def _scale_bytes(self, with_q: bool) -> int:
+        """Bytes of per-token scales that land on a K tile's first barrier: its BN key scales, and the
+        first time also Q0's 128 row scales."""
+        return self.d.bn * 4 + (WG * 4 if with_q else 0)
+
+    def _k_scale_buffer(self, tile):
+        """The k_scale buffer of K/V tile ``tile``: tile mod num_k_scale_bufs (the reference's ring).
+        A buffer is loaded again only after the K (or fused K/V) stage it rides with was acquired, and
+        the MMA warp releases a K stage only after the P@V of its tile, which waited for the softmax
+        warpgroups to finish the tile (its scale reads included): then no more tiles are loaded and
+        unfinished than there are buffers. The protocol verifier proves it per config (released after
+        the Q@K' MMAs instead, as without scales, it finds the race on the buffer)."""
+        V = self.dsl.Value
+        return V(self.dsl.arith.remui(V(tile).value, V(self.c.fa4.num_k_scale_bufs).value)).value
+
+    def _load_q_scale(self, x, half: int, barriers, index) -> None:
+        """Q half ``half``'s row scales: box (positions, group heads), one fp32 per tile row."""
+        fa4 = self.dsl.fa4
+        start = x.q_start if half == 0 else x.q1_start
+        fa4.tma_load(x.arg.q_scale, x.q_scale[half], barriers, _raw(index), _coords(start, x.head0, x.bz),
+                     bytes=WG * 4)
 
     def _load_q1(self, x) -> None:
         d, fa4 = self.d, self.dsl.fa4
         sync = x.mbars.q1_wait_mbar()
+        scales = self.c.token_scales
+        rb = d.row_bytes
         for q in range(d.nqk):
-            fa4.mbarrier_arrive_expect_tx(sync, _raw(q), tx_bytes=d.q_chunk)
+            fa4.mbarrier_arrive_expect_tx(sync, _raw(q), tx_bytes=d.q_chunk + (WG * 4 if scales and q == 0 else 0))
             for blk in range(d.sub_blocks):
                 box = _coords(q * d.bk0 + blk * BLOCK, x.head0, x.q1_start, x.bz)
-                fa4.tma_load(x.arg.q, x.q[1][q], sync, _raw(q), box, bytes=WG * ROW_BYTES,
-                             dst_offset=blk * WG * ROW_BYTES)
+                fa4.tma_load(x.arg.q, x.q[1][q], sync, _raw(q), box, bytes=WG * rb,
+                             dst_offset=blk * WG * rb)
+            if scales and q == 0:
+                self._load_q_scale(x, 1, sync, q)
 
     def _load_v(self, x, tag: str, state, tile, peel: bool) -> None:
         d, fa4 = self.d, self.dsl.fa4
@@ -137,9 +180,10 @@ class Producers:
         state.producer_acquire()
         state.producer_commit(tx_bytes=d.kv_stage)
         buf = fa4.smem_stage(x.smem.v_smem_base(), state.stage, bytes=d.kv_stage)
+        rb = d.row_bytes
         for blk in range(d.blocks):
             fa4.tma_load(x.arg.v, buf, full, state.stage, _coords(blk * BLOCK, x.kvh, key, x.bz),
-                         bytes=d.bn * ROW_BYTES, dst_offset=blk * d.bn * ROW_BYTES)
+                         bytes=d.bn * rb, dst_offset=blk * d.bn * rb)
         self._named_step(state, f"{tag}_n" if peel else None)
 
     def _states(self, x, side: str, prefix: str) -> list:
@@ -189,24 +233,25 @@ class Producers:
     def _qk(self, x, half: int, q_half: int, kb, q: int) -> None:
         """S_half (+)= Q_{q_half} sub-stage q x K sub-stage q (buffer ``kb``)."""
         d, s = self.d, self.s
-        for kk in range(d.bk0 // MMA_K):
-            blk, inner = divmod(kk, 4)
+        rb = d.row_bytes
+        for kk in range(d.bk0 // d.mma_k):
+            blk, inner = divmod(kk, rb // K_STEP_BYTES)
             self.dsl.fa4.tcgen05_mma(x.tmem.s(half), x.q[q_half][q], kb, s.const(s.i1(), bool(q or kk)), m=128,
-                                     n=d.bn, ab_type=d.elem, a_offset=blk * WG * ROW_BYTES + inner * 32,
-                                     b_offset=blk * d.bn * ROW_BYTES + inner * 32)
+                                     n=d.bn, ab_type=d.elem, a_offset=blk * WG * rb + inner * K_STEP_BYTES,
+                                     b_offset=blk * d.bn * rb + inner * K_STEP_BYTES)
 
     def _pv(self, x, half: int, vb, first_acc, s_state) -> None:
         """O_half (+)= P_half x V in the two P stages; stage j waits until softmax wrote P stage j
         (stage 0 also: correction rescaled O_half) and covers its share of the BN keys."""
         d, s = self.d, self.s
-        steps = d.bn // MMA_K
+        steps, rb = d.bn // d.mma_k, d.row_bytes
         for j, (lo, hi) in enumerate(((0, d.pv_split), (d.pv_split, steps))):
             s_state.producer_acquire(sub_stage=j)
-            for kk in range(lo, hi):
+            for kk in range(lo, hi):  # P in TMEM: 32 bytes of a row (8 columns) per K step, any P type
                 acc = first_acc if kk == 0 else s.const(s.i1(), True)
                 self.dsl.fa4.tcgen05_mma(x.tmem.o(half), x.tmem.s(half), vb, acc, m=128, n=d.depth, ab_type=d.elem,
-                                         a_offset=kk * 32, b_offset=kk * MMA_K * ROW_BYTES, b_major="mn",
-                                         b_block_stride=d.bn * ROW_BYTES)
+                                         a_offset=kk * K_STEP_BYTES, b_offset=kk * d.mma_k * rb, b_major="mn",
+                                         b_block_stride=d.bn * rb)
         o_full = x.mbars.producer_o0() if half == 0 else x.mbars.producer_o1()
         self.dsl.fa4.mma_commit(o_full, _raw(0))
 
@@ -228,16 +273,34 @@ class Producers:
     def mma(self, x) -> None:
         """One elected thread: S0 <- Q0 Kn', O1 += P1 V(n-1), S1 <- Q1 Kn', O0 += P0 Vn (2Q; in 1Q
         S0/O0 take the even tiles and S1/O1 the odd ones of one Q). S_i is overwritten only by a
-        Q@K' issued after the P_i@V that read it: MMAs of one thread run in order."""
+        Q@K' issued after the P_i@V that read it: MMAs of one thread run in order. With per-token
+        scales a K stage is released with its tile's V stage, after the P@V that waited for the
+        softmax of the tile (which reads the tile's k_scale buffer, loaded with K: its reuse is then
+        ordered after those reads); otherwise after the Q@K' MMAs that read it."""
         k, d, s, fa4 = self.k, self.d, self.s, self.dsl.fa4
         two_q = self.c.num_q == 2
-        vpipe = x.mbars.v_pipeline().value
+        late_k = self.c.token_scales
+        vpipe, kpipe = x.mbars.v_pipeline().value, x.mbars.k_pipeline().value
         with k.role("mma", warps=[12], registers=64), k.elect_one():
             ks, vs = self._states(x, "consumer", "mm")
             s0, s1 = x.mbars.producer_s0(), x.mbars.producer_s1()
 
-            def iteration(first: bool, tag: str, vprev=None, o1_acc=None, vp_b=None):
-                """One iteration's MMAs; ``vprev`` is the held V stage of the previous one (O1's)."""
+            def release_k(held) -> None:
+                for q in range(d.nqk):
+                    fa4.pipeline_consumer_release(kpipe, held, sub_stage=q)
+
+            def done_k():
+                """Release the K stage now, or (per-token scales) return it to release later."""
+                if not late_k:
+                    self._release_k(ks)
+                    return None
+                held = ks.stage
+                ks.step()
+                return held
+
+            def iteration(first: bool, tag: str, vprev=None, o1_acc=None, vp_b=None, kprev=None):
+                """One iteration's MMAs; ``vprev`` is the held V stage of the previous one (O1's),
+                ``kprev`` its held K stage (per-token scales)."""
                 kb = self._wait_k(x, f"{tag}ka", ks)
                 for q in range(d.nqk):
                     self._qk(x, 0, 0, kb[q], q)
@@ -246,18 +309,20 @@ class Producers:
                 if not first:
                     self._pv(x, 1, vp_b, o1_acc, s1)
                     fa4.pipeline_consumer_release(vpipe, vprev)
+                    if late_k:
+                        release_k(kprev)
                 if two_q:
                     for q in range(d.nqk):
                         if first:
                             fa4.mbarrier_try_wait_parity(x.mbars.q1_wait_mbar(), _raw(q), _raw(0))
                         self._qk(x, 1, 1, kb[q], q)
-                    self._release_k(ks)
+                    k_o1 = k_o0 = done_k()
                 else:
-                    self._release_k(ks)
+                    k_o0 = done_k()
                     kb2 = self._wait_k(x, f"{tag}kb", ks)
                     for q in range(d.nqk):
                         self._qk(x, 1, 0, kb2[q], q)
-                    self._release_k(ks)
+                    k_o1 = done_k()
                 s1.producer_commit()
                 s1.step()
                 vb = self._wait_v(x, vs)
@@ -266,20 +331,30 @@ class Producers:
                 vs.step()
                 if not two_q:  # V_even is done; V_odd is held for O1 in the next iteration
                     fa4.pipeline_consumer_release(vpipe, held)
+                    if late_k:
+                        release_k(k_o0)
                     self._wait_v(x, vs)
                     held = vs.stage
                     vs.step()
-                return held
+                return held, k_o1
 
-            vp = self.dsl.Var(iteration(True, "mm0"))
+            v0, k0 = iteration(True, "mm0")
+            vp = self.dsl.Var(v0)
+            kp = self.dsl.Var(k0) if late_k else None
             acc = self.dsl.Var(s.const(s.i1(), False))
-            with k.range(1, x.n_iter, carry=[*self._carry(ks, vs), s0, s1, vp, acc]):
+            with k.range(1, x.n_iter, carry=[*self._carry(ks, vs), s0, s1, vp, acc, *([kp] if late_k else [])]):
                 vp_b = fa4.smem_stage(x.smem.v_smem_base(), vp.value.value, bytes=d.kv_stage)
-                vp.value = iteration(False, "mml", vp.value.value, acc.value.value, vp_b)
+                vn, kn = iteration(False, "mml", vp.value.value, acc.value.value, vp_b,
+                                   kp.value.value if late_k else None)
+                vp.value = vn
+                if late_k:
+                    kp.value = kn
                 acc.value = s.const(s.i1(), True)
             vp_b = fa4.smem_stage(x.smem.v_smem_base(), vp.value.value, bytes=d.kv_stage)
             self._pv(x, 1, vp_b, acc.value.value, s1)
             fa4.pipeline_consumer_release(vpipe, vp.value.value)
+            if late_k:
+                release_k(kp.value.value)
 
 
 def _raw(x):

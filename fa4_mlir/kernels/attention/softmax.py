@@ -4,9 +4,16 @@ correction warpgroup (rescales O in TMEM when a row maximum grew), built through
 
 from __future__ import annotations
 
-from fa4_mlir.kernels.attention.dims import BLOCK, ROW_BYTES, WG, Dims
+from fa4_mlir.kernels.attention.dims import BLOCK, FP8_OUT_CHUNK, ROW_BYTES, WG, Dims
 
 RESCALE_THRESHOLD = -8.0  # log2 units: a row maximum that grew by less keeps the stale one
+# fp8 (spec 4.4, 4.8): adopt any larger maximum (threshold 0), so P = exp2(logit) <= 1 before the bias;
+# the exp2 argument gets + FP8_P_BIAS (8 + threshold), P <= 2^8 = 256 < 448 (e4m3's largest finite)
+# and P >= 2^-6 (e4m3's smallest normal) for every logit >= -14 instead of >= -6: the keys that
+# carry the weight keep e4m3's 3 mantissa bits instead of falling into its subnormals (or to zero
+# below 2^-9). The factor 2^8 is in both P @ V and the row sum and cancels in O / sum; the LSE subtracts it.
+FP8_RESCALE_THRESHOLD = 0.0
+FP8_P_BIAS = 8.0 + FP8_RESCALE_THRESHOLD
 # 2^f on [0, 1), degree 3 (Horner, highest first): the reference's exp2 emulation
 EXP2_POLY = (0.077119089663028717041015625, 0.227564394474029541015625, 0.695146143436431884765625, 1.0)
 
@@ -29,9 +36,11 @@ class Softmax:
 
         self.d, self.c, self.k, self.dsl, self.s = dims, dims.c, kernel, dsl, math
         f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
-        elem = ir.BF16Type.get() if dims.elem == "bf16" else ir.F16Type.get()
+        elem = ir.BF16Type.get() if dims.elem in ("bf16", "e4m3") else ir.F16Type.get()  # fp8: of O
         # the types the roles use, made once
         self.t = dict(f32=f32, i32=i32, i1=ir.IntegerType.get_signless(1), elem=elem)
+        if dims.fp8:
+            self.t.update(i16=ir.IntegerType.get_signless(16), e4m3=ir.Float8E4M3FNType.get())
         self._vectors: dict = {}
 
     # -- helpers -------------------------------------------------------------------------------------
@@ -110,9 +119,12 @@ class Softmax:
         batches = range(d.bn // W)
         scale = x.arg.scale_log2e
         S = x.tmem.s(wg)
+        tokens = c.token_scales
+        threshold = FP8_RESCALE_THRESHOLD if d.fp8 else RESCALE_THRESHOLD
         with k.role(f"softmax{wg}", warps=[4 * wg + j for j in range(4)], registers=184):
             row = self._row(x, wg)
-            scv = dsl.vector.broadcast(v, scale)
+            if not tokens:
+                scv = dsl.vector.broadcast(v, scale)
             ss, cs = x.mbars.consumer_s(wg), x.mbars.producer_c(wg)
             m, l, oph = dsl.Var(self._f(float("-inf"))), dsl.Var(self._f(0.0)), dsl.Var(V(1))
             with k.range(0, x.n_iter, carry=[m, l, ss, cs, oph]) as n:
@@ -122,16 +134,22 @@ class Softmax:
                 row.need = V(a.cmpi(a.CmpIPredicate.slt, rel.value, V(d.bn).value))
                 row.relv = dsl.vector.broadcast(iv, rel.value)
                 ss.consumer_wait()
+                if tokens:  # the scales landed before the Q@K' that wrote S (on the K barrier)
+                    scv = dsl.vector.broadcast(v, self._row_scale(x, wg, row))
+                    kscale = self._k_scales(x, tile)
                 running = m.value
                 for b in batches:  # pass 1: the tile's row maximum
                     xb = a.bitcast(v, dsl.fa4.tmem_load(S, result_type=iv, column_offset=b * W))
+                    if tokens:  # FMA path off: scores in log2 units before masking, the maximum of those
+                        xb = a.mulf(a.mulf(xb, kscale(b)), scv)
                     xk = self._masked(row, xb, b)
                     xm = dsl.vector.reduction(self.t["f32"], dsl.vector.CombiningKind.MAXNUMF, xk)
                     running = a.maxnumf(running, xm)
-                # lazy rescale: adopt the new maximum only when some row of the warp grew by > 8 (log2)
-                ds = a.mulf(a.subf(m.value, running), scale)
+                # lazy rescale: adopt the new maximum only when some row of the warp grew by > 8 (log2;
+                # fp8: by > 0)
+                ds = a.subf(m.value, running) if tokens else a.mulf(a.subf(m.value, running), scale)
                 fresh = a.cmpf(a.CmpFPredicate.OEQ, m.value, self._f(float("-inf")))
-                big = a.cmpf(a.CmpFPredicate.OLT, ds, self._f(RESCALE_THRESHOLD))
+                big = a.cmpf(a.CmpFPredicate.OLT, ds, self._f(threshold))
                 any_ = self._vote_any(a.ori(fresh, big))
                 mu = a.select(any_, running, m.value)
                 ex = self._ex2(ds)
@@ -145,19 +163,30 @@ class Softmax:
                 # logits in one FMA: s * scale_log2e - max * scale_log2e (a row that saw no key yet uses 0)
                 mz = a.cmpf(a.CmpFPredicate.OEQ, mu, self._f(float("-inf")))
                 me = a.select(mz, self._f(0.0), mu)
-                nmv = dsl.vector.broadcast(v, a.negf(a.mulf(me, scale)))
+                if tokens:  # (s - max) + bias: exact near the maximum, whatever the logits' magnitude
+                    nmv = dsl.vector.broadcast(v, me)
+                    biasv = dsl.vector.broadcast(v, self._f(FP8_P_BIAS))
+                elif d.fp8:  # the exp2 bias (FP8_P_BIAS) rides in the FMA's addend
+                    nmv = dsl.vector.broadcast(v, a.subf(self._f(FP8_P_BIAS), a.mulf(me, scale)))
+                else:
+                    nmv = dsl.vector.broadcast(v, a.negf(a.mulf(me, scale)))
                 total = None
                 poly = emulated(W, c.exp2_emulation)
                 last_of_stage = {d.p_stage(b * W): b for b in batches}
                 for b in batches:  # pass 2: exponentials, P (16-bit pairs) over S's first columns, row sum
                     yb = a.bitcast(v, dsl.fa4.tmem_load(S, result_type=iv, column_offset=b * W))
+                    if tokens:
+                        yb = a.mulf(a.mulf(yb, kscale(b)), scv)
                     yk = self._masked(row, yb, b)
-                    yl = s.fma(yk, scv, nmv)
+                    yl = a.addf(a.subf(yk, nmv), biasv) if tokens else s.fma(yk, scv, nmv)
                     ps = [self._exp2(dsl.vector.extract(yl, [], [j]), j in poly) for j in range(W)]
                     yv = dsl.vector.from_elements(v, ps)
-                    yt = a.truncf(self._vec(W, self.t["elem"]), yv)
-                    yi = dsl.vector.bitcast(self._vec(W // 2, self.t["i32"]), yt)
-                    dsl.fa4.tmem_store(S, yi, column_offset=b * W // 2)
+                    if d.fp8:  # 4 e4m3 a column, the lower key in the lower byte
+                        dsl.fa4.tmem_store(S, self._e4m3_words(ps), column_offset=b * W // 4)
+                    else:
+                        yt = a.truncf(self._vec(W, self.t["elem"]), yv)
+                        yi = dsl.vector.bitcast(self._vec(W // 2, self.t["i32"]), yt)
+                        dsl.fa4.tmem_store(S, yi, column_offset=b * W // 2)
                     ys = dsl.vector.reduction(self.t["f32"], dsl.vector.CombiningKind.ADD, yv)
                     total = ys if total is None else a.addf(total, ys)
                     stage = d.p_stage(b * W)
@@ -169,6 +198,38 @@ class Softmax:
                 oph.value = V(a.xori(oph.value.value, V(1).value))
             self._epilogue(x, wg, row, m.value, l.value, oph.value)
 
+    # -- fp8 ---------------------------------------------------------------------------------------------
+    def _e4m3_words(self, ps: list):
+        """f32 values -> e4m3 (round to nearest, saturating), 4 to an i32, the first in the lowest
+        byte (``cvt.rn.satfinite.e4m3x2.f32 d, a, b`` puts ``a`` in the upper byte)."""
+        dsl, i16 = self.dsl, self.t["i16"]
+        pairs = [dsl.nvvm.convert_f32x2_to_f8x2(i16, ps[j + 1], ps[j], self.t["e4m3"], rnd=dsl.nvvm.FPRoundingMode.RN,
+                                                sat=dsl.nvvm.SaturationMode.SATFINITE)
+                 for j in range(0, len(ps), 2)]
+        packed = dsl.vector.from_elements(self._vec(len(pairs), i16), pairs)
+        return dsl.vector.bitcast(self._vec(len(ps) // 4, self.t["i32"]), packed)
+
+    def _row_scale(self, x, wg: int, row):
+        """scale_log2e times the row's q_scale (per-token scales: the scores are multiplied by it, and
+        by their key's scale, before masking and the maximum, so that the maximum and the logits are
+        in log2 units and ``logit - max`` is exact near the maximum: an FMA ``s * scale - max * scale``
+        would round ``max * scale``, up to the order of 1 for the logits that scales up to 1e3 make). The Q half's scales are (group heads, positions) in
+        shared memory (the TMA box): row t = position t // g, head t % g sits at (t % g) * positions
+        + t // g."""
+        g = self.c.fused_group
+        half = wg if self.c.num_q == 2 else 0
+        at = row.t if g == 1 else (row.t % g) * self.c.positions + row.t // g
+        ptr = self.dsl.element_ptr(self.dsl.fa4.smem_address(x.q_scale[half]), at, self.t["f32"])
+        return self.dsl.arith.mulf(x.arg.scale_log2e, self.dsl.llvm.load(self.t["f32"], ptr))
+
+    def _k_scales(self, x, tile):
+        """A function of a batch: its columns' key scales (a vector from tile's k_scale buffer)."""
+        dsl, d, W = self.dsl, self.d, self.d.batch
+        buf = dsl.arith.remui(tile.value, dsl.Value(self.c.fa4.num_k_scale_bufs).value)
+        base = dsl.fa4.smem_address(dsl.fa4.smem_stage(x.smem.k_scale_smem(), buf, bytes=d.bn * 4))
+        v = self._vec(W, self.t["f32"])
+        return lambda b: dsl.llvm.load(v, dsl.element_ptr(base, b * W, self.t["f32"]), alignment=16)
+
     # -- epilogue ------------------------------------------------------------------------------------
     def _epilogue(self, x, wg: int, row, m, l, oph) -> None:
         """Wait for the last P@V into O_wg, normalise the rows (1Q: merge O0 and O1 first), write the
@@ -178,11 +239,12 @@ class Softmax:
         f32, W = self.t["f32"], 32
         v, iv = self._vec(W, f32), self._vec(W, self.t["i32"])
         o_full = x.mbars.producer_o0() if wg == 0 else x.mbars.producer_o1()
-        scale = x.arg.scale_log2e
         fa4.mbarrier_try_wait_parity(o_full, V(0).value, oph.value)
-        ms = a.mulf(m, scale)
+        ms = m if c.token_scales else a.mulf(m, x.arg.scale_log2e)  # per-token: m is in log2 units already
+        # fp8: O and the sums carry P's 2^FP8_P_BIAS; O is multiplied by V's scale
+        numerator = x.arg.v_scale if d.fp8 else self._f(1.0)
         if c.num_q == 2:
-            inv = a.divf(self._f(1.0), l)
+            inv = a.divf(numerator, l)
             lsum = a.addf(ms, s.intrinsic(s.LG2, f32, l))
             factors = [(wg, inv)]
         else:  # both warpgroups hold the same rows: swap (max, sum) through S's first columns
@@ -201,10 +263,13 @@ class Softmax:
                 sc.append(self._ex2(a.subf(ml[j][0], gm)))
                 ls.append(a.mulf(ml[j][1], sc[j]))
             total = a.addf(ls[0], ls[1])
-            inv = a.divf(self._f(1.0), total)
+            inv = a.divf(numerator, total)
             factors = [(0, a.mulf(sc[0], inv)), (1, a.mulf(sc[1], inv))]
             lsum = a.addf(gm, s.intrinsic(s.LG2, f32, total))
-        blocks = d.out_blocks(wg)
+        if d.fp8:
+            lsum = a.subf(lsum, self._f(FP8_P_BIAS))
+            self._store_chunks(x, wg, row, factors)
+        blocks = () if d.fp8 else d.out_blocks(wg)
         if blocks:
             rowb = row.t * ROW_BYTES
             sw = a.andi(row.t.value, V(7).value)
@@ -242,6 +307,46 @@ class Softmax:
         if wg == 0:  # warp 1 frees TMEM: the warp that allocated it (one warp must do both)
             with k.if_((row.tid // 32 == 1).named("sm0_owner")):
                 fa4.tmem_dealloc(x.slot)
+
+    def _store_chunks(self, x, wg: int, row, factors) -> None:
+        """fp8: the bf16 output tile is twice the bytes of the fp8 Q it is written over, so it goes out
+        in 32-column chunks (128 rows x 64 bytes, 64B-swizzled: the size of one fp8 Q block) through
+        the warpgroup's chunk buffers (``Dims.chunk_plan``): write, TMA-store, and before a buffer is
+        written again wait until its last store has read it."""
+        d, k, dsl, s = self.d, self.k, self.dsl, self.s
+        a, V, fa4 = dsl.arith, dsl.Value, dsl.fa4
+        f32, W, elem = self.t["f32"], FP8_OUT_CHUNK, self.t["elem"]
+        v, iv = self._vec(W, f32), self._vec(W, self.t["i32"])
+        chunks, offsets = d.chunk_plan(wg)
+        if not chunks:
+            return
+        rowb = row.t * (2 * W)
+        sw = a.andi(a.shrui(row.t.value, V(1).value), V(3).value)  # 64B swizzle: chunk ^ (row / 2) % 4
+        fv = [dsl.vector.broadcast(v, f) for _, f in factors]
+        lead = row.t == 0
+        for n, col in enumerate(chunks):
+            buf = x.o[wg][n % len(offsets)]
+            if n >= len(offsets):  # the buffer's previous store must have read it
+                with k.if_(lead):
+                    fa4.tma_store_wait(pending=len(offsets) - 1)
+                fa4.named_barrier(sym_name=f"softmax{wg}", threads=128)
+            base = fa4.smem_address(buf)
+            acc = None
+            for j, (i, _) in enumerate(factors):
+                o = a.bitcast(v, fa4.tmem_load(x.tmem.o(i), result_type=iv, column_offset=col * W))
+                acc = a.mulf(o, fv[j]) if acc is None else s.fma(o, fv[j], acc)
+            narrow = a.truncf(self._vec(W, elem), acc)
+            for q in range(4):  # 16-byte pieces at their 64B-swizzled positions
+                part = dsl.vector.extract_strided_slice(self._vec(8, elem), narrow, [8 * q], [8], [1])
+                at = rowb + V(a.shli(a.xori(sw, V(q).value), V(4).value))
+                dsl.llvm.store(part, dsl.byte_offset(base, at), alignment=16)
+            dsl.nvvm.fence_proxy(dsl.nvvm.ProxyKind.async_shared, space=dsl.nvvm.SharedSpace.shared_cta)
+            fa4.named_barrier(sym_name=f"softmax{wg}", threads=128)
+            with k.if_(lead):
+                fa4.tma_store(x.arg.o, buf, [V(col * W).value, x.head0.value, row.pos0.value, x.bz.value],
+                              bytes=WG * 2 * W)
+        with k.if_(lead):
+            fa4.tma_store_wait(pending=0)
 
     # -- correction warpgroup ------------------------------------------------------------------------
     def correction(self, x) -> None:
