@@ -94,6 +94,11 @@ class HopperTile:
         return self.bn * self.head_dim * self.elem_bytes
 
     @property
+    def v_stage_bytes(self) -> int:
+        """A V stage: as a K stage (the MLA kernel's prefill form has narrower V stages)."""
+        return self.kv_stage_bytes
+
+    @property
     def smem_bytes(self) -> int:
         """Q, the K and V rings and the barriers (with the 1024-byte alignment of each tile); fp8: O and
         the scale buffers."""

@@ -136,8 +136,8 @@ def binary(op: str, a, b, width):
 
 def simplify(op: str, a, b):
     """Identities that keep a result known when one operand is not (x * 0, x + 0, x * 1)."""
-    if op == "muli" and (a == 0 or b == 0) and not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray):
-        return 0
+    if op == "muli" and not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray) and (a == 0 or b == 0):
+        return 0  # (the per-thread operands first: an array's == 0 has no truth value)
     if op in ("addi", "ori", "xori") and isinstance(b, int) and b == 0:
         return a
     if op in ("addi", "ori", "xori") and isinstance(a, int) and a == 0:

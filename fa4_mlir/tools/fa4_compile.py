@@ -41,7 +41,8 @@ def _base_parser(add_help: bool) -> argparse.ArgumentParser:
     p.add_argument("kernel", nargs="?", default="copy-pipeline",
                    help="a built-in kernel name (see --list-kernels), an fa4 .mlir file or a .py kernel file "
                         "defining build(target) (fa4_mlir.dsl; default: copy-pipeline)")
-    p.add_argument("--target", default=None, help="sm_100a or sm_90a (default: the file's, else sm_100a)")
+    p.add_argument("--target", default=None, help="sm_100a or sm_90a (default: the file's or the kernel config's, "
+                                                   "else sm_100a)")
     p.add_argument("-o", "--output", default="out", metavar="DIR", help="output directory (default: out)")
     p.add_argument("--emit", default="cubin", metavar="STAGE",
                    help=f"last stage to run: {', '.join(STAGES)} (default: cubin)")
@@ -138,7 +139,9 @@ def _compile(args, builtin, progress) -> int:
             if isinstance(short, str):
                 return _error(short)
             options.update(short)
-            config = config_cls(target=args.target or "sm_100a", **options)
+            if args.target:  # else the config's default target (sm_100a; mla-attention: sm_90a)
+                options["target"] = args.target
+            config = config_cls(**options)
             source = build(config)
             name = args.kernel
         elif args.kernel.endswith(".py"):

@@ -5,6 +5,7 @@
     fa4-emu gemm --b-major mn --dtype fp16 --json
     fa4-emu attention --head-dim 64 --causal --shape 1x128x256x1
     fa4-emu attention --group 4 --shape 1x128x200x4    # GQA: 4 query heads on one K/V head
+    fa4-emu mla-attention --tile-heads 16 --shape 2x1x300x16  # MLA decode, absorbed (576 / 512)
 
 Takes the same kernel options as ``fa4-compile KERNEL`` (``--target`` defaults to sm_90a here: the
 emulator runs Hopper code), compiles the config through the runtime's artifact cache
@@ -18,7 +19,8 @@ seconds; ``--json`` prints one object instead.
 Shapes (``--shape``): copy-pipeline ``ROWSxCOLS`` (default 256x128; columns a multiple of 8, TMA's
 16-byte rows), gemm ``MxNxK`` (default 256x256x512; N and K multiples of 8), attention
 ``BxSQxSKxH`` (default 1x128x256xG for group G; H a multiple of the group; the head dim is the
-config's).
+config's), mla-attention ``BxSQxSKxH`` (default 1x1x256xT for the config's tile_heads T; H a multiple
+of T).
 
 Tolerance (``fa4_mlir.reference``): copy-pipeline must be bit-identical; gemm and attention pass when
 their max and rms errors are at most twice those of the same computation in NumPy at the kernel's
@@ -44,9 +46,11 @@ from fa4_mlir.tools.kernel_options import kernel_options as _kernel_options
 from fa4_mlir.tools.kernel_options import shorthands as _shorthands
 
 USAGE, FAILED = 2, 1
-DEFAULT_SHAPES = {"copy-pipeline": "256x128", "gemm": "256x256x512", "attention": "1x128x256x{group}"}
+DEFAULT_SHAPES = {"copy-pipeline": "256x128", "gemm": "256x256x512", "attention": "1x128x256x{group}",
+                  "mla-attention": "1x1x256x{tile_heads}"}  # prefill form: 1 position of 1 head
 SHAPE_FORMS = {"copy-pipeline": ("ROWSxCOLS", ("rows", "cols")), "gemm": ("MxNxK", ("m", "n", "k")),
-               "attention": ("BxSQxSKxH", ("batch", "seq_q", "seq_k", "heads"))}
+               "attention": ("BxSQxSKxH", ("batch", "seq_q", "seq_k", "heads")),
+               "mla-attention": ("BxSQxSKxH", ("batch", "seq_q", "seq_k", "heads"))}
 COPY_SCALE = 1.5
 # The largest operand (elements) and attention score matrix (B * H * Sq * Sk) fa4-emu draws. The
 # emulator runs about 3 million thread-instructions a second on one core (2026-11: gemm 256x256x512,
@@ -149,6 +153,10 @@ def check_shape(kernel: str, config, shape: dict[str, int]) -> None:
                     raise UsageError(f"gemm {name.upper()} must be a multiple of {per_row} (TMA reads 16-byte "
                                      f"rows of A, B, C and D), got {shape[name]}")
             launch_geometry(config, shape["m"], shape["n"], shape["k"], 1)
+        elif kernel == "mla-attention":
+            from fa4_mlir.kernels.attention.hopper_mla import launch_geometry
+
+            launch_geometry(config, shape["batch"], shape["seq_q"], shape["heads"], shape["seq_k"])
         else:
             from fa4_mlir.kernels.attention import launch_geometry
 
@@ -163,6 +171,10 @@ def check_shape(kernel: str, config, shape: dict[str, int]) -> None:
     elif kernel == "gemm":
         m, n, k = shape["m"], shape["n"], shape["k"]
         sizes = {"M * K": m * k, "N * K": n * k, "M * N": m * n}
+    elif kernel == "mla-attention":
+        b, sq, sk, h = shape["batch"], shape["seq_q"], shape["seq_k"], shape["heads"]
+        sizes = {"B * SQ * H * D": b * sq * h * config.qk_depth, "B * SK * H * D": b * sk * h * config.qk_depth,
+                 "B * H * SQ * SK": b * h * sq * sk}
     else:
         b, sq, sk, h = shape["batch"], shape["seq_q"], shape["seq_k"], shape["heads"]
         sizes = {"B * SQ * H * D": b * sq * h * config.head_dim, "B * SK * H * D": b * sk * h * config.head_dim,
@@ -218,6 +230,45 @@ def launch_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.ndarray
                           "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None)}, seed=seed)
 
 
+def launch_mla_attention(kernel, config, q_nope: np.ndarray, q_rope: np.ndarray, kv: np.ndarray,
+                         k_rope: np.ndarray, o: np.ndarray, lse: np.ndarray | None, scale: float, *, seed: int = 0):
+    """The absorbed MLA (``torch.ops.fa4.mla_attention``'s launch) on contiguous bit arrays: q_nope
+    (B, Sq, H, 512), q_rope (B, Sq, H, 64), kv (B, Sk, 512), k_rope (B, Sk, 64), o (B, Sq, H, 512) and
+    the (B, H, Sq) float32 ``lse`` unless None."""
+    from fa4_mlir.kernels.attention.hopper_mla import launch_geometry
+    from fa4_mlir.runtime import GlobalTensor
+
+    b, sq, h, _ = q_nope.shape
+    sk = kv.shape[1]
+    e = config.dtype
+
+    def heads(t):  # the latent tensors as the kernel's (B, S, 1, D) operands
+        return GlobalTensor.host(np.ascontiguousarray(t).reshape(t.shape[0], t.shape[1], 1, t.shape[2]), e)
+
+    return kernel.launch(launch_geometry(config, b, sq, h, sk),
+                         {"q_nope": GlobalTensor.host(q_nope, e), "q_rope": GlobalTensor.host(q_rope, e),
+                          "kv": heads(kv), "k_rope": heads(k_rope), "o": GlobalTensor.host(o, e), "lse": lse,
+                          "seq_q": sq, "seq_k": sk, "num_heads": h, "scale_log2e": scale * math.log2(math.e),
+                          "write_lse": int(lse is not None)}, seed=seed)
+
+
+def launch_mla_prefill(kernel, config, q_nope: np.ndarray, q_rope: np.ndarray, k_nope: np.ndarray,
+                       k_rope: np.ndarray, v: np.ndarray, o: np.ndarray, lse: np.ndarray | None, scale: float, *,
+                       seed: int = 0):
+    """The prefill-form MLA on bit arrays: q_nope (B, Sq, H, 128), q_rope (B, Sq, H, 64), k_nope and v
+    (B, Sk, H / group, 128), k_rope (B, Sk, H / group, 64), o (B, Sq, H, 128), ``lse`` as above."""
+    from fa4_mlir.kernels.attention.hopper_mla import launch_geometry
+    from fa4_mlir.runtime import GlobalTensor
+
+    b, sq, h, _ = q_nope.shape
+    e = config.dtype
+    maps = {n: GlobalTensor.host(t, e) for n, t in (("q_nope", q_nope), ("q_rope", q_rope), ("k_nope", k_nope),
+                                                      ("k_rope", k_rope), ("v", v), ("o", o))}
+    return kernel.launch(launch_geometry(config, b, sq, h, k_nope.shape[1]),
+                         {**maps, "lse": lse, "seq_q": sq, "seq_k": k_nope.shape[1], "num_heads": h,
+                          "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None)}, seed=seed)
+
+
 # -- the run ---------------------------------------------------------------------------------------------------
 
 def _run(args, config_cls) -> int:
@@ -226,7 +277,8 @@ def _run(args, config_cls) -> int:
 
     config = _config(args, config_cls)
     if args.shape is None:
-        args.shape = DEFAULT_SHAPES[args.kernel].format(group=getattr(config, "group", 1))
+        args.shape = DEFAULT_SHAPES[args.kernel].format(group=getattr(config, "group", 1),
+                                                        tile_heads=getattr(config, "heads_per_tile", 1))
     shape = parse_shape(args.kernel, args.shape)
     check_shape(args.kernel, config, shape)
     try:
@@ -310,7 +362,48 @@ def _run_attention(kernel, config, shape, rng, seed):
                            "summary": f"max abs error {lse_err:.3g} (limit {limit:.3g})"}}
 
 
-RUNS = {"copy-pipeline": _run_copy, "gemm": _run_gemm, "attention": _run_attention}
+def _run_mla(kernel, config, shape, rng, seed):
+    bsz, sq, sk, h, e = shape["batch"], shape["seq_q"], shape["seq_k"], shape["heads"], config.dtype
+    if config.form == "prefill":
+        return _run_mla_prefill(kernel, config, shape, rng, seed)
+    q_nope, q_rope = (reference.random_bits(rng, (bsz, sq, h, d), e, 1.0) for d in (512, 64))
+    kv, k_rope = (reference.random_bits(rng, (bsz, sk, d), e, 1.0) for d in (512, 64))
+    o = np.full((bsz, sq, h, 512), reference.POISON[e], np.uint16)
+    lse = np.full((bsz, h, sq), np.nan, np.float32)
+    scale = 1 / math.sqrt(576)
+    stats = launch_mla_attention(kernel, config, q_nope, q_rope, kv, k_rope, o, lse, scale, seed=seed)
+    inputs = [reference.to_f64(t, e) for t in (q_nope, q_rope, kv, k_rope)]
+    ref, ref_lse = reference.mla_attention(*inputs, config.causal, scale)
+    yard = reference.mla_attention_yardstick(*inputs, config.causal, scale, e)
+    return stats, {"o": _check(reference.compare(o, ref, yard, e)), "lse": _lse_check(lse, ref_lse)}
+
+
+def _run_mla_prefill(kernel, config, shape, rng, seed):
+    bsz, sq, sk, h, e = shape["batch"], shape["seq_q"], shape["seq_k"], shape["heads"], config.dtype
+    hk = h // config.group
+    q_nope, q_rope = (reference.random_bits(rng, (bsz, sq, h, d), e, 1.0) for d in (128, 64))
+    k_nope, k_rope, v = (reference.random_bits(rng, (bsz, sk, hk, d), e, 1.0) for d in (128, 64, 128))
+    o = np.full((bsz, sq, h, 128), reference.POISON[e], np.uint16)
+    lse = np.full((bsz, h, sq), np.nan, np.float32)
+    scale = 1 / math.sqrt(192)
+    stats = launch_mla_prefill(kernel, config, q_nope, q_rope, k_nope, k_rope, v, o, lse, scale, seed=seed)
+    q = np.concatenate([reference.to_f64(q_nope, e), reference.to_f64(q_rope, e)], axis=-1)
+    k = np.concatenate([reference.to_f64(k_nope, e), reference.to_f64(k_rope, e)], axis=-1)
+    vf = reference.to_f64(v, e)
+    ref, ref_lse = reference.attention(q, k, vf, config.causal, scale)
+    yard = reference.attention_yardstick(q, k, vf, config.causal, scale, e)
+    return stats, {"o": _check(reference.compare(o, ref, yard, e)), "lse": _lse_check(lse, ref_lse)}
+
+
+def _lse_check(lse: np.ndarray, ref_lse: np.ndarray) -> dict:
+    lse_err = float(np.abs(lse - ref_lse).max())
+    limit = reference.lse_tolerance(ref_lse)
+    return {"max_abs": lse_err if math.isfinite(lse_err) else str(lse_err), "limit_max": limit,
+            "ok": bool(lse_err <= limit),  # NaN (never written) fails
+            "summary": f"max abs error {lse_err:.3g} (limit {limit:.3g})"}
+
+
+RUNS = {"copy-pipeline": _run_copy, "gemm": _run_gemm, "attention": _run_attention, "mla-attention": _run_mla}
 
 
 if __name__ == "__main__":

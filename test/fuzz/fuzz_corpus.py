@@ -1,8 +1,8 @@
 """The seed corpus of the input fuzzer: the fa4 MLIR of every shipped kernel and every lit input.
 
-Shipped kernels come from ``shipped_kernels()`` of the protocol mutation corpus (copy-pipeline, gemm
-and attention in their tested configurations, the examples, the conversion kernels). Lit inputs are
-every ``.mlir`` file under ``test/`` and ``examples/``, split on ``// -----`` where the file is run
+Shipped kernels come from ``shipped_kernels()`` of the protocol mutation corpus (copy-pipeline, gemm,
+attention and mla-attention in their tested configurations, the examples, the conversion kernels). Lit
+inputs are every ``.mlir`` file under ``test/`` and ``examples/``, split on ``// -----`` where the file is run
 with ``--split-input-file`` (each chunk is what fa4-opt sees). Files are read with
 ``surrogateescape`` so that an input that is not UTF-8 (``not-utf8.mlir``) survives the round trip
 byte for byte.

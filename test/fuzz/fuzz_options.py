@@ -19,7 +19,7 @@ GOOD_STRS = {
     "dtype": ("bf16", "fp16", "fp8_e4m3"), "target": ("sm_100a", "sm_90a"), "b_major": ("k", "mn"),
     "tile": ("128x256x64", "128x128x64", "256x256x64", "128x64x64", "64x64x64", "256x128x64"),
     "rope_dtype": ("bf16", "fp8_e4m3"), "scale_dtype": ("bf16", "fp8_e4m3", "fp16"),
-    "emit": ("fa4", "nvvm", "llvm", "ptx", "cubin"),
+    "emit": ("fa4", "nvvm", "llvm", "ptx", "cubin"), "form": ("absorbed", "prefill"),
 }
 BAD_STRS = ("", "bogus", "BF16", "sm_80", "sm_100", "sm_90", "x" * 300, "128x", "0x0x0", "-128x-256x-64",
             "99999999999x1x1", "1x1x1", "128X256X64", "fp32", "f16", "\u00e9", "none", "-1", "k ", "128x256x64x1")

@@ -3,7 +3,8 @@
 The tests take the ``backend`` fixture (conftest.py) and run one body on either:
 
 * ``GpuBackend``: device memory through cuda-python (``array``, ``tensor``, ``host``) and the
-  ``torch.ops.fa4`` ops on CUDA tensors (``copy_pipeline``, ``gemm_residual``, ``flash_attention``);
+  ``torch.ops.fa4`` ops on CUDA tensors (``copy_pipeline``, ``gemm_residual``, ``flash_attention``,
+  ``mla_attention``);
 * ``EmulatorBackend``: NumPy arrays and ``runtime.load(..., device="emulator")``, the ops launched as
   ``torch.ops.fa4`` launches them (``fa4_mlir.tools.fa4_emu``'s launchers).
 
@@ -103,6 +104,19 @@ class EmulatorBackend(Backend):
         out = np.empty(q.shape, np.uint16)
         lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32)
         launch_attention(self.load("attention", config), config, q, k, v, out, lse, scale, seed=self.seed)
+        return out, lse
+
+    def mla_attention(self, q_nope, q_rope, kv, k_rope, causal: bool, scale: float, dtype: str):
+        """(out bits (B, Sq, H, 512), lse (B, H, Sq) float32) of the absorbed MLA, as the op computes."""
+        from fa4_mlir.configs.mla import MLAConfig
+        from fa4_mlir.tools.fa4_emu import launch_mla_attention
+        from fa4_mlir.torch.mla import tile_heads
+
+        config = MLAConfig(target=self.target, dtype=dtype, causal=causal, tile_heads=tile_heads(q_nope.shape[2]))
+        out = np.empty(q_nope.shape, np.uint16)
+        lse = np.empty((q_nope.shape[0], q_nope.shape[2], q_nope.shape[1]), np.float32)
+        launch_mla_attention(self.load("mla-attention", config), config, q_nope, q_rope, kv, k_rope, out, lse, scale,
+                             seed=self.seed)
         return out, lse
 
 
@@ -214,4 +228,11 @@ class GpuBackend(Backend):
 
         out, lse = flash_attention(self._cuda(q, dtype), self._cuda(k, dtype), self._cuda(v, dtype), causal=causal,
                                    softmax_scale=scale, return_lse=True)
+        return self._bits(out), lse.cpu().numpy()
+
+    def mla_attention(self, q_nope, q_rope, kv, k_rope, causal: bool, scale: float, dtype: str):
+        from fa4_mlir.torch import mla_attention
+
+        out, lse = mla_attention(*(self._cuda(t, dtype) for t in (q_nope, q_rope, kv, k_rope)), causal=causal,
+                                 softmax_scale=scale, return_lse=True)
         return self._bits(out), lse.cpu().numpy()

@@ -4,8 +4,8 @@ Run where the compiler is installed; copy the cache to the GPU machine (same FA4
 
     FA4_CACHE_DIR=.fa4-cache python test/gpu/build_artifacts.py [--bench]
 
-``--bench`` adds the GEMM variants ``bench/gemm.py --sweep`` times and the attention tiles
-``bench/attention.py --block-n`` times.
+``--bench`` adds the GEMM variants ``bench/gemm.py --sweep`` times, the attention tiles
+``bench/attention.py --block-n`` times and the MLA tiles ``bench/mla.py --sweep`` times.
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ from fa4_mlir import knobs
 from fa4_mlir.configs.attention import FP8_HEAD_DIMS, AttentionConfig
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.configs.gemm import GemmConfig
+from fa4_mlir.configs.mla import MLAConfig
 from fa4_mlir.runtime.artifacts import ArtifactKey, fetch
 
 HERE = pathlib.Path(__file__).parent
 ATTENTION_SWEEP = {64: (128, 176, 256), 128: (96, 144, 176, 192), 256: (64,), 512: (32,)}
 FP8_SWEEP = {64: (128, 192), 128: (128,), 256: (64,)}  # fp8 keys per tile besides the defaults (256 at 128 spills)
+MLA_TILE_HEADS = (2, 8, 16, 64)  # the op's tile_heads for test_mla_gpu.py's heads 2, 8, 16, 128
+MLA_SWEEP = ((32, 2), (32, 3), (16, 4), (16, 8))  # (block_n, stages) bench/mla.py --sweep times beside the default
 
 
 def keys() -> list[ArtifactKey]:
@@ -42,6 +45,16 @@ def keys() -> list[ArtifactKey]:
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d,
                                                                    causal=c, group=g, token_scales=t))
                for d in FP8_HEAD_DIMS["sm_90a"] for c in (False, True) for g in (1, 4) for t in (False, True)]
+    # test_mla_gpu.py and bench/mla.py: the MLA op's kernels for its heads, both masks, both dtypes
+    wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(dtype=dt, causal=c, tile_heads=th))
+               for dt in ("bf16", "fp16") for c in (False, True) for th in MLA_TILE_HEADS]
+    wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(dtype=dt, tile_heads=th, split_kv=True))
+               for dt in ("bf16", "fp16") for th in MLA_TILE_HEADS]  # decode grids short of the SMs
+    wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(form="prefill", dtype=dt, causal=c, group=g))
+               for dt in ("bf16", "fp16") for c in (False, True) for g in (1, 4)]  # test_mla_gpu.py's PREFILL
+    if "--bench" in sys.argv:  # the MLA tiles bench/mla.py --sweep times
+        wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(causal=c, block_n=bn, stages=st, split_kv=sp))
+                   for bn, st in MLA_SWEEP for c, sp in ((False, False), (False, True), (True, False))]
     if "--bench" in sys.argv:  # the attention tiles bench/attention.py --block-n times
         wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", head_dim=d, causal=c, block_n=bn))
                    for d, bns in ATTENTION_SWEEP.items() for bn in bns for c in (False, True)]

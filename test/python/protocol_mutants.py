@@ -37,6 +37,11 @@ ATTENTION_CONFIGS = {
     "sm90-d256-fp16": dict(target="sm_90a", head_dim=256, dtype="fp16"),
     "sm90-small": dict(target="sm_90a", head_dim=64, block_n=64),
 }
+# The MLA kernel (sm_90a): accepted, not mutated (its consumers are the sm_90a attention's, mutated
+# there; test_mla_config.py has the mutant of its own rule, the shared K/V stage released after S = Q K').
+MLA_CONFIGS = {"default": dict(), "causal-16heads-fp16": dict(causal=True, tile_heads=16, dtype="fp16"),
+               "bn16-8stages": dict(block_n=16, stages=8), "split-kv": dict(split_kv=True), "prefill": dict(form="prefill"),
+               "prefill-causal-gqa4-bn64": dict(form="prefill", causal=True, group=4, block_n=64)}
 # sm_100a: 1Q; sm_90a: d64 with 64-key tiles (one wgmma chain per MMA, the shortest unrolls)
 MUTATED_ATTENTION = ("attention-1q", "attention-sm90-small")
 ATTENTION_MUTANTS_PER_OPERATOR = 3
@@ -77,7 +82,11 @@ def shipped_kernels() -> dict[str, str]:
     cls, build = KERNELS["attention"]
     for name, extra in ATTENTION_CONFIGS.items():
         out[f"attention-{name}"] = build(cls(**extra)).mlir
-    assert set(KERNELS) == {"attention", "copy-pipeline", "gemm"}, "add the new built-in kernel to the mutation corpus"
+    cls, build = KERNELS["mla-attention"]
+    for name, extra in MLA_CONFIGS.items():
+        out[f"mla-attention-{name}"] = build(cls(**extra)).mlir
+    assert set(KERNELS) == {"attention", "copy-pipeline", "gemm", "mla-attention"}, \
+        "add the new built-in kernel to the mutation corpus"
     for path in SHIPPED_FILES:
         out[path] = (ROOT / path).read_text()
     return out
@@ -430,7 +439,7 @@ def corpus() -> Iterator[tuple[str, str, str, frozenset[str], str]]:
     for kernel, source in shipped_kernels().items():
         if kernel.startswith("gemm-") and kernel not in MUTATED_GEMMS:
             continue  # the shipped GEMMs are accepted; their small variants carry the mutants
-        if kernel.startswith("attention-") and kernel not in MUTATED_ATTENTION:
+        if kernel.startswith(("attention-", "mla-attention-")) and kernel not in MUTATED_ATTENTION:
             continue
         for op, (classes, make) in MUTATIONS.items():
             mutants = list(make(source))

@@ -23,6 +23,14 @@ S = Q K' retired (named barrier ``q_dead``); warpgroup 0 writes the LSE.
 fp8 (``g.t.fp8``): k32 wgmmas, P packed to e4m3 fragments of 32 keys, O += P V^T, S scaled by the keys'
 k scales and each row's softmax scale by its q scale (per-token scales), the exp2 bias, O times
 ``v_scale`` and written as bf16 to its own region: ``hopper_fp8``.
+
+The MLA kernel (``hopper_mla``) builds the same consumers over its own prologue, whose ``g`` adds
+``shared_kv`` (V is the first columns of the K stage: a K stage is released once the P @ V that read
+it retired, not after S = Q K'), ``tile_heads`` (the 64 rows are ``tile_heads`` heads x ``64 /
+tile_heads`` positions: row r is position ``r / tile_heads`` of head ``head + r % tile_heads``) and
+``t.v_stage_bytes`` (V stages narrower than K's: the prefill form's V is 128 columns, K 192); with
+split KV, ``kv_begin`` and ``kv_limit`` (the CTA's keys: tile j holds keys ``kv_begin + j BN ..``,
+masked from ``kv_limit`` on), and its own epilogue.
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ class Consumer:
         self.pair = ir.VectorType.get([2], f32)
         self.pair16 = ir.VectorType.get([2], elem)
         self.fragment = ir.VectorType.get([4], self.i32)
+        self.shared_kv, self.tile_heads = g.shared_kv, g.tile_heads
 
     # -- the role ------------------------------------------------------------------------------------
     def build(self) -> None:
@@ -74,7 +83,8 @@ class Consumer:
         dsl.fa4.wgmma_wait(pending=0)
         s = dsl.fa4.wgmma_fence_acc(s)
         vals = self._key_scaled(s, ks)
-        self._release(ks)
+        if not self.shared_kv:  # shared K/V: the stage is V too, released after its P @ V
+            self._release(ks)
         ks.step()
         vals = self._mask(vals or self._values(s), dsl.Value(0))
         m, _, probs, sums = self._softmax(vals, None)
@@ -98,7 +108,8 @@ class Consumer:
             dsl.fa4.wgmma_wait(pending=1)
             s = dsl.fa4.wgmma_fence_acc(s)
             vals = self._key_scaled(s, ks)
-            self._release(ks)
+            if not self.shared_kv:  # shared K/V: the stage is V too, released after its P @ V
+                self._release(ks)
             ks.step()
             vals = self._mask(vals or self._values(s), j)
             m, factors, probs, sums = self._softmax(vals, [mv[0].value, mv[1].value])
@@ -140,14 +151,20 @@ class Consumer:
         self.r0 = (wi * 16 + lq).named(f"{p}r0")  # the thread's rows in the warpgroup: r0, r0 + 8
         # split O: both warpgroups own the CTA's 64 rows
         self.row0 = g.q_start if g.split_o else (g.q_start + self.w * g.wg_rows).named(f"{p}row0")
-        pos0 = (self.row0 + self.r0).named(f"{p}pos0")
-        self.pos = [pos0, (pos0 + 8).named(f"{p}pos1")]
+        if self.tile_heads == 1:
+            pos0 = (self.row0 + self.r0).named(f"{p}pos0")
+            self.pos = [pos0, (pos0 + 8).named(f"{p}pos1")]
+        else:  # packed heads (MLA): row r is position r / tile_heads of head head + r % tile_heads
+            rows = [self.r0, self.r0 + 8]
+            self.pos = [(self.row0 + r // self.tile_heads).named(f"{p}pos{i}") for i, r in enumerate(rows)]
+            self.heads = [(g.head + r % self.tile_heads).named(f"{p}head{i}") for i, r in enumerate(rows)]
         self.ninf = fm.constant(fm.NEG_INF)
         self.neg_scale = dsl.arith.negf(g.arg.scale_log2e)
+        seq_k = g.kv_limit  # seq_k, or with split KV (MLA) the end of the CTA's keys
         if g.c.causal:
-            self.lim = [dsl.Value(dsl.arith.minsi(g.arg.seq_k.value, (pos + 1).value)) for pos in self.pos]
+            self.lim = [dsl.Value(dsl.arith.minsi(seq_k.value, (pos + 1).value)) for pos in self.pos]
         else:
-            self.lim = [g.arg.seq_k, g.arg.seq_k]
+            self.lim = [seq_k, seq_k]
         zero = dsl.Value(0).value
         dsl.fa4.mbarrier_try_wait_parity(g.qbar, zero, zero)
         # per-token scales: each row's softmax scale (else scale_log2e for all)
@@ -170,7 +187,7 @@ class Consumer:
     def _pv(self, state, o, frags):
         """O += P V from the state's V stage with P's fragments (one vector<4xi32> per 16 keys)."""
         g = self.g
-        vb = dsl.fa4.smem_stage(g.vring, state.stage, bytes=g.t.kv_stage_bytes)
+        vb = dsl.fa4.smem_stage(g.vring, state.stage, bytes=g.t.v_stage_bytes)
         if g.t.fp8:  # V^T, one k32 step per fragment of 32 keys
             o = fp8.pv(self, vb, o, frags)
             dsl.fa4.wgmma_commit()
@@ -211,6 +228,8 @@ class Consumer:
         tile ``tile`` reaches the first row's limit (rows r and r + 8: r's limit is the lower)."""
         g = self.g
         key0 = tile * g.bn
+        if g.kv_begin is not None:  # split KV (MLA): the CTA's keys start there
+            key0 = g.kv_begin + key0
         need = _sgt(key0 + g.bn, self.lim[0])
         out = [dsl.Var(v) for v in vals]
         with self.k.if_(need, carry=out):
@@ -342,12 +361,15 @@ class Consumer:
         arg = g.arg
         q0 = self.qq == 0
         wanted = arg.write_lse != 0
-        lse_row = (g.bz * arg.num_heads + g.head) * arg.seq_q
+        if self.tile_heads == 1:
+            lse_rows = [(g.bz * arg.num_heads + g.head) * arg.seq_q] * 2
+        else:  # packed heads: each row its own head
+            lse_rows = [(g.bz * arg.num_heads + h) * arg.seq_q for h in self.heads]
         for r in (0, 1):
             inside = dsl.arith.cmpi(dsl.arith.CmpIPredicate.slt, self.pos[r].value, arg.seq_q.value)
             write = dsl.arith.andi(dsl.arith.andi(inside, wanted.value), q0.value)
             with self.k.if_(write):
-                index = lse_row + self.pos[r]
+                index = lse_rows[r] + self.pos[r]
                 pointer = dsl.element_ptr(arg.lse, index, self.f32)
                 dsl.llvm.store(lse[r], pointer)
 

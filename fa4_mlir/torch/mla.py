@@ -1,0 +1,267 @@
+"""``torch.ops.fa4.mla_attention``: multi-head latent attention (DeepSeek-V3), the absorbed form.
+
+``mla_attention(q_nope, q_rope, kv_latent, k_rope, causal=False, softmax_scale=None, return_lse=False)``
+computes, per batch and query head,
+
+    out = softmax(softmax_scale * (q_nope kv_latent' + q_rope k_rope')) kv_latent
+
+for q_nope (B, Sq, H, 512), q_rope (B, Sq, H, 64), kv_latent (B, Sk, 512) and k_rope (B, Sk, 64): the
+K up-projection absorbed into the query, as serving stacks run MLA decode (FlashMLA's
+``flash_mla_with_kvcache`` and vLLM's MLA backends take q = [q_nope | q_pe] of depth 576 against the
+cache's [kv_c | k_pe] with v = kv_c of 512). Every query head reads the one latent head (MQA). The
+default scale is 1 / sqrt(576); ``causal`` hides key j from query i when j > i (the top-left diagonal,
+as torch SDPA's ``is_causal``; a decode step with a KV cache passes ``causal=False``). With
+``return_lse`` it also returns the log-sum-exp of each row's scaled logits (B, H, Sq) in fp32.
+
+bf16 or fp16 on an sm_90 GPU (or CPU tensors in the PTX emulator, ``fa4_mlir.torch.emulated``); any
+lengths; each tensor with a unit innermost stride and other strides multiples of 16 bytes. The kernel
+packs up to 64 heads (the largest power of 2 dividing H) into a tile's 64 rows; when the B x H / 64 CTAs
+of a decode step leave SMs idle (not causal), it splits the keys into ranges over more CTAs, which
+write fp32 partials that the op combines (``num_splits``). The output is a new contiguous tensor; no
+autograd. The prefill form (q/k 192, v 128) has no op yet: ``launch_prefill`` runs its kernel.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from fa4_mlir import knobs, runtime
+from fa4_mlir.configs.mla import LATENT, ROPE, TILE_ROWS, MLAConfig
+from fa4_mlir.errors import LaunchError
+from fa4_mlir.kernels.attention.hopper_mla import launch_geometry, split_geometry
+from fa4_mlir.runtime.tensormap import GlobalTensor
+from fa4_mlir.torch.emulated import emulator, host_tensor, placement
+from fa4_mlir.torch.tensors import current_stream, fa4_dtype
+
+_lib = torch.library.Library("fa4", "FRAGMENT")
+_lib.define("mla_attention(Tensor q_nope, Tensor q_rope, Tensor kv_latent, Tensor k_rope, bool causal=False, "
+            "float? softmax_scale=None, bool return_lse=False) -> (Tensor, Tensor)")
+_kernels: dict[tuple, tuple[MLAConfig, runtime.Kernel]] = {}
+_TMA_ALIGN = 16
+_OP = "mla_attention"
+EMULATOR_SMS = 132  # the emulator splits as an H100 would
+MIN_SPLIT_TILES = 4  # a key range of at least 4 tiles (128 keys): its fixed costs amortised
+GOOD_WAVES = 0.9  # a grid that fills this much of its last wave of SMs needs no more ranges
+
+
+def num_splits(ctas: int, tiles: int, sms: int) -> int:
+    """Key ranges per CTA tile for a grid of ``ctas`` over ``tiles`` key tiles on ``sms`` SMs: 1 when
+    the grid fills the SMs; else the fewest ranges whose grid fills ``GOOD_WAVES`` of its last wave, or
+    the fullest grid when none does (decode: B x H / 64 CTAs are often far fewer than the SMs)."""
+    if ctas >= sms:
+        return 1
+    best, best_fill = 1, ctas / sms
+    for s in range(2, min(sms, tiles // MIN_SPLIT_TILES) + 1):
+        n = ctas * s
+        fill = n / (-(-n // sms) * sms)
+        if fill >= GOOD_WAVES:
+            return s
+        if fill > best_fill:
+            best, best_fill = s, fill
+    return best
+
+
+def tile_heads(heads: int) -> int:
+    """Heads packed into a 64-row tile: the largest power of 2 dividing ``heads``, at most 64."""
+    return math.gcd(heads, TILE_ROWS)
+
+
+def _shapes(q_nope, q_rope, kv, k_rope) -> tuple[int, int, int, int]:
+    """(B, Sq, Sk, H), with the rank, shape and dtype rules checked."""
+    forms = (("q_nope", q_nope, 4, f"(batch, seqlen_q, heads, {LATENT})"),
+             ("q_rope", q_rope, 4, f"(batch, seqlen_q, heads, {ROPE})"),
+             ("kv_latent", kv, 3, f"(batch, seqlen_k, {LATENT})"), ("k_rope", k_rope, 3, f"(batch, seqlen_k, {ROPE})"))
+    for name, t, rank, form in forms:
+        if t.dim() != rank:
+            raise LaunchError(f"{_OP}: {name} must be {rank}-D {form}, got shape {tuple(t.shape)}")
+    b, sq, h, d = q_nope.shape
+    sk = kv.shape[1]
+    expected = {"q_nope": (b, sq, h, LATENT), "q_rope": (b, sq, h, ROPE), "kv_latent": (b, sk, LATENT),
+                "k_rope": (b, sk, ROPE)}
+    for (name, t, _, form) in forms:
+        if tuple(t.shape) != expected[name]:
+            raise LaunchError(f"{_OP}: {name} must be {form} = {expected[name]}, got shape {tuple(t.shape)}")
+    if not (q_nope.dtype == q_rope.dtype == kv.dtype == k_rope.dtype):
+        raise LaunchError(f"{_OP}: q_nope, q_rope, kv_latent and k_rope must have one dtype, got {q_nope.dtype}, "
+                          f"{q_rope.dtype}, {kv.dtype}, {k_rope.dtype}")
+    return b, sq, sk, h
+
+
+def _check_layout(name: str, t: torch.Tensor) -> None:
+    """TMA's rules: a unit innermost stride, 16-byte outer strides and start."""
+    elem, last = t.element_size(), t.dim() - 1
+    if t.stride(last) != 1 and t.shape[last] > 1:
+        raise LaunchError(f"{_OP}: {name} must have a unit innermost stride, got strides {tuple(t.stride())}; "
+                          f"pass {name}.contiguous()")
+    for dim in range(last):
+        if t.shape[dim] > 1 and (t.stride(dim) * elem) % _TMA_ALIGN:
+            raise LaunchError(f"{_OP}: {name} strides must be multiples of {_TMA_ALIGN // elem} elements "
+                              f"({_TMA_ALIGN} bytes), got strides {tuple(t.stride())}; pass {name}.contiguous()")
+    if t.data_ptr() % _TMA_ALIGN:
+        raise LaunchError(f"{_OP}: {name} must start {_TMA_ALIGN}-byte aligned, got 0x{t.data_ptr():x}; "
+                          f"pass {name}.contiguous()")
+
+
+def _as_map(t: torch.Tensor, dtype: str) -> GlobalTensor:
+    """``t`` as the kernel's 4-D (B, S, H, D) tensor-map operand (3-D latent tensors get a head
+    dimension of 1); a size-1 dimension gets the contiguous stride, which TMA accepts."""
+    if t.dim() == 3:
+        t = t.unsqueeze(2)
+    strides = list(t.stride())
+    strides[3] = 1
+    for i in (2, 1, 0):
+        if t.shape[i] == 1:
+            strides[i] = strides[i + 1] * t.shape[i + 1]
+    if t.device.type == "cpu":
+        return host_tensor(t, dtype, tuple(strides))
+    return GlobalTensor(t.data_ptr(), dtype, tuple(t.shape), tuple(strides), t.device.index)
+
+
+def _kernel(device: int, dtype: str, causal: bool, heads: int, split: bool):
+    key = (device, dtype, causal, heads, split, knobs.debug_timeout_ms())
+    found = _kernels.get(key)
+    if found is None:
+        config = MLAConfig(target=runtime.device_target(device), dtype=dtype, causal=causal, tile_heads=heads,
+                           split_kv=split)
+        found = _kernels[key] = (config, runtime.load("mla-attention", config, device=device, debug=key[-1] or False))
+    return found
+
+
+def split_count(b: int, sq: int, sk: int, h: int, causal: bool, sms: int) -> int:
+    """Key ranges the op runs a (B, Sq, H) x Sk problem with on ``sms`` SMs (1: the kernel without split
+    KV; causal problems are not split)."""
+    if causal:
+        return 1
+    x, ys, _ = launch_geometry(MLAConfig(tile_heads=tile_heads(h)), b, sq, h, sk)
+    return num_splits(x * ys * b, -(-sk // MLAConfig().bn), sms)
+
+
+def mla_attention_op(q_nope: torch.Tensor, q_rope: torch.Tensor, kv_latent: torch.Tensor, k_rope: torch.Tensor,
+                     causal: bool = False, softmax_scale: float | None = None, return_lse: bool = False):
+    tensors = {"q_nope": q_nope, "q_rope": q_rope, "kv_latent": kv_latent, "k_rope": k_rope}
+    where = placement(_OP, tensors)
+    dtype = fa4_dtype(q_nope, f"{_OP}: q_nope")
+    b, sq, sk, h = _shapes(q_nope, q_rope, kv_latent, k_rope)
+    target = where.target if isinstance(where, emulator) else runtime.device_target(where)
+    if target != "sm_90a":
+        raise LaunchError(f"{_OP}: the device must be an sm_90 GPU (the kernel is built for sm_90a), got {target}")
+    scale = 1.0 / math.sqrt(LATENT + ROPE) if softmax_scale is None else float(softmax_scale)
+    if not math.isfinite(scale) or scale <= 0:
+        raise LaunchError(f"{_OP}: softmax_scale must be finite and > 0, got {softmax_scale}")
+    out = torch.empty((b, sq, h, LATENT), dtype=q_nope.dtype, device=q_nope.device)
+    lse = torch.empty((b, h, sq) if return_lse else (0,), dtype=torch.float32, device=q_nope.device)
+    if b == 0 or sq == 0 or h == 0:
+        return out, lse
+    if sk == 0:  # no keys: the softmax of an empty row, as flash_attention returns it
+        out.zero_()
+        lse.fill_(-math.inf)
+        return out, lse
+    for name, t in tensors.items():
+        _check_layout(name, t)
+    lse_out = lse if return_lse else None
+    if isinstance(where, emulator):
+        splits = split_count(b, sq, sk, h, bool(causal), EMULATOR_SMS)
+        config = MLAConfig(target=target, dtype=dtype, causal=bool(causal), tile_heads=tile_heads(h),
+                           split_kv=splits > 1)
+        launch(config, where.load("mla-attention", config), q_nope, q_rope, kv_latent, k_rope, out, lse_out, scale,
+               emulated=where, splits=splits)
+        return out, lse
+    splits = split_count(b, sq, sk, h, bool(causal), sm_count(where))
+    config, kernel = _kernel(where, dtype, bool(causal), tile_heads(h), splits > 1)
+    launch(config, kernel, q_nope, q_rope, kv_latent, k_rope, out, lse_out, scale, splits=splits)
+    return out, lse
+
+
+_SMS: dict[int, int] = {}
+
+
+def sm_count(device: int) -> int:
+    """The SMs of CUDA device ``device`` (asked once)."""
+    if device not in _SMS:
+        _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
+    return _SMS[device]
+
+
+def launch(config: MLAConfig, kernel: runtime.Kernel, q_nope, q_rope, kv_latent, k_rope, out, lse, scale: float,
+           emulated: emulator | None = None, splits: int = 1) -> None:
+    """Run ``kernel`` (built for ``config``) on checked tensors into ``out`` (and ``lse`` unless None) on
+    the current stream, or in ``emulated`` (CPU tensors); benchmarks use it to time other tiles. A
+    ``split_kv`` kernel runs over (at most) ``splits`` key ranges into fp32 partials, combined here."""
+    b, sq, h, _ = q_nope.shape
+    sk = kv_latent.shape[1]
+    dtype = fa4_dtype(q_nope, f"{_OP}: q_nope")
+    args = {"q_nope": _as_map(q_nope, dtype), "q_rope": _as_map(q_rope, dtype), "kv": _as_map(kv_latent, dtype),
+            "k_rope": _as_map(k_rope, dtype), "seq_q": sq, "seq_k": sk, "num_heads": h,
+            "scale_log2e": scale * math.log2(math.e)}
+    if config.split_kv:
+        _launch_split(config, kernel, args, out, lse, splits, emulated)
+        return
+    grid = launch_geometry(config, b, sq, h, sk)
+    args.update(o=_as_map(out, dtype), write_lse=int(lse is not None))
+    if emulated is not None:
+        emulated.run(kernel, grid, {**args, "lse": None if lse is None else lse.detach().numpy()})
+        return
+    kernel.launch(grid, {**args, "lse": (lse if lse is not None else out).data_ptr()},
+                  stream=current_stream(q_nope.device.index))
+
+
+def _launch_split(config: MLAConfig, kernel, args: dict, out, lse, splits: int, emulated) -> None:
+    """The split-KV launch: fp32 O and LSE partials per key range, then ``lse = log sum_s exp(lse_s)``
+    and ``O = sum_s exp(lse_s - lse) O_s`` (rounded once, into ``out``)."""
+    b, sq, h, _ = out.shape
+    grid, split_keys = split_geometry(config, b, sq, h, args["seq_k"], splits)
+    ranges = grid[0] // launch_geometry(config, b, sq, h, args["seq_k"])[0]
+    if b * sq * h * ranges * LATENT >= 1 << 31:  # the kernel's 32-bit element indices
+        raise LaunchError(f"{_OP}: split KV partials must have < 2^31 elements, got {b * sq * h * ranges * LATENT}")
+    o_acc = torch.empty((b, sq, h, ranges, LATENT), dtype=torch.float32, device=out.device)
+    lse_acc = torch.empty((b, h, sq, ranges), dtype=torch.float32, device=out.device)
+    args = {**args, "num_splits": ranges, "split_keys": split_keys}
+    if emulated is not None:
+        emulated.run(kernel, grid, {**args, "o": o_acc.numpy(), "lse": lse_acc.numpy()})
+    else:
+        kernel.launch(grid, {**args, "o": o_acc.data_ptr(), "lse": lse_acc.data_ptr()},
+                      stream=current_stream(out.device.index))
+    total = torch.logsumexp(lse_acc, dim=-1)
+    weights = torch.exp(lse_acc - total[..., None])  # (B, H, Sq, ranges)
+    out.copy_(torch.einsum("bqhsd,bhqs->bqhd", o_acc, weights))
+    if lse is not None:
+        lse.copy_(total)
+
+
+def launch_prefill(config: MLAConfig, kernel: runtime.Kernel, q_nope, q_rope, k_nope, k_rope, v, out, lse,
+                   scale: float, emulated: emulator | None = None) -> None:
+    """The prefill form's kernel (``config.form == "prefill"``; no op yet) on (B, S, H, D) tensors:
+    q_nope (.., 128), q_rope (.., 64), k_nope and v (B, Sk, H / group, 128), k_rope (B, Sk, H / group, 64),
+    into ``out`` (B, Sq, H, 128) and ``lse`` (B, H, Sq) unless None; benchmarks and tests use it."""
+    b, sq, h, _ = q_nope.shape
+    sk = k_nope.shape[1]
+    dtype = fa4_dtype(q_nope, f"{_OP}: q_nope")
+    named = {"q_nope": q_nope, "q_rope": q_rope, "k_nope": k_nope, "k_rope": k_rope, "v": v, "o": out}
+    args = {**{n: _as_map(t, dtype) for n, t in named.items()}, "seq_q": sq, "seq_k": sk, "num_heads": h,
+            "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None)}
+    grid = launch_geometry(config, b, sq, h, sk)
+    if emulated is not None:
+        emulated.run(kernel, grid, {**args, "lse": None if lse is None else lse.detach().numpy()})
+        return
+    kernel.launch(grid, {**args, "lse": (lse if lse is not None else out).data_ptr()},
+                  stream=current_stream(q_nope.device.index))
+
+
+def _mla_attention_fake(q_nope, q_rope, kv_latent, k_rope, causal=False, softmax_scale=None, return_lse=False):
+    fa4_dtype(q_nope, f"{_OP}: q_nope")
+    b, sq, _, h = _shapes(q_nope, q_rope, kv_latent, k_rope)
+    return (q_nope.new_empty((b, sq, h, LATENT)),
+            q_nope.new_empty((b, h, sq) if return_lse else (0,), dtype=torch.float32))
+
+
+_lib.impl("mla_attention", mla_attention_op, "CompositeExplicitAutograd")
+torch.library.register_fake("fa4::mla_attention", _mla_attention_fake, lib=_lib)
+
+
+def mla_attention(q_nope: torch.Tensor, q_rope: torch.Tensor, kv_latent: torch.Tensor, k_rope: torch.Tensor,
+                  causal: bool = False, softmax_scale: float | None = None, return_lse: bool = False):
+    """The absorbed-form MLA forward (see the module docstring); ``(out, lse)`` with ``return_lse``."""
+    out, lse = torch.ops.fa4.mla_attention(q_nope, q_rope, kv_latent, k_rope, causal, softmax_scale, return_lse)
+    return (out, lse) if return_lse else out
