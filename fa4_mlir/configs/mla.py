@@ -1,4 +1,4 @@
-"""MLAConfig: multi-head latent attention (DeepSeek-V2/V3) forward on sm_90a, as users pick it.
+"""MLAConfig: multi-head latent attention (DeepSeek-V2/V3) forward on sm_90a and sm_100a, as users pick it.
 
 Two forms of the same attention (the model's ``q_nope`` / ``k_nope`` depth 128, rope 64, latent 512):
 
@@ -11,6 +11,10 @@ Two forms of the same attention (the model's ``q_nope`` / ``k_nope`` depth 128, 
 * ``prefill``: per-head ``k_nope`` (128) and ``v`` (128) with ``k_rope`` (64) per K/V head: attention of
   depth 192 with values of 128, the sm_90a attention's 128-row tile (two consumer warpgroups of 64
   rows, each its own O), separate K (192 columns) and V (128) rings.
+
+On sm_100a the absorbed form is the depth-512 pair-CTA kernel with a rope chunk (``depth512``:
+``Depth512Config(qk_depth=512, rope_depth=64, group=H)``); its ``tile_heads`` is the query heads H
+(0: 128), which the pair packs into its rows (128 / H positions of all H heads when H divides 128).
 
 No MLIR import.
 """
@@ -32,6 +36,7 @@ TILE_ROWS = 64  # query rows of one CTA tile (both consumer warpgroups share the
 SM90_SMEM_BYTES = 232448  # the opt-in shared memory of one CTA on sm_90 (227 KiB)
 BLOCK_N = {"absorbed": (16, 32), "prefill": (64, 80, 96, 112, 128)}  # keys per tile without spills
 DEFAULTS = {"absorbed": (64, 32, 4), "prefill": (1, 128, 2)}  # tile_heads, block_n, stages
+PAIR_HEADS = 128  # sm_100a: the most query heads (and the default) of the pair kernel's rows
 BARRIER_BYTES = 1024  # the barriers' region, with the 1024-byte alignment of each tile
 
 
@@ -72,8 +77,20 @@ class MLAConfig(Checked):
         Target.parse(self.target)
         absorbed = self.form == "absorbed"
         block_n = ", ".join(map(str, BLOCK_N.get(self.form, ())))
-        rules = (
-            ("target", lambda: self.target == "sm_90a", "'sm_90a' (the MLA kernel is built on the sm_90a attention)"),
+        pair = self.target == "sm_100a"
+        pair_rules = (
+            ("form", lambda: self.form == "absorbed", "'absorbed' on sm_100a (the prefill form is sm_90a's)"),
+            ("causal", lambda: isinstance(self.causal, bool), "True or False"),
+            ("tile_heads", lambda: _count(self.tile_heads) and self.tile_heads <= PAIR_HEADS,
+             f"in [0, {PAIR_HEADS}] on sm_100a: the query heads H, which the pair kernel packs into its rows "
+             f"(0: {PAIR_HEADS}, DeepSeek-V3's)"),
+            ("block_n", lambda: self.block_n == 0, "0 on sm_100a (the pair kernel's layout picks BN)"),
+            ("stages", lambda: self.stages == 0, "0 on sm_100a (the pair kernel's layout picks its slots)"),
+            ("split_kv", lambda: self.split_kv is False, "False on sm_100a (no split-KV pair kernel yet)"),
+            ("group", lambda: self.group == 1, "1 for the absorbed form (every query head reads the one "
+             "latent head)"),
+        )
+        rules = pair_rules if pair else (
             ("form", lambda: self.form in FORMS, f"one of {', '.join(FORMS)}"),
             ("causal", lambda: isinstance(self.causal, bool), "True or False"),
             ("tile_heads", lambda: _count(self.tile_heads) and (self.tile_heads == 0 or absorbed and (
@@ -98,6 +115,8 @@ class MLAConfig(Checked):
     # -- the tile ------------------------------------------------------------------------------------
     @property
     def heads_per_tile(self) -> int:
+        if self.target == "sm_100a":
+            return self.tile_heads or PAIR_HEADS
         return self.tile_heads or DEFAULTS[self.form][0]
 
     @property
@@ -146,12 +165,27 @@ class MLAConfig(Checked):
     def smem_bytes(self) -> int:
         return self.q_bytes + self.num_stages * (self.k_stage_bytes + self.v_stage_bytes) + BARRIER_BYTES
 
+    @property
+    def depth512(self):
+        """sm_100a: the pair kernel's configuration (``tile_heads`` = the query heads)."""
+        from fa4_mlir.configs.depth512 import Depth512Config
+
+        if self.target != "sm_100a":
+            raise ConfigError(f"MLAConfig.depth512 is the sm_100a pair kernel's layout; target must be sm_100a, "
+                              f"got '{self.target}'")
+        return Depth512Config(dtype=self.dtype, qk_depth=LATENT, rope_depth=ROPE, group=self.heads_per_tile)
+
     def supported(self) -> Support:
+        if self.target == "sm_100a":
+            return self.depth512.supported()
         if self.smem_bytes > SM90_SMEM_BYTES:
             return Support(False, f"shared memory must be <= {SM90_SMEM_BYTES} bytes, got {self.smem_bytes}")
         return Support(True)
 
     def describe(self) -> str:
+        if self.target == "sm_100a":
+            return (f"MLAConfig sm_100a {self.dtype} absorbed pair kernel, {self.heads_per_tile} heads"
+                    + (" causal" if self.causal else ""))
         return (f"MLAConfig {self.target} {self.dtype} {self.form} heads/tile {self.heads_per_tile} BN {self.bn} "
                 f"x{self.num_stages}" + (f" group {self.group}" if self.group > 1 else "")
                 + (" causal" if self.causal else "") + (" split-kv" if self.split_kv else ""))

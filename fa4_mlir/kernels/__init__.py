@@ -7,14 +7,14 @@ from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.configs.mla import MLAConfig
 from fa4_mlir.kernels import attention, copy_pipeline, gemm
-from fa4_mlir.kernels.attention import hopper_mla
+from fa4_mlir.kernels.attention import mla
 from fa4_mlir.kernels.source import KernelSource, Param, TensorMapSpec
 
 KERNELS = {
     "attention": (AttentionConfig, attention.build),
     "copy-pipeline": (CopyPipelineConfig, copy_pipeline.build),
     "gemm": (GemmConfig, gemm.build),
-    "mla-attention": (MLAConfig, hopper_mla.build),
+    "mla-attention": (MLAConfig, mla.build),
 }
 
 __all__ = ["KERNELS", "KernelSource", "Param", "TensorMapSpec"]

@@ -13,8 +13,10 @@ default scale is 1 / sqrt(576); ``causal`` hides key j from query i when j > i (
 as torch SDPA's ``is_causal``; a decode step with a KV cache passes ``causal=False``). With
 ``return_lse`` it also returns the log-sum-exp of each row's scaled logits (B, H, Sq) in fp32.
 
-bf16 or fp16 on an sm_90 GPU (or CPU tensors in the PTX emulator, ``fa4_mlir.torch.emulated``); any
-lengths; each tensor with a unit innermost stride and other strides multiples of 16 bytes. The kernel
+bf16 or fp16 on an sm_90 or sm_100 GPU (or CPU tensors in the PTX emulator, ``fa4_mlir.torch.emulated``);
+any lengths; each tensor with a unit innermost stride and other strides multiples of 16 bytes. On
+sm_100 the kernel is the depth-512 pair-CTA kernel with a rope chunk, built for H (128 / H positions
+of all H heads per pair when H divides 128; no split KV yet). On sm_90 the kernel
 packs up to 64 heads (the largest power of 2 dividing H) into a tile's 64 rows; when the B x H / 64 CTAs
 of a decode step leave SMs idle (not causal), it splits the keys into ranges over more CTAs, which
 write fp32 partials that the op combines (``num_splits``). The output is a new contiguous tensor; no
@@ -30,7 +32,8 @@ import torch
 from fa4_mlir import knobs, runtime
 from fa4_mlir.configs.mla import LATENT, ROPE, TILE_ROWS, MLAConfig
 from fa4_mlir.errors import LaunchError
-from fa4_mlir.kernels.attention.hopper_mla import launch_geometry, split_geometry
+from fa4_mlir.kernels.attention.hopper_mla import split_geometry
+from fa4_mlir.kernels.attention.mla import launch_geometry
 from fa4_mlir.runtime.tensormap import GlobalTensor
 from fa4_mlir.torch.emulated import emulator, host_tensor, placement
 from fa4_mlir.torch.tensors import current_stream, fa4_dtype
@@ -119,12 +122,18 @@ def _as_map(t: torch.Tensor, dtype: str) -> GlobalTensor:
     return GlobalTensor(t.data_ptr(), dtype, tuple(t.shape), tuple(strides), t.device.index)
 
 
+def _config(target: str, dtype: str, causal: bool, heads: int, split: bool) -> MLAConfig:
+    """The op's kernel for ``heads`` query heads: sm_90a packs ``tile_heads(heads)`` of them into a tile;
+    the sm_100a pair kernel is built for the heads themselves."""
+    return MLAConfig(target=target, dtype=dtype, causal=causal, split_kv=split,
+                     tile_heads=heads if target == "sm_100a" else tile_heads(heads))
+
+
 def _kernel(device: int, dtype: str, causal: bool, heads: int, split: bool):
     key = (device, dtype, causal, heads, split, knobs.debug_timeout_ms())
     found = _kernels.get(key)
     if found is None:
-        config = MLAConfig(target=runtime.device_target(device), dtype=dtype, causal=causal, tile_heads=heads,
-                           split_kv=split)
+        config = _config(runtime.device_target(device), dtype, causal, heads, split)
         found = _kernels[key] = (config, runtime.load("mla-attention", config, device=device, debug=key[-1] or False))
     return found
 
@@ -145,8 +154,6 @@ def mla_attention_op(q_nope: torch.Tensor, q_rope: torch.Tensor, kv_latent: torc
     dtype = fa4_dtype(q_nope, f"{_OP}: q_nope")
     b, sq, sk, h = _shapes(q_nope, q_rope, kv_latent, k_rope)
     target = where.target if isinstance(where, emulator) else runtime.device_target(where)
-    if target != "sm_90a":
-        raise LaunchError(f"{_OP}: the device must be an sm_90 GPU (the kernel is built for sm_90a), got {target}")
     scale = 1.0 / math.sqrt(LATENT + ROPE) if softmax_scale is None else float(softmax_scale)
     if not math.isfinite(scale) or scale <= 0:
         raise LaunchError(f"{_OP}: softmax_scale must be finite and > 0, got {softmax_scale}")
@@ -162,14 +169,13 @@ def mla_attention_op(q_nope: torch.Tensor, q_rope: torch.Tensor, kv_latent: torc
         _check_layout(name, t)
     lse_out = lse if return_lse else None
     if isinstance(where, emulator):
-        splits = split_count(b, sq, sk, h, bool(causal), EMULATOR_SMS)
-        config = MLAConfig(target=target, dtype=dtype, causal=bool(causal), tile_heads=tile_heads(h),
-                           split_kv=splits > 1)
+        splits = split_count(b, sq, sk, h, bool(causal), EMULATOR_SMS) if target == "sm_90a" else 1
+        config = _config(target, dtype, bool(causal), h, splits > 1)
         launch(config, where.load("mla-attention", config), q_nope, q_rope, kv_latent, k_rope, out, lse_out, scale,
                emulated=where, splits=splits)
         return out, lse
-    splits = split_count(b, sq, sk, h, bool(causal), sm_count(where))
-    config, kernel = _kernel(where, dtype, bool(causal), tile_heads(h), splits > 1)
+    splits = split_count(b, sq, sk, h, bool(causal), sm_count(where)) if target == "sm_90a" else 1
+    config, kernel = _kernel(where, dtype, bool(causal), h, splits > 1)
     launch(config, kernel, q_nope, q_rope, kv_latent, k_rope, out, lse_out, scale, splits=splits)
     return out, lse
 
@@ -195,6 +201,8 @@ def launch(config: MLAConfig, kernel: runtime.Kernel, q_nope, q_rope, kv_latent,
     args = {"q_nope": _as_map(q_nope, dtype), "q_rope": _as_map(q_rope, dtype), "kv": _as_map(kv_latent, dtype),
             "k_rope": _as_map(k_rope, dtype), "seq_q": sq, "seq_k": sk, "num_heads": h,
             "scale_log2e": scale * math.log2(math.e)}
+    if config.target == "sm_100a":  # the pair kernel reads V through a second map of the latent
+        args["kv_v"] = args["kv"]
     if config.split_kv:
         _launch_split(config, kernel, args, out, lse, splits, emulated)
         return

@@ -10,7 +10,7 @@ import pytest
 
 from fa4_mlir.configs.mla import MLAConfig
 from fa4_mlir.errors import ConfigError, LaunchError
-from fa4_mlir.kernels.attention import hopper_mla
+from fa4_mlir.kernels.attention import hopper_mla, mla
 
 
 def test_defaults_and_derived_sizes():
@@ -32,8 +32,17 @@ def test_defaults_and_derived_sizes():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(target="sm_100a"), r"MLAConfig.target must be 'sm_90a' \(the MLA kernel is built on the sm_90a "
-                             r"attention\), got 'sm_100a'"),
+    (dict(target="sm_100a", form="prefill"), r"MLAConfig.form must be 'absorbed' on sm_100a \(the prefill form "
+                                             r"is sm_90a's\), got 'prefill'"),
+    (dict(target="sm_100a", tile_heads=256), r"MLAConfig.tile_heads must be in \[0, 128\] on sm_100a: the query "
+                                             r"heads H, which the pair kernel packs into its rows \(0: 128"),
+    (dict(target="sm_100a", block_n=32), r"MLAConfig.block_n must be 0 on sm_100a \(the pair kernel's layout "
+                                         r"picks BN\), got 32"),
+    (dict(target="sm_100a", stages=2), r"MLAConfig.stages must be 0 on sm_100a \(the pair kernel's layout picks "
+                                       r"its slots\), got 2"),
+    (dict(target="sm_100a", split_kv=True), r"MLAConfig.split_kv must be False on sm_100a \(no split-KV pair "
+                                            r"kernel yet\), got True"),
+    (dict(target="sm_100a", causal=1), r"MLAConfig.causal must be True or False, got 1"),
     (dict(target="sm_80"), r"target must be sm_90a or sm_100a, got 'sm_80'"),
     (dict(dtype="fp8_e4m3"), r"MLAConfig.dtype must be one of bf16, fp16, got 'fp8_e4m3'"),
     (dict(form="decode"), r"MLAConfig.form must be one of absorbed, prefill, got 'decode'"),
@@ -95,7 +104,7 @@ def test_parameters_tensor_maps_and_registration():
     from fa4_mlir.kernels import KERNELS
     from fa4_mlir.torch.mla import tile_heads
 
-    assert KERNELS["mla-attention"] == (MLAConfig, hopper_mla.build)
+    assert KERNELS["mla-attention"] == (MLAConfig, mla.build)  # sm_90a: hopper_mla; sm_100a: depth512.mla
     source = hopper_mla.build(MLAConfig(tile_heads=16, causal=True))
     maps = {p.name: p.tensor_map for p in source.params if p.tensor_map}
     # Q and O: 64 columns x 16 heads x 4 positions (the 64 rows); K: 64 columns x 32 keys of the one latent head
@@ -144,6 +153,16 @@ def test_split_kv_geometry_and_the_ops_choice():
 SHIPPED = [dict(), dict(causal=True), dict(split_kv=True), dict(split_kv=True, tile_heads=8, dtype="fp16"), dict(dtype="fp16", tile_heads=16), dict(tile_heads=1, causal=True),
            dict(block_n=16, stages=8), dict(form="prefill"), dict(form="prefill", causal=True, group=4, dtype="fp16"),
            dict(form="prefill", block_n=64, stages=4)]
+
+
+def test_sm100a_config_is_the_pair_kernels():
+    c = MLAConfig(target="sm_100a", tile_heads=16)
+    assert (c.depth512.qk_depth, c.depth512.rope_depth, c.depth512.group) == (512, 64, 16)
+    assert MLAConfig(target="sm_100a").depth512.group == 128 and c.supported().ok
+    assert "16 heads" in c.describe()
+    with pytest.raises(ConfigError, match=r"MLAConfig.depth512 is the sm_100a pair kernel's layout; target must be "
+                                          r"sm_100a, got 'sm_90a'"):
+        MLAConfig().depth512
 
 
 @pytest.mark.parametrize("kwargs", SHIPPED, ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()) or "default")

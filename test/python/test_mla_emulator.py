@@ -200,6 +200,20 @@ def test_errors_name_what_is_wrong():
     with pytest.raises(LaunchError, match=r"mla_attention: q_nope must be a CUDA tensor, got device 'cpu'"):
         ft.mla_attention(q, qr, kv, kr)
     with ft.emulator(target="sm_100a"), pytest.raises(
-            LaunchError, match=r"mla_attention: the device must be an sm_90 GPU \(the kernel is built for sm_90a\), "
-                               r"got sm_100a"):
-        ft.mla_attention(q, qr, kv, kr)
+            LaunchError, match=r"mla_attention: q_rope must be 4-D"):  # sm_100a: the same checks
+        ft.mla_attention(q, qr[0], kv, kr)
+
+
+def test_torch_op_runs_the_sm100a_pair_kernel_in_the_emulator():
+    """On sm_100a the op runs the depth-512 pair kernel with a rope chunk (``MLAConfig(target="sm_100a",
+    tile_heads=H)``): a decode step of 16 heads, causal with two positions, and the LSE."""
+    torch = pytest.importorskip("torch")
+    import fa4_mlir.torch as ft
+
+    rng = np.random.default_rng(11)
+    inputs = _inputs(rng, 1, 2, 90, 16, "bf16")
+    with ft.emulator(target="sm_100a", seed=2) as emu:
+        out, lse = ft.mla_attention(*(_torch(x, "bf16") for x in inputs), causal=True, return_lse=True)
+    assert [name for name, _ in emu.launches] == ["mla_attention"]
+    _check(inputs, True, 1 / math.sqrt(576), out.view(torch.int16).numpy().view(np.uint16), lse.numpy(), "bf16",
+           "sm_100a op")
