@@ -45,7 +45,10 @@ _kernels: dict[tuple, tuple[MLAConfig, runtime.Kernel]] = {}
 _TMA_ALIGN = 16
 _OP = "mla_attention"
 EMULATOR_SMS = 132  # the emulator splits as an H100 would
-MIN_SPLIT_TILES = 4  # a key range of at least 4 tiles (128 keys): its fixed costs amortised
+# a key range of at least 128 tiles (4096 keys): on an H200 (docs/PERF.md, B 32, H 128) two ranges of 512
+# keys ran at 0.23x and of 2048 keys at 0.86x the unsplit kernel (the fp32 partials and their combine
+# cost more than the idle SMs), two of 4096 keys at 1.63x
+MIN_SPLIT_TILES = 128
 GOOD_WAVES = 0.9  # a grid that fills this much of its last wave of SMs needs no more ranges
 
 

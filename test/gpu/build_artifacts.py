@@ -53,7 +53,8 @@ def keys() -> list[ArtifactKey]:
     wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(form="prefill", dtype=dt, causal=c, group=g))
                for dt in ("bf16", "fp16") for c in (False, True) for g in (1, 4)]  # test_mla_gpu.py's PREFILL
     if "--bench" in sys.argv:  # the MLA tiles bench/mla.py --sweep times
-        wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(causal=c, block_n=bn, stages=st, split_kv=sp))
+        wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(causal=c, block_n=bn, stages=st, split_kv=sp,
+                                                                     tile_heads=64))  # bench/mla.py's 128 heads
                    for bn, st in MLA_SWEEP for c, sp in ((False, False), (False, True), (True, False))]
     if "--bench" in sys.argv:  # the attention tiles bench/attention.py --block-n times
         wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", head_dim=d, causal=c, block_n=bn))
