@@ -11,7 +11,8 @@ forced to the memory-efficient and the math backends, what a user runs there. TF
 S^2 * D (halved when causal) / time, and the ratios fa4 / cuDNN, fa4 / flash (and fa4 / efficient,
 fa4 / math) from the same run. Each case is checked against SDPA first.
 ``--block-n`` also times the sm_90a kernel with those keys per K/V tile (``AttentionConfig.block_n``;
-their artifacts come from ``test/gpu/build_artifacts.py --bench``).
+their artifacts come from ``test/gpu/build_artifacts.py --bench``); with ``--dtype fp8``,
+``--exp2-emulation 0,8`` times those ``AttentionConfig.exp2_emulation`` counts (columns ``fp8_ex<n>``).
 
 ``--dtype fp8`` times our kernel in fp8 e4m3 against the same kernel in bf16 on the same inputs (quantized
 with one scale per tensor: amax / 448), the fp8 op as a user calls it (V^T made by the op included), the
@@ -32,7 +33,7 @@ import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from fa4_mlir import runtime
-from fa4_mlir.configs.attention import AttentionConfig
+from fa4_mlir.configs.attention import AttentionConfig, default_exp2_emulation
 from fa4_mlir.torch import flash_attention
 from fa4_mlir.torch.attention import launch
 
@@ -108,14 +109,17 @@ def _quantize(t: torch.Tensor, dim=None):
     return (t.float() / div).to(torch.float8_e4m3fn), scale
 
 
-def fp8_variant(d: int, causal: bool, block_n: int, softmax_scale: float, v_scale: float):
-    """fn(q8, k8, v8) running the fp8 kernel (tensor-wise scales) with ``block_n`` keys per tile, V^T made per
-    call as the op does; None where that tile is not a config of this head dim."""
+def fp8_variant(d: int, causal: bool, block_n: int, softmax_scale: float, v_scale: float, exp2_emulation: int = -1):
+    """fn(q8, k8, v8) running the fp8 kernel (tensor-wise scales) with ``block_n`` keys per tile and
+    ``exp2_emulation`` exponentials per 32 by polynomial (-1: the op's default), V^T made per call as the op
+    does; None where that tile is not a config of this head dim."""
     from fa4_mlir.errors import ArtifactError, ConfigError
     from fa4_mlir.torch.attention import Fp8Scales
 
     try:
-        config = AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=causal, block_n=block_n)
+        emulation = default_exp2_emulation("sm_90a", "fp8_e4m3", d) if exp2_emulation < 0 else exp2_emulation
+        config = AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=causal, block_n=block_n,
+                                 exp2_emulation=emulation)
         config.validate()
         kernel = runtime.load("attention", config)
     except (ConfigError, ArtifactError):  # not a tile of this head dim, or not built (build_artifacts --bench)
@@ -128,7 +132,7 @@ def fp8_variant(d: int, causal: bool, block_n: int, softmax_scale: float, v_scal
     return run
 
 
-def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, block_ns=()) -> dict:
+def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, block_ns=(), emulations=()) -> dict:
     """fp8 against bf16, our kernel both times (see the module docstring)."""
     from fa4_mlir.torch.attention import v_transposed
 
@@ -152,6 +156,11 @@ def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, 
         if fn is not None:
             cases[f"fp8_bn{bn}"] = (lambda fn=fn: fn(q8, k8, v8))
             outs[f"fp8_bn{bn}"] = fn(q8, k8, v8)
+    for e in emulations:  # exp2 emulation counts (the head dim's default tile)
+        fn = fp8_variant(d, causal, 0, qs * ks / d ** 0.5, vs, e)
+        if fn is not None:
+            cases[f"fp8_ex{e}"] = (lambda fn=fn: fn(q8, k8, v8))
+            outs[f"fp8_ex{e}"] = fn(q8, k8, v8)
     errors = {n: float((o.float() - ref.float()).norm() / ref.float().norm()) for n, o in outs.items()}
     try:  # cuDNN fp8 SDPA, if this torch has one: fp8 (B, H, S, D) inputs
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
@@ -177,8 +186,9 @@ def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, 
             "rel_err_vs_bf16": errors}
 
 
-def print_fp8(rows: list[dict], block_ns=()) -> None:
-    names = [n for n in ("bf16", "fp8", "fp8_tokens", "cudnn_fp8", *(f"fp8_bn{b}" for b in block_ns))
+def print_fp8(rows: list[dict], block_ns=(), emulations=()) -> None:
+    names = [n for n in ("bf16", "fp8", "fp8_tokens", "cudnn_fp8", *(f"fp8_bn{b}" for b in block_ns),
+                         *(f"fp8_ex{e}" for e in emulations))
              if any(n in r["tflops"] for r in rows)]
     print("| D | S | causal | " + " | ".join(f"{n} TFLOP/s" for n in names) + " | fp8 / bf16 | "
           + ("fp8_tokens / bf16 | " if "fp8_tokens" in names else "") + "V^T ms (in fp8) |")
@@ -203,15 +213,18 @@ def main() -> int:
     parser.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16",
                         help="fp8: our fp8 e4m3 kernel against our bf16 one (and cuDNN fp8 SDPA when present)")
     parser.add_argument("--token-scales", action="store_true", help="fp8: also per-token Q and K scales")
+    parser.add_argument("--exp2-emulation", default="",
+                        help="fp8: also time these exp2_emulation counts (exponentials per 32 by polynomial)")
     args = parser.parse_args()
     block_ns = [int(x) for x in args.block_n.split(",") if x]
     masks = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     if args.dtype == "fp8":
-        rows = [measure_fp8(d, s, c, args.repeats, args.token_scales, block_ns) for c in masks
+        emulations = [int(x) for x in args.exp2_emulation.split(",") if x]
+        rows = [measure_fp8(d, s, c, args.repeats, args.token_scales, block_ns, emulations) for c in masks
                 for d in map(int, args.head_dims.split(",")) for s in map(int, args.seqlens.split(","))]
         print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | {datetime.date.today()} | "
               f"{' '.join(sys.argv)}")
-        print_fp8(rows, block_ns)
+        print_fp8(rows, block_ns, emulations)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(rows, f, indent=1)

@@ -32,6 +32,10 @@ SM90_KV_TILE = {64: 192, 128: 128, 256: 80, 512: 32}
 # fp8_e4m3: multiples of 64 (V^T tiles of 64- or 128-key blocks), the fastest at 16k in bench/attention.py
 # --dtype fp8 --block-n (docs/PERF.md); at 256 the most that fits (128 at 128 spills)
 SM90_FP8_KV_TILE = {64: 256, 128: 192, 256: 128}
+# fp8_e4m3: exponentials per 32 by polynomial (exp2_emulation) that the torch op uses, the fastest at 16k in
+# bench/attention.py --dtype fp8 --exp2-emulation (docs/PERF.md: d64 +4..9% with 2; at 128 and 256 no count
+# beat 0 by more than the run's noise); absent: 0
+SM90_FP8_EXP2_EMULATION = {64: 2}
 SM90_KV_STAGES = 2
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
 
@@ -120,8 +124,9 @@ class AttentionConfig(Checked):
     ones. ``group > 1`` is GQA; when it divides 128 the heads sharing a K/V head share the CTA
     (rows = 128 / group positions x group heads). ``exp2_emulation`` of every 32 exponentials use a
     degree-3 polynomial on the FMA pipe instead of ``ex2.approx`` (0: none). On sm_90a a CTA owns
-    128 query rows of one head, 64 per consumer warpgroup (``num_q = 2``), and exp2 is ``ex2.approx``;
-    at head dim 512 it owns 64 rows, and each consumer warpgroup accumulates half of O's columns.
+    128 query rows of one head, 64 per consumer warpgroup (``num_q = 2``), and exp2 is ``ex2.approx``
+    (fp8: ``exp2_emulation`` as on sm_100a; ``default_exp2_emulation`` is the op's choice); at head dim
+    512 it owns 64 rows, and each consumer warpgroup accumulates half of O's columns.
     """
 
     target: str = "sm_100a"
@@ -149,9 +154,10 @@ class AttentionConfig(Checked):
              "2 for head dim 256/512 (one pair tile; num_q does not apply)" if deep else "1 (BM 128) or 2 (BM 256)"),
             ("group", isinstance(self.group, int) and 1 <= self.group <= MAX_GROUP,
              f"in [1, {MAX_GROUP}] (query heads per K/V head)"),
-            ("exp2_emulation", self.exp2_emulation == 0 if hopper or deep else
+            ("exp2_emulation", self.exp2_emulation == 0 if (hopper and not self.is_fp8) or deep else
              0 <= self.exp2_emulation <= EXP2_BATCH and self.exp2_emulation % 2 == 0,
-             "0 on sm_90a (no polynomial exp2 there)" if hopper else
+             "0 on sm_90a unless dtype is fp8_e4m3 (only the fp8 kernel has a polynomial exp2 there)"
+             if hopper and not self.is_fp8 else
              "0 for head dim 256/512 (the depth-512 kernel has no polynomial exp2)" if deep else
              f"even and in [0, {EXP2_BATCH}] (exponentials per {EXP2_BATCH} computed by polynomial)"),
             ("block_n", (self.block_n == 0 or (self.block_n % 16 == 0 and min_bn <= self.block_n <= 256)) if hopper
@@ -255,3 +261,9 @@ class AttentionConfig(Checked):
     def describe(self) -> str:
         return (f"AttentionConfig {self.target} {self.dtype} d{self.head_dim} {self.num_q}Q"
                 + (" token-scales" if self.token_scales else "") + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else ""))
+
+
+def default_exp2_emulation(target: str, dtype: str, head_dim: int) -> int:
+    """The ``exp2_emulation`` the torch op (and the artifacts built for it) use: sm_90a fp8 takes
+    ``SM90_FP8_EXP2_EMULATION`` of the head dim; every other kernel 0 (all exponentials ``ex2.approx``)."""
+    return SM90_FP8_EXP2_EMULATION.get(head_dim, 0) if target == "sm_90a" and dtype == "fp8_e4m3" else 0

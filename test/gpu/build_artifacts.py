@@ -14,7 +14,7 @@ import pathlib
 import sys
 
 from fa4_mlir import knobs
-from fa4_mlir.configs.attention import FP8_HEAD_DIMS, AttentionConfig
+from fa4_mlir.configs.attention import FP8_HEAD_DIMS, AttentionConfig, default_exp2_emulation
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.configs.mla import MLAConfig
@@ -25,6 +25,7 @@ ATTENTION_SWEEP = {64: (128, 176, 256), 128: (96, 144, 176, 192), 256: (64,), 51
 FP8_SWEEP = {64: (128, 192), 128: (128,), 256: (64,)}  # fp8 keys per tile besides the defaults (256 at 128 spills)
 MLA_TILE_HEADS = (2, 8, 16, 64)  # the op's tile_heads for test_mla_gpu.py's heads 2, 8, 16, 128
 MLA_SWEEP = ((32, 2), (32, 3), (16, 4), (16, 8))  # (block_n, stages) bench/mla.py --sweep times beside the default
+FP8_EXP2_SWEEP = (0, 2, 4, 6, 8, 12)  # fp8 exponentials per 32 by polynomial (bench/attention.py --exp2-emulation)
 
 
 def keys() -> list[ArtifactKey]:
@@ -42,8 +43,9 @@ def keys() -> list[ArtifactKey]:
                for dt in ("bf16", "fp16") for d in (64, 128, 256, 512) for c in (False, True) for g in (1, 4, 8)]
     # test_attention_fp8_gpu.py's FP8_GROUPS and bench/attention.py --dtype fp8 (group 1): fp8 e4m3, every fp8
     # head dim, both masks, tensor-wise and per-token scales
-    wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d,
-                                                                   causal=c, group=g, token_scales=t))
+    wanted += [ArtifactKey.for_config("attention", AttentionConfig(
+        target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=c, group=g, token_scales=t,
+        exp2_emulation=default_exp2_emulation("sm_90a", "fp8_e4m3", d)))
                for d in FP8_HEAD_DIMS["sm_90a"] for c in (False, True) for g in (1, 4) for t in (False, True)]
     # test_mla_gpu.py and bench/mla.py: the MLA op's kernels for its heads, both masks, both dtypes
     wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(dtype=dt, causal=c, tile_heads=th))
@@ -63,6 +65,10 @@ def keys() -> list[ArtifactKey]:
         wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d,
                                                                        causal=c, block_n=bn))
                    for d, bns in FP8_SWEEP.items() for bn in bns for c in (False, True)]
+    if "--bench" in sys.argv:  # the fp8 exp2 emulation counts bench/attention.py --dtype fp8 --exp2-emulation times
+        wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d,
+                                                                       causal=c, exp2_emulation=e))
+                   for d in FP8_HEAD_DIMS["sm_90a"] for e in FP8_EXP2_SWEEP for c in (False, True)]
     if "--bench" in sys.argv:  # the variants bench/gemm.py --sweep times
         sys.path.insert(0, str(HERE.parent.parent / "bench"))
         from gemm_variants import SWEEP

@@ -103,7 +103,8 @@ def test_causal_ctas_take_the_longest_rows_first():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(head_dim=96), r"AttentionConfig.head_dim must be one of 64, 128, 256, 512 on sm_90a, got 96"),
     (dict(num_q=1), r"AttentionConfig.num_q must be 2 on sm_90a \(two consumer warpgroups of 64 rows\), got 1"),
-    (dict(exp2_emulation=8), r"AttentionConfig.exp2_emulation must be 0 on sm_90a \(no polynomial exp2 there\), got 8"),
+    (dict(exp2_emulation=8), r"AttentionConfig.exp2_emulation must be 0 on sm_90a unless dtype is fp8_e4m3 \(only the fp8 "
+                             r"kernel has a polynomial exp2 there\), got 8"),
     (dict(block_n=72), r"AttentionConfig.block_n must be 0 \(the head dim's default\) or a multiple of 16 in "
                        r"\[64, 256\] on sm_90a, got 72"),
     (dict(block_n=272), r"AttentionConfig.block_n must be 0 .* got 272"),

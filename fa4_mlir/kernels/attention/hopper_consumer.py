@@ -22,7 +22,8 @@ S = Q K' retired (named barrier ``q_dead``); warpgroup 0 writes the LSE.
 
 fp8 (``g.t.fp8``): k32 wgmmas, P packed to e4m3 fragments of 32 keys, O += P V^T, S scaled by the keys'
 k scales and each row's softmax scale by its q scale (per-token scales), the exp2 bias, O times
-``v_scale`` and written as bf16 to its own region: ``hopper_fp8``.
+``v_scale`` and written as bf16 to its own region: ``hopper_fp8``; ``exp2_emulation`` of the
+exponentials by polynomial on the FMA pipe (``exp2.py``; it pays at head dim 64, docs/PERF.md).
 
 The MLA kernel (``hopper_mla``) builds the same consumers over its own prologue, whose ``g`` adds
 ``shared_kv`` (V is the first columns of the K stage: a K stage is released once the P @ V that read
@@ -42,6 +43,7 @@ from fa4_mlir.dsl.names import name, name_all
 from fa4_mlir.kernels.attention import hopper_fp8 as fp8
 from fa4_mlir.kernels.attention.dims import BLOCK
 from fa4_mlir.kernels.attention.dims import ROW_BYTES as ROW
+from fa4_mlir.kernels.attention.exp2 import emulated, exp2_poly_fma
 
 WG_THREADS = 128
 
@@ -261,7 +263,8 @@ class Consumer:
 
     def _softmax(self, vals: list, m_old: list | None):
         """Row maxima (new), rescale factors (None on the first tile), probabilities and row sums of
-        this thread's values: ``p = exp2(s * scale_log2e - m * scale_log2e)``, one FMA and ex2 each."""
+        this thread's values: ``p = exp2(s * scale_log2e - m * scale_log2e)``, one FMA and ex2 each
+        (``exp2_emulation`` of every 32 of a row's values by polynomial, ``exp2.py``)."""
         scale, neg_scale = self.g.arg.scale_log2e, self.neg_scale
         m_new, factors, sums = [], [], []
         probs = [None] * len(vals)
@@ -278,8 +281,10 @@ class Consumer:
                 nms = dsl.arith.mulf(m, neg_scale)
             if m_old is not None:
                 factors.append(fm.exp2(dsl.arith.mulf(dsl.arith.subf(m_old[row], m), scale)))
-            for i in idx:
-                probs[i] = fm.exp2(fm.fma(vals[i], scale, nms))
+            poly = emulated(len(idx), self.g.exp2_emulation)  # fp8 only (AttentionConfig): on the FMA pipe
+            for n, i in enumerate(idx):
+                y = fm.fma(vals[i], scale, nms)
+                probs[i] = exp2_poly_fma(y) if n in poly else fm.exp2(y)
             sums.append(self._tree(dsl.arith.addf, [probs[i] for i in idx]))
         return m_new, (factors or None), probs, sums
 

@@ -5,6 +5,7 @@ correction warpgroup (rescales O in TMEM when a row maximum grew), built through
 from __future__ import annotations
 
 from fa4_mlir.kernels.attention.dims import BLOCK, FP8_OUT_CHUNK, ROW_BYTES, WG, Dims
+from fa4_mlir.kernels.attention.exp2 import emulated, exp2_poly
 
 RESCALE_THRESHOLD = -8.0  # log2 units: a row maximum that grew by less keeps the stale one
 # fp8 (spec 4.4, 4.8): adopt any larger maximum (threshold 0), so P = exp2(logit) <= 1 before the bias;
@@ -14,15 +15,6 @@ RESCALE_THRESHOLD = -8.0  # log2 units: a row maximum that grew by less keeps th
 # below 2^-9). The factor 2^8 is in both P @ V and the row sum and cancels in O / sum; the LSE subtracts it.
 FP8_RESCALE_THRESHOLD = 0.0
 FP8_P_BIAS = 8.0 + FP8_RESCALE_THRESHOLD
-# 2^f on [0, 1), degree 3 (Horner, highest first): the reference's exp2 emulation
-EXP2_POLY = (0.077119089663028717041015625, 0.227564394474029541015625, 0.695146143436431884765625, 1.0)
-
-
-def emulated(width: int, count: int) -> set[int]:
-    """Columns of a ``width``-column batch whose exp2 uses the polynomial: ``count`` per 32,
-    spread evenly."""
-    n = count * width // 32
-    return {int((k + 0.5) * width / n) for k in range(n)} if n else set()
 
 
 class Softmax:
@@ -74,20 +66,7 @@ class Softmax:
         return out.value
 
     def _exp2(self, x, poly: bool):
-        if not poly:
-            return self._ex2(x)
-        # clamp, split into integer and fraction, polynomial, add the integer to the exponent
-        a, s, f32, i32 = self.dsl.arith, self.s, self.t["f32"], self.t["i32"]
-        c = a.maxnumf(x, self._f(-127.0))
-        f = s.intrinsic("llvm.nvvm.floor.f", f32, c)
-        r = a.subf(c, f)
-        p1 = s.fma(self._f(EXP2_POLY[0]), r, self._f(EXP2_POLY[1]))
-        p2 = s.fma(p1, r, self._f(EXP2_POLY[2]))
-        p3 = s.fma(p2, r, self._f(EXP2_POLY[3]))
-        i = a.fptosi(i32, f)
-        sh = a.shli(i, self.dsl.Value(23).value)
-        bits = a.bitcast(i32, p3)
-        return a.bitcast(f32, a.addi(bits, sh))
+        return exp2_poly(x) if poly else self._ex2(x)
 
     def _row(self, x, wg: int):
         """The thread's row: ``t`` (TMEM lane = row of the tile), ``pos`` (query position), ``head``,
