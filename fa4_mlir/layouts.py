@@ -178,9 +178,10 @@ def depth512_barriers(c: Depth512Config) -> list[BarrierArray]:
 
 def depth512_layout(c: Depth512Config) -> Layout:
     c.validate()
-    sw = _swizzle(128 if c.qkv.is_half else 64)
+    sw = _swizzle(c.swizzle_bytes)
     barriers = depth512_barriers(c)
-    regions = [SmemRegion("q", c.q_bytes, TILE_ALIGN, sw), SmemRegion("o", c.q_bytes, TILE_ALIGN, sw, alias_of="q"),
+    # O is 16-bit (fp8: bf16), 128B swizzle; fp8 stores it through Q's bytes in column chunks
+    regions = [SmemRegion("q", c.q_bytes, TILE_ALIGN, sw), SmemRegion("o", c.q_bytes, TILE_ALIGN, "128B", alias_of="q"),
                SmemRegion("p", c.p_bytes, TILE_ALIGN, sw),
                SmemRegion("kv", c.num_kv_stages * c.kv_slot_bytes, TILE_ALIGN, sw),
                SmemRegion("correction", c.correction_bytes, 4)]
@@ -190,6 +191,8 @@ def depth512_layout(c: Depth512Config) -> Layout:
               "v_cols_per_cta": c.v_cols_per_cta, "smem_budget": c.smem_used, "tmem_used": c.tmem_used}
     if c.rope_depth:  # absorbed MLA: Q is BM x (qk + rope); K's rope chunk is one more slot per tile
         config.update(rope_depth=c.rope_depth, num_k_chunks=c.num_k_chunks)
+        if c.rope_dtype is not None:  # fp8 latent: Q's rope columns and K's rope chunk in the rope dtype
+            config.update(rope_dtype=c.rope_dtype)
     tmem = tuple(TmemRegion(name, cols) for name, (_, cols) in c.tmem_columns.items())
     return Layout("depth512", config, tuple(regions + _tail(barriers)), tuple(barriers), tmem)
 

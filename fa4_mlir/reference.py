@@ -198,6 +198,13 @@ def mla_attention_yardstick(q_nope, q_rope, kv, k_rope, causal: bool, scale: flo
     return attention_yardstick(q, k, v, causal, scale, dtype)
 
 
+def mla_attention_fp8_yardstick(q_nope, q_rope, kv, k_rope, causal: bool, scale: float, p_bias: float) -> np.ndarray:
+    """``mla_attention`` of the dequantized float64 inputs at the fp8 kernel's precision, as
+    ``attention_fp8_yardstick`` (P times 2^p_bias rounded to e4m3, the output rounded to bf16)."""
+    q, k, v = _mla_qkv(q_nope, q_rope, kv, k_rope)
+    return attention_fp8_yardstick(q, k, v, causal, scale, p_bias)
+
+
 def _mla_qkv(q_nope, q_rope, kv, k_rope):
     kv = np.asarray(kv, np.float64)[:, :, None, :]
     q = np.concatenate([np.asarray(q_nope, np.float64), np.asarray(q_rope, np.float64)], axis=-1)

@@ -19,7 +19,7 @@ from fa4_mlir.errors import ConfigError
 from fa4_mlir.target import Target
 
 HEAD_DIMS = {"sm_100a": (64, 96, 128), "sm_90a": (64, 128, 256, 512)}  # FA4 (sm_100a) and sm_90a kernels
-FP8_HEAD_DIMS = {"sm_100a": (64, 128), "sm_90a": (64, 128, 256)}  # fp8_e4m3 Q, K, V (bf16 O)
+FP8_HEAD_DIMS = {"sm_100a": (64, 128, 256, 512), "sm_90a": (64, 128, 256)}  # fp8_e4m3 Q, K, V (bf16 O)
 DEPTH512_HEAD_DIMS = (256, 512)  # sm_100a: the depth-256/512 pair-CTA kernel (``.depth512``)
 MAX_GROUP = 128  # a fused GQA tile holds 128 / group positions of group heads
 EXP2_BATCH = 32  # softmax columns per exp2 batch; exp2_emulation counts per batch
@@ -172,6 +172,8 @@ class AttentionConfig(Checked):
              "TMA row of that many fp32 must be >= 16 bytes)"),
             ("head_dim", not self.is_fp8 or self.head_dim in FP8_HEAD_DIMS[self.target],
              f"one of {', '.join(map(str, FP8_HEAD_DIMS[self.target]))} for fp8_e4m3 on {self.target}"),
+            ("token_scales", not (deep and self.token_scales),
+             "False for head dim 256/512 on sm_100a (the depth-512 kernel takes tensor-wise fp8 scales)"),
             ("block_n", not (hopper and self.is_fp8) or self.block_n % 64 == 0,
              "0 or a multiple of 64 for fp8_e4m3 on sm_90a (V^T tiles are 64- or 128-key swizzle blocks)"),
         )

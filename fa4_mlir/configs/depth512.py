@@ -48,6 +48,7 @@ class Depth512Config(Checked):
     group: int = 1
     page_size: int = 0
     rope_depth: int = 0  # 64: absorbed MLA, Q/K = qk_depth latent + rope_depth rope columns
+    rope_dtype: str | None = None  # MLA: the rope columns' dtype (None: dtype); bf16/fp16 with an fp8 latent
 
     def __post_init__(self):
         lookup_dtype(self.dtype, field="Depth512Config.dtype")
@@ -66,15 +67,39 @@ class Depth512Config(Checked):
         if self.rope_depth:
             rules = (("qk_depth", self.qk_depth == 512, "512 with rope_depth 64 (the MLA latent)"),
                      ("ov_depth", self.ov == 512, "512 (or None) with rope_depth 64 (V is the latent)"),
-                     ("dtype", self.qkv.is_half, "bf16 or fp16 with rope_depth 64"),
+                     ("rope_dtype", self.rope_dtype in ((None, self.dtype) if self.qkv.is_half else ("bf16", "fp16")),
+                      "bf16 or fp16 with an fp8_e4m3 dtype (else None or the dtype) with rope_depth 64"),
                      ("page_size", self.page_size == 0, "0 with rope_depth 64 (MLA is not paged)"))
             for name, ok, expected in rules:
                 if not ok:
                     raise ConfigError(f"Depth512Config.{name} must be {expected}, got {getattr(self, name)!r}")
+        elif self.rope_dtype is not None:
+            raise ConfigError(f"Depth512Config.rope_dtype must be None without rope columns (rope_depth 0), got "
+                              f"{self.rope_dtype!r}")
 
     @property
     def qkv(self) -> DType:
         return lookup_dtype(self.dtype, field="dtype")
+
+    @property
+    def rope(self) -> DType:
+        """The rope columns' dtype (MLA): ``rope_dtype``, else ``dtype``."""
+        return lookup_dtype(self.rope_dtype or self.dtype, field="rope_dtype")
+
+    @property
+    def swizzle_bytes(self) -> int:
+        """Bytes of one swizzle row of every tile (spec 1.2 step 4): 128, 64 for fp8 (64 elements either way)."""
+        return 128 if self.qkv.is_half else 64
+
+    @property
+    def rescale_threshold(self) -> float:
+        """Lazy rescale (log2 units): a row maximum that grew by less keeps the stale one (spec 4.8)."""
+        return -8.0 if self.qkv.is_half else -2.0
+
+    @property
+    def p_bias(self) -> float:
+        """fp8: log2 of P's scale before the e4m3 cast, ``8 + rescale_threshold`` (spec 4.8), else 0."""
+        return 0.0 if self.qkv.is_half else 8.0 + self.rescale_threshold
 
     @property
     def ov(self) -> int:
@@ -164,7 +189,7 @@ class Depth512Config(Checked):
 
     @property
     def q_bytes(self) -> int:
-        return self.bm * self.q_depth * self.qkv.bytes
+        return self.bm * (self.qk_depth * self.qkv.bytes + self.rope_depth * self.rope.bytes)
 
     @property
     def p_bytes(self) -> int:

@@ -16,8 +16,8 @@ from fa4_mlir.passes.lowering import (KernelLowering, LoweringFailure, canonical
 # the swizzle mode at bits 61-63.
 _LAYOUT = {"128B": 2, "64B": 4, "32B": 6}
 # Instruction descriptor of kind::f16 / kind::tf32 / kind::f8f6f4: D format (f32 = 1) at bit 4, A and
-# B formats at bits 7 and 10 (kind::f8f6f4: E4M3 = 0), K-major A (bit 15 clear), B transposed (MN-major) at bit 16, N >> 3 at bit 17,
-# M >> 4 at bit 24.
+# B formats at bits 7 and 10 (kind::f8f6f4: E4M3 is 0), K-major A (bit 15 clear), B transposed
+# (MN-major) at bit 16, N >> 3 at bit 17, M >> 4 at bit 24.
 _FORMAT = {"f16": 0, "bf16": 1, "tf32": 2, "e4m3": 0}
 _KIND = {"f16": "f16", "bf16": "f16", "tf32": "tf32", "e4m3": "f8f6f4"}
 LANES_PER_WARP_SHIFT = 21  # (32 lanes) << 16: the lane field of a TMEM address

@@ -3,6 +3,7 @@
     fa4-layout                                     # FA4 forward, bf16, head dim 128, 2Q
     fa4-layout --kernel depth512 --qk-depth 512 --ov-depth 512 --json
     fa4-layout --kernel depth512 --rope-depth 64 --group 16     # absorbed MLA (576 / 512), 16 heads
+    fa4-layout --kernel depth512 --rope-depth 64 --group 16 --dtype fp8_e4m3 --rope-dtype bf16  # fp8 latent
     fa4-layout --kernel gemm --tile 128x256x64 --target sm_90a
     fa4-layout --emit-ir                           # the fa4 IR, placed by the allocation passes
 
@@ -20,7 +21,7 @@ import sys
 KERNELS = ("fa4", "depth512", "gemm")
 ATTENTION_OPTIONS = ("qk_depth", "ov_depth", "num_q", "pair_cta", "group", "rope_dtype", "scale_dtype",
                      "page_size", "rope_depth")
-FA4_ONLY = ("num_q", "pair_cta", "rope_dtype", "scale_dtype")
+FA4_ONLY = ("num_q", "pair_cta", "scale_dtype")
 DEPTH512_ONLY = ("rope_depth",)
 GEMM_OPTIONS = ("tile", "stages", "epi_tile_n", "epi_load_stages", "accum_stages", "cta_group")
 
@@ -37,7 +38,8 @@ def _arg_parser() -> argparse.ArgumentParser:
     a.add_argument("--num-q", type=int, default=None, help="Q tiles per CTA, 1 or 2 (fa4; default 2)")
     a.add_argument("--pair-cta", action="store_true", default=None, help="CTA pair (fa4)")
     a.add_argument("--group", type=int, default=None, help="query heads per KV head (default 1)")
-    a.add_argument("--rope-dtype", default=None, help="dtype of the rope part (fa4 MLA)")
+    a.add_argument("--rope-dtype", default=None, help="dtype of the rope part (fa4 MLA; depth512 MLA with an fp8 "
+                   "latent: bf16 or fp16)")
     a.add_argument("--scale-dtype", default=None, help="per-token scale dtype (fa4)")
     a.add_argument("--page-size", type=int, default=None, help="KV page size, 0 = not paged (default)")
     a.add_argument("--rope-depth", type=int, default=None, help="64: absorbed MLA, q/k 512 + 64 (depth512)")
@@ -103,11 +105,10 @@ def _config(args):
         raise ConfigError(f"--target must be sm_100a for --kernel {args.kernel} (tcgen05 and TMEM), "
                           f"got '{args.target}'")
     if args.kernel == "depth512":
-        reject(_given(args, FA4_ONLY), "the depth-512 kernel is always a 2-CTA pair without a rope dtype or "
-                                       "scales")
+        reject(_given(args, FA4_ONLY), "the depth-512 kernel is always a 2-CTA pair without per-token scales")
         return Depth512Config(**pick(dtype=args.dtype, qk_depth=args.qk_depth, ov_depth=args.ov_depth,
                                      group=args.group, page_size=args.page_size,
-                                     rope_depth=args.rope_depth)).validate()
+                                     rope_depth=args.rope_depth, rope_dtype=args.rope_dtype)).validate()
     reject(_given(args, DEPTH512_ONLY), "absorbed MLA (rope depth 64) is a depth512 layout")
     return FA4Config(**pick(dtype=args.dtype, qk_depth=args.qk_depth, ov_depth=args.ov_depth, num_q=args.num_q,
                             pair_cta=args.pair_cta, group=args.group, rope_dtype=args.rope_dtype,

@@ -159,8 +159,8 @@ def test_the_mla_layout():
                                         r"latent\), got 256"),
     (dict(rope_depth=64, ov_depth=256), r"Depth512Config.ov_depth must be 512 \(or None\) with rope_depth 64 "
                                         r"\(V is the latent\), got 256"),
-    (dict(rope_depth=64, dtype="fp8_e4m3"), r"Depth512Config.dtype must be bf16 or fp16 with rope_depth 64, "
-                                            r"got 'fp8_e4m3'"),
+    (dict(rope_depth=64, dtype="fp8_e4m3"), r"Depth512Config.rope_dtype must be bf16 or fp16 with an fp8_e4m3 "
+                                            r"dtype \(else None or the dtype\) with rope_depth 64, got None"),
     (dict(rope_depth=64, page_size=64), r"Depth512Config.page_size must be 0 with rope_depth 64 \(MLA is not "
                                         r"paged\), got 64"),
 ])

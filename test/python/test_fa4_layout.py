@@ -51,6 +51,21 @@ def test_depth512_absorbed_mla_layout():
         ("O_lo", 0, 128), ("O_hi", 128, 128), ("S_even", 256, 128), ("S_odd", 384, 128)]
 
 
+def test_depth512_fp8_layouts():
+    """fp8 (spec 1.5's worked fp8 d512 and the absorbed MLA with an fp8 latent and a bf16 rope): 64B
+    swizzled tiles, O (bf16) 128B swizzled over Q; Q's rope columns and K's rope chunk in the rope dtype."""
+    j = layout_json("--kernel", "depth512", "--dtype", "fp8_e4m3")
+    assert (j["smem_bytes"], j["config"]["num_kv_stages"]) == (229892, 11)
+    assert [(r["name"], r["offset"], r["bytes"], r["swizzle"]) for r in j["regions"][:4]] == [
+        ("q", 0, 32768, "64B"), ("o", 0, 32768, "128B"), ("p", 32768, 16384, "64B"), ("kv", 49152, 180224, "64B")]
+    j = layout_json("--kernel", "depth512", "--dtype", "fp8_e4m3", "--rope-depth", "64", "--rope-dtype", "bf16",
+                    "--group", "16")
+    c = j["config"]
+    assert (c["rope_dtype"], c["num_k_chunks"], c["num_kv_stages"], j["smem_bytes"]) == ("bf16", 5, 10, 221684)
+    assert [(r["name"], r["offset"], r["bytes"]) for r in j["regions"][:4]] == [
+        ("q", 0, 64 * (512 + 2 * 64)), ("o", 0, 40960), ("p", 40960, 16384), ("kv", 57344, 10 * 16384)]
+
+
 def test_rope_depth_is_a_depth512_option():
     r = subprocess.run([sys.executable, "-m", "fa4_mlir.tools.fa4_layout", "--rope-depth", "64"],
                        capture_output=True, text=True)

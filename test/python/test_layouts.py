@@ -89,6 +89,8 @@ def test_pair_cta_counts_both_ctas():
     (dict(qk_depth=256), 8, 8, 230084),
     (dict(dtype="fp8_e4m3", qk_depth=512), 10, 11, 229892),
     (dict(qk_depth=512, rope_depth=64, group=16), 10, 3, 205188),  # absorbed MLA: Q 64 x 576, 3 slots
+    # fp8 latent, bf16 rope: Q 64 x (512 B + 128 B), 10 slots of 16 KiB (the rope chunk fills one)
+    (dict(qk_depth=512, rope_depth=64, group=16, dtype="fp8_e4m3", rope_dtype="bf16"), 10, 10, 221684),
 ])
 def test_depth512_layouts(kwargs, fixed, nkv, total):
     layout = depth512_layout(Depth512Config(**kwargs))

@@ -21,6 +21,12 @@ masking (keys past seq_k; causal: top-left diagonal, tiles past the pair's last 
 The grid is ``fa4_mlir.kernels.attention.launch_geometry``'s (two CTAs per tile). This module
 imports no MLIR; ``build`` imports it.
 
+fp8 e4m3 (``dtype="fp8_e4m3"``, spec 4.8; tensor-wise scales, the q and k scales folded into
+``scale_log2e`` by the op, ``v_scale`` a parameter): every tile has the 64B swizzle (64 e4m3 per row),
+the MMAs are kind::f8f6f4 (32 elements per K step), P is cast to e4m3 with an exp2 bias of 6 and the
+lazy-rescale threshold is -2 (``softmax._p_words``), and O * v_scale / row sum is written as bf16
+through the dead Q region in column chunks (fp8 Q holds half of bf16 O's bytes).
+
 ``mla`` builds the absorbed multi-head latent attention (q/k 512 + 64 rope, v 512, one latent head)
 from the same roles: ``Dims.chunks`` adds the rope chunk to Q@K', ``Dims.split_heads`` lets 128
 heads share a pair's rows.
@@ -39,7 +45,7 @@ def build(config: AttentionConfig) -> KernelSource:
     """The kernel for ``config`` (sm_100a, head dim 256 or 512)."""
     from fa4_mlir import dsl
     from fa4_mlir.kernels.attention.abi import CONFIG_FIELDS, declare
-    from fa4_mlir.kernels.attention.depth512.common import BLOCK, prologue
+    from fa4_mlir.kernels.attention.depth512.common import BLOCK, Dims, prologue
     from fa4_mlir.kernels.attention.depth512.correction import correction
     from fa4_mlir.kernels.attention.depth512.load import load
     from fa4_mlir.kernels.attention.depth512.mma import mma
@@ -50,10 +56,12 @@ def build(config: AttentionConfig) -> KernelSource:
     config.validate()
     f = config.depth512
     g = config.fused_group
-    q_box = TensorMapSpec(config.dtype, (BLOCK, g, f.bm // g, 1), "128B")
-    kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, f.bn // 2, 1), "128B")  # BN / 2 K rows = BK1 V keys
+    sw = Dims(config).swizzle  # fp8: 64B (64 e4m3 per swizzle row, spec 1.2 step 4)
+    q_box = TensorMapSpec(config.dtype, (BLOCK, g, f.bm // g, 1), sw)
+    kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, f.bn // 2, 1), sw)  # BN / 2 K rows = BK1 V keys
+    o_box = TensorMapSpec(config.out_dtype, (BLOCK, g, f.bm // g, 1), "128B")  # fp8: bf16 O
     k = dsl.Kernel(NAME, config.target, NUM_WARPS, cluster=(2, 1, 1))
-    declare(k, q_box, kv_box, q_box)
+    declare(k, q_box, kv_box, o_box, fp8=config.is_fp8)
     with k.body() as arg:
         x = prologue(k, config, arg)
         softmax(k, x)

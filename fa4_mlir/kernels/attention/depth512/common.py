@@ -10,21 +10,31 @@ from functools import cached_property
 
 from fa4_mlir.configs.attention import AttentionConfig
 
-BLOCK = 64  # elements of one 128B swizzle row: TMA boxes and operand tiles are [rows, 64] blocks
-ROW_BYTES = 128
+BLOCK = 64  # elements of one swizzle row: TMA boxes and operand tiles are [rows, 64] blocks
+ROW_BYTES = 128  # bytes of one swizzle row of a 16-bit tile (128B swizzle; fp8 tiles use 64B: Dims.row_bytes)
 MMA_K = 16  # bf16/fp16 elements per tcgen05 instruction (32 bytes of a row)
+K_STEP_BYTES = 32  # bytes of a row one tcgen05 MMA consumes (16 bf16/fp16 elements, 32 e4m3)
 WG = 128  # threads of a warpgroup = TMEM lanes
+ELEM = {"bf16": "bf16", "fp16": "f16", "fp8_e4m3": "e4m3"}  # config dtype -> MMA ab_type
 
 
 @dataclasses.dataclass(frozen=True)
 class Chunk:
     """One depth chunk of Q@K': Q's and K's tensor maps (parameter names), the first column in them
-    and the columns (a multiple of BLOCK)."""
+    and the columns (a multiple of BLOCK), with the MMA element type and its bytes (MLA's rope chunk
+    may be bf16 under an fp8 latent)."""
 
     q_map: str
     k_map: str
     col: int
     depth: int
+    elem: str = "bf16"
+    elem_bytes: int = 2
+
+    @property
+    def steps(self) -> int:
+        """tcgen05 MMAs (K steps of 32 bytes) over the chunk's depth."""
+        return self.depth * self.elem_bytes // K_STEP_BYTES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +50,31 @@ class Dims:
 
     @property
     def elem(self) -> str:
-        return "bf16" if self.c.dtype == "bf16" else "f16"
+        """The MMA element type of Q, K, V and P: bf16, f16 or e4m3."""
+        return ELEM[self.c.dtype]
+
+    @property
+    def fp8(self) -> bool:
+        return self.elem == "e4m3"
+
+    @property
+    def eb(self) -> int:
+        """Bytes of one Q/K/V/P element."""
+        return self.f.qkv.bytes
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one swizzle row (BLOCK elements) of the Q, K, V and P tiles: 128, 64 for fp8."""
+        return self.f.swizzle_bytes
+
+    @property
+    def swizzle(self) -> str:
+        return f"{self.row_bytes}B"
+
+    @property
+    def mma_k(self) -> int:
+        """Elements of a row one MMA consumes: 16, 32 for fp8."""
+        return K_STEP_BYTES // self.eb
 
     def __getattr__(self, name):  # bm, bn, bk0, bk1, mma_m, split_o, num_kv_stages, ... of Depth512Config
         if name in ("bm", "bn", "bk0", "bk1", "mma_m", "split_o", "num_kv_stages", "num_qk_stages",
@@ -84,8 +118,9 @@ class Dims:
         """Q@K''s depth chunks in order, one KV slot each: ``num_qk_stages`` of BK0 columns from the q and
         k maps (MLA: q_nope and kv), then MLA's rope chunk from q_rope and k_rope."""
         q, k = ("q_nope", "kv") if self.rope else ("q", "k")
-        out = tuple(Chunk(q, k, s * self.bk0, self.bk0) for s in range(self.num_qk_stages))
-        return out + ((Chunk("q_rope", "k_rope", 0, self.rope),) if self.rope else ())
+        out = tuple(Chunk(q, k, s * self.bk0, self.bk0, self.elem, self.eb) for s in range(self.num_qk_stages))
+        rope = self.f.rope
+        return out + ((Chunk("q_rope", "k_rope", 0, self.rope, ELEM[rope.name], rope.bytes),) if self.rope else ())
 
     @property
     def v_map(self) -> str:
@@ -105,17 +140,17 @@ class Dims:
     @property
     def q_chunk(self) -> int:
         """Bytes of one Q depth sub-stage of the CTA's BM rows."""
-        return self.bm * self.bk0 * 2
+        return self.bm * self.bk0 * self.eb
 
     @property
     def k_chunk(self) -> int:
         """Bytes of one K depth sub-stage of the CTA's BN / 2 rows (one KV slot)."""
-        return self.k_rows * self.bk0 * 2
+        return self.k_rows * self.bk0 * self.eb
 
     @property
     def v_chunk(self) -> int:
         """Bytes of one V sub-tile: BK1 keys x v_cols_per_cta columns (one KV slot)."""
-        return self.bk1 * self.v_cols_per_cta * 2
+        return self.bk1 * self.v_cols_per_cta * self.eb
 
     @property
     def o_cols(self) -> int:
@@ -137,13 +172,16 @@ def registers(d: Dims) -> dict[str, int]:
     """``setmaxnreg`` budgets of the softmax and correction warpgroups and of warps 8-11 (MMA, load,
     idle: one warpgroup, one budget); 128 threads each, 65536 registers in all.
 
-    d256: the reference's 256 / 184 / 64, zero spills. d512: the MMA thread (64 MMAs per tile, whose
-    loop-invariant Q and P descriptors stay in registers) spills below 168, so warps 8-11 need 168;
+    d256: the reference's 256 / 184 / 64, zero spills (fp8: 256 / 176 / 80, as warps 8-11 spilled at 64 and
+    72 in the causal fp8 kernels). d512: the MMA thread (64 MMAs per tile, whose loop-invariant Q and P
+    descriptors stay in registers) spills below 168, so warps 8-11 need 168;
     the 44032 registers left give the other two warpgroups 172 each, so every warpgroup keeps the entry
     budget of 168 (65536 / 384; no ``setmaxnreg`` is emitted), which ptxas fits with zero spills.
     """
     if d.split_o:
         return {"softmax": 168, "correction": 168, "producers": 168}
+    if d.fp8:  # the budgets sum to 512 (x 128 threads = 65536), as the reference's
+        return {"softmax": 256, "correction": 176, "producers": 80}
     return {"softmax": 256, "correction": 184, "producers": 64}
 
 
@@ -165,7 +203,7 @@ def prologue(k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     x = types.SimpleNamespace(k=k, arg=arg, d=d, c=c, smem=smem, mbars=mbars, slot=smem.tmem_addr_ptr(),
                               registers=registers(d))
     q = smem.q_smem()
-    x.q = [dsl.fa4.smem_alias(q, sym_name=f"q_{s}", bytes=d.bm * ch.depth * 2, offset=s * d.q_chunk)
+    x.q = [dsl.fa4.smem_alias(q, sym_name=f"q_{s}", bytes=d.bm * ch.depth * ch.elem_bytes, offset=s * d.q_chunk)
            for s, ch in enumerate(d.chunks)]  # MLA: the rope chunk (BM x 64) follows the latent ones
     x.o, x.p, x.kv = smem.o_smem(), smem.p_smem(), smem.kv_smem_base()
     x.kv_full, x.kv_empty = smem.declared.value("kv_producer"), smem.declared.value("kv_consumer")

@@ -15,7 +15,7 @@ multicasts the releases to this CTA's barriers, so the CTA must not exit before 
 
 from __future__ import annotations
 
-from fa4_mlir.kernels.attention.depth512.common import BLOCK, ROW_BYTES, coords
+from fa4_mlir.kernels.attention.depth512.common import BLOCK, coords
 
 
 def _load_k(x, ring, tile, with_q: bool) -> None:
@@ -25,16 +25,17 @@ def _load_k(x, ring, tile, with_q: bool) -> None:
     key = tile * d.bn + x.rank * d.k_rows
     for q, ch in enumerate(d.chunks):
         ring.producer_acquire()
-        ring.producer_commit(tx_bytes=(d.k_rows + (d.bm if with_q else 0)) * ch.depth * 2)
+        ring.producer_commit(tx_bytes=(d.k_rows + (d.bm if with_q else 0)) * ch.depth * ch.elem_bytes)
         slot = dsl.fa4.smem_stage(x.kv, ring.stage, bytes=d.kv_slot_bytes)
-        for blk in range(ch.depth // BLOCK):
-            col = ch.col + blk * BLOCK
+        row = d.row_bytes  # one swizzle row: BLOCK elements, or row / 2 bf16 rope columns under fp8
+        for blk in range(ch.depth * ch.elem_bytes // row):
+            col = ch.col + blk * (row // ch.elem_bytes)
             if with_q:  # Q's depth chunk q rides on K_0's chunk q (the reference's Q + K0 load)
                 dsl.fa4.tma_load(getattr(x.arg, ch.q_map), x.q[q], x.kv_full, ring.stage,
-                                 coords(col, x.head0, x.q_start, x.bz), bytes=d.bm * ROW_BYTES,
-                                 dst_offset=blk * d.bm * ROW_BYTES)
+                                 coords(col, x.head0, x.q_start, x.bz), bytes=d.bm * row,
+                                 dst_offset=blk * d.bm * row)
             dsl.fa4.tma_load(getattr(x.arg, ch.k_map), slot, x.kv_full, ring.stage, coords(col, x.kvh, key, x.bz),
-                             bytes=d.k_rows * ROW_BYTES, dst_offset=blk * d.k_rows * ROW_BYTES)
+                             bytes=d.k_rows * row, dst_offset=blk * d.k_rows * row)
         ring.step()
 
 
@@ -51,8 +52,8 @@ def _load_v(x, ring, tile) -> None:
             key = tile * d.bn + j * d.bk1
             for blk in range(d.v_cols_per_cta // BLOCK):
                 dsl.fa4.tma_load(getattr(x.arg, d.v_map), slot, x.kv_full, ring.stage,
-                                 coords(col0 + blk * BLOCK, x.kvh, key, x.bz), bytes=d.bk1 * ROW_BYTES,
-                                 dst_offset=blk * d.bk1 * ROW_BYTES)
+                                 coords(col0 + blk * BLOCK, x.kvh, key, x.bz), bytes=d.bk1 * d.row_bytes,
+                                 dst_offset=blk * d.bk1 * d.row_bytes)
             ring.step()
 
 

@@ -14,7 +14,15 @@ as the pair kernel reads V. The heads share the pair's rows (fused GQA with grou
 divides 128): ``128 / H`` positions x H heads per pair, so decode (Sq = 1) fills the tile from 128
 heads down to 16 (8 positions); at H = 128 the leader holds heads 0-63 and the peer 64-127 of one
 position. Other H run one head per row block (64 positions per CTA). Causal is the top-left
-diagonal (key j visible to query i iff j <= i). This module imports no MLIR; ``build`` imports it.
+diagonal (key j visible to query i iff j <= i).
+
+fp8 (``dtype="fp8_e4m3"``, ``rope_dtype`` bf16 or fp16): q_nope and kv are e4m3 with tensor-wise
+scales, q_rope and k_rope keep the rope dtype. One S accumulator takes both parts, so the caller folds
+the q and k scales into ``scale_log2e`` and gives the rope parts in the same scaled units (q_rope /
+q_scale, k_rope / k_scale); ``v_scale`` (kv's scale) multiplies O. The latent chunks are kind::f8f6f4
+MMAs and the rope chunk a kind::f16 MMA into the same S; every tile has fp8's 64B swizzle, so a rope row
+of 64 columns is two 32-column boxes; O is bf16.
+This module imports no MLIR; ``build`` imports it.
 """
 
 from __future__ import annotations
@@ -75,28 +83,33 @@ class Spec:
         return min(self.fused_group, self.depth512.bm)
 
 
-def params(q_box: TensorMapSpec, kv_box: TensorMapSpec) -> tuple[Param, ...]:
+def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, rope_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None,
+           o_box: TensorMapSpec | None = None, fp8: bool = False) -> tuple[Param, ...]:
     """The kernel's parameters in signature order. The latent and rope tensors are 4-D maps with a unit
-    head axis (kv (B, Sk, 512) as dims (512, 1, Sk, B)) so that every box is [64 columns, heads, rows, 1]."""
+    head axis (kv (B, Sk, 512) as dims (512, 1, Sk, B)) so that every box is [64 columns, heads, rows, 1]
+    (fp8: the rope maps' ``rope_boxes`` are 32 columns wide, O's ``o_box`` is bf16); fp8 adds ``v_scale``."""
+    q_rope_box, k_rope_box = rope_boxes or (q_box, kv_box)
+    fp8_params = (Param("v_scale", "f32", "the latent's dequantization scale as V (tensor-wise): O is multiplied "
+                        "by it"),) if fp8 else ()
     return (
         Param("q_nope", "tensormap", "Q latent part [B, Sq, H, 512] as dims (512, H, Sq, B)", q_box),
-        Param("q_rope", "tensormap", "Q rope part [B, Sq, H, 64] as dims (64, H, Sq, B)", q_box),
+        Param("q_rope", "tensormap", "Q rope part [B, Sq, H, 64] as dims (64, H, Sq, B)", q_rope_box),
         Param("kv", "tensormap", "the latent [B, Sk, 512] as dims (512, 1, Sk, B): K's latent chunks", kv_box),
         Param("kv_v", "tensormap", "the same latent tensor, read as V (BK1 keys x 64 columns boxes)", kv_box),
-        Param("k_rope", "tensormap", "K rope part [B, Sk, 64] as dims (64, 1, Sk, B)", kv_box),
-        Param("o", "tensormap", "O[B, Sq, H, 512] as dims (512, H, Sq, B)", q_box),
+        Param("k_rope", "tensormap", "K rope part [B, Sk, 64] as dims (64, 1, Sk, B)", k_rope_box),
+        Param("o", "tensormap", "O[B, Sq, H, 512] as dims (512, H, Sq, B)", o_box or q_box),
         Param("lse", "ptr", "LSE[B, H, Sq] fp32 (natural log; written when write_lse != 0)"),
         Param("seq_q", "i32", "query positions Sq"),
         Param("seq_k", "i32", "key positions Sk, >= 1"),
         Param("num_heads", "i32", "query heads H (the config's group)"),
         Param("scale_log2e", "f32", "softmax scale * log2(e)"),
         Param("write_lse", "i32", "1: write the LSE"),
-    )
+    ) + fp8_params
 
 
-def declare(kernel, q_box: TensorMapSpec, kv_box: TensorMapSpec) -> None:
-    """Declare ``params`` on a ``fa4_mlir.dsl.Kernel`` (signature and manifest ABI from one list)."""
-    for p in params(q_box, kv_box):
+def declare(kernel, *boxes, **kw) -> None:
+    """Declare ``params(*boxes, **kw)`` on a ``fa4_mlir.dsl.Kernel`` (signature and manifest ABI from one list)."""
+    for p in params(*boxes, **kw):
         if p.kind == "tensormap":
             kernel.tensormap(p.name, p.tensor_map.dtype, p.tensor_map.box, p.tensor_map.swizzle, doc=p.doc)
         else:
@@ -108,8 +121,21 @@ def boxes(spec: Spec) -> tuple[TensorMapSpec, TensorMapSpec]:
     from fa4_mlir.kernels.attention.depth512.common import BLOCK
 
     f, g = spec.depth512, spec.cta_heads
-    return (TensorMapSpec(f.dtype, (BLOCK, g, f.bm // g, 1), "128B"),
-            TensorMapSpec(f.dtype, (BLOCK, 1, f.bn // 2, 1), "128B"))
+    sw = f"{f.swizzle_bytes}B"
+    return (TensorMapSpec(f.dtype, (BLOCK, g, f.bm // g, 1), sw),
+            TensorMapSpec(f.dtype, (BLOCK, 1, f.bn // 2, 1), sw))
+
+
+def fp8_boxes(spec: Spec) -> tuple[tuple[TensorMapSpec, TensorMapSpec], TensorMapSpec]:
+    """fp8: the rope maps' boxes (one 64B swizzle row: 32 rope columns) and O's (bf16, 64 columns, 128B)."""
+    from fa4_mlir.kernels.attention.depth512.common import BLOCK
+
+    f, g = spec.depth512, spec.cta_heads
+    cols = f.swizzle_bytes // f.rope.bytes
+    rope = f.rope.name
+    return ((TensorMapSpec(rope, (cols, g, f.bm // g, 1), f"{f.swizzle_bytes}B"),
+             TensorMapSpec(rope, (cols, 1, f.bn // 2, 1), f"{f.swizzle_bytes}B")),
+            TensorMapSpec("bf16", (BLOCK, g, f.bm // g, 1), "128B"))
 
 
 def launch_geometry(config: Depth512Config, batch: int, seq_q: int, heads: int, seq_k: int) -> tuple[int, int, int]:
@@ -140,7 +166,11 @@ def build(config: Depth512Config, causal: bool = False) -> KernelSource:
     spec = Spec(config, causal)
     q_box, kv_box = boxes(spec)
     k = dsl.Kernel(NAME, "sm_100a", NUM_WARPS, cluster=(2, 1, 1))
-    declare(k, q_box, kv_box)
+    if config.qkv.is_half:
+        declare(k, q_box, kv_box)
+    else:
+        rope_boxes, o_box = fp8_boxes(spec)
+        declare(k, q_box, kv_box, rope_boxes, o_box, fp8=True)
     with k.body() as arg:
         x = prologue(k, spec, arg)
         softmax(k, x)
@@ -150,4 +180,5 @@ def build(config: Depth512Config, causal: bool = False) -> KernelSource:
     g = spec.fused_group
     return k.source(grid=f"(2 * ceil(Sq / {spec.pair_positions}), H / {g}, B) (launch_geometry)",
                     config={"dtype": config.dtype, "qk_depth": config.qk_depth, "rope_depth": config.rope_depth,
-                            "group": config.group, "causal": causal})
+                            "group": config.group, "causal": causal,
+                            **({} if config.rope_dtype is None else {"rope_dtype": config.rope_dtype})})

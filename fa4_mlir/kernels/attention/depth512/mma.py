@@ -21,7 +21,7 @@ before the leader may exit.
 
 from __future__ import annotations
 
-from fa4_mlir.kernels.attention.depth512.common import BLOCK, MMA_K, ROW_BYTES, raw
+from fa4_mlir.kernels.attention.depth512.common import BLOCK, K_STEP_BYTES, raw
 
 PAIR = 3  # multicast mask: both CTAs of the pair
 
@@ -39,14 +39,16 @@ def _qk(x, ring, buf: str) -> None:
     from fa4_mlir.dsl import math as s
 
     d = x.d
-    for q, ch in enumerate(d.chunks):  # MLA: the rope chunk is 64 deep, 4 k-steps
+    per_row = d.row_bytes // K_STEP_BYTES  # K steps in one swizzle row
+    for q, ch in enumerate(d.chunks):  # MLA: the rope chunk is 64 deep, 4 k-steps (kind::f16 under fp8)
         ring.consumer_wait()
         slot = dsl.fa4.smem_stage(x.kv, ring.stage, bytes=d.kv_slot_bytes)
-        for kk in range(ch.depth // MMA_K):
-            blk, inner = divmod(kk, BLOCK // MMA_K)
+        for kk in range(ch.steps):
+            blk, inner = divmod(kk, per_row)
             dsl.fa4.tcgen05_mma(x.s_tmem[buf], x.q[q], slot, s.const(s.i1(), bool(q or kk)), m=d.mma_m, n=d.bn,
-                                ab_type=d.elem, cta_group=2, a_offset=blk * d.bm * ROW_BYTES + inner * 32,
-                                b_offset=blk * d.k_rows * ROW_BYTES + inner * 32)
+                                ab_type=ch.elem, cta_group=2,
+                                a_offset=blk * d.bm * d.row_bytes + inner * K_STEP_BYTES,
+                                b_offset=blk * d.k_rows * d.row_bytes + inner * K_STEP_BYTES)
         _release_slot(x, ring)
 
 
@@ -63,14 +65,14 @@ def _pv(x, ring, o_states, accumulate) -> None:
         for j in range(d.num_pv_stages):
             ring.consumer_wait()
             slot = dsl.fa4.smem_stage(x.kv, ring.stage, bytes=d.kv_slot_bytes)
-            for kk in range(d.bk1 // MMA_K):
-                key = j * d.bk1 + kk * MMA_K
+            for kk in range(d.bk1 // d.mma_k):
+                key = j * d.bk1 + kk * d.mma_k
                 blk, inner = divmod(key, BLOCK)
                 acc = accumulate if j == 0 and kk == 0 else s.const(s.i1(), True)
                 dsl.fa4.tcgen05_mma(x.o_tmem[half], x.p, slot, raw(acc), m=d.mma_m, n=d.o_cols,
-                                    ab_type=d.elem, cta_group=2, a_offset=blk * d.bm * ROW_BYTES + inner * 2,
-                                    b_offset=kk * MMA_K * ROW_BYTES, b_major="mn",
-                                    b_block_stride=d.bk1 * ROW_BYTES)
+                                    ab_type=d.elem, cta_group=2, a_offset=blk * d.bm * d.row_bytes + inner * d.eb,
+                                    b_offset=kk * d.mma_k * d.row_bytes, b_major="mn",
+                                    b_block_stride=d.bk1 * d.row_bytes)
             _release_slot(x, ring)
         dsl.fa4.mma_commit(x.smem.declared.value(f"O_mma_{half}"), raw(0), multicast_mask=PAIR)
         st.step()
