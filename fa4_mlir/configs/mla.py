@@ -15,6 +15,9 @@ Two forms of the same attention (the model's ``q_nope`` / ``k_nope`` depth 128, 
 On sm_100a the absorbed form is the depth-512 pair-CTA kernel with a rope chunk (``depth512``:
 ``Depth512Config(qk_depth=512, rope_depth=64, group=H)``); its ``tile_heads`` is the query heads H
 (0: 128), which the pair packs into its rows (128 / H positions of all H heads when H divides 128).
+The prefill form on sm_100a is the FA4 attention kernel's MLA form (``fa4``: the reference
+``FA4Config(qk_depth=192, ov_depth=128, is_mla=True, rope_dtype=dtype)``, 256 positions of one head a
+CTA, GQA by ``group``; ``attention`` is the kernel's ``AttentionConfig``).
 
 No MLIR import.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.configs.dtypes import dtype as lookup_dtype
 from fa4_mlir.configs.support import Checked, Support
 from fa4_mlir.errors import ConfigError
@@ -79,16 +83,20 @@ class MLAConfig(Checked):
         block_n = ", ".join(map(str, BLOCK_N.get(self.form, ())))
         pair = self.target == "sm_100a"
         pair_rules = (
-            ("form", lambda: self.form == "absorbed", "'absorbed' on sm_100a (the prefill form is sm_90a's)"),
+            ("form", lambda: self.form in FORMS, f"one of {', '.join(FORMS)}"),
             ("causal", lambda: isinstance(self.causal, bool), "True or False"),
             ("tile_heads", lambda: _count(self.tile_heads) and self.tile_heads <= PAIR_HEADS,
              f"in [0, {PAIR_HEADS}] on sm_100a: the query heads H, which the pair kernel packs into its rows "
-             f"(0: {PAIR_HEADS}, DeepSeek-V3's)"),
-            ("block_n", lambda: self.block_n == 0, "0 on sm_100a (the pair kernel's layout picks BN)"),
-            ("stages", lambda: self.stages == 0, "0 on sm_100a (the pair kernel's layout picks its slots)"),
-            ("split_kv", lambda: self.split_kv is False, "False on sm_100a (no split-KV pair kernel yet)"),
+             f"(0: {PAIR_HEADS}, DeepSeek-V3's)") if absorbed else
+            ("tile_heads", lambda: self.tile_heads == 0, "0 for the prefill form (a tile holds positions of "
+             "one head)"),
+            ("block_n", lambda: self.block_n == 0, "0 on sm_100a (the kernel's layout picks BN)"),
+            ("stages", lambda: self.stages == 0, "0 on sm_100a (the kernel's layout picks its slots)"),
+            ("split_kv", lambda: self.split_kv is False, "False on sm_100a (no split-KV kernel yet)"),
             ("group", lambda: self.group == 1, "1 for the absorbed form (every query head reads the one "
-             "latent head)"),
+             "latent head)") if absorbed else
+            ("group", lambda: _count(self.group) and 1 <= self.group <= 128, "in [1, 128] (query heads per "
+             "K/V head)"),
         )
         rules = pair_rules if pair else (
             ("form", lambda: self.form in FORMS, f"one of {', '.join(FORMS)}"),
@@ -116,7 +124,7 @@ class MLAConfig(Checked):
     @property
     def heads_per_tile(self) -> int:
         if self.target == "sm_100a":
-            return self.tile_heads or PAIR_HEADS
+            return self.tile_heads or (PAIR_HEADS if self.form == "absorbed" else 1)
         return self.tile_heads or DEFAULTS[self.form][0]
 
     @property
@@ -175,14 +183,36 @@ class MLAConfig(Checked):
                               f"got '{self.target}'")
         return Depth512Config(dtype=self.dtype, qk_depth=LATENT, rope_depth=ROPE, group=self.heads_per_tile)
 
+    @property
+    def fa4(self):
+        """sm_100a prefill: the reference FA4Config of the FA4 kernel's MLA form (spec 1.2: q/k 192 =
+        128 nope + 64 rope, v 128, ``is_mla``: one Q@K' sub-stage, rope regions; two Q tiles)."""
+        from fa4_mlir.configs.fa4 import FA4Config
+
+        if self.target != "sm_100a" or self.form != "prefill":
+            raise ConfigError(f"MLAConfig.fa4 is the sm_100a prefill layout; target and form must be sm_100a and "
+                              f"prefill, got '{self.target}' and '{self.form}'")
+        return FA4Config(dtype=self.dtype, qk_depth=NOPE + ROPE, ov_depth=NOPE, is_mla=True, rope_dtype=self.dtype,
+                         group=self.group)
+
+    @property
+    def attention(self):
+        """sm_100a prefill: the FA4 attention kernel's config (``MLAPrefillAttention``: head dim 128 with
+        ``fa4`` = this config's)."""
+        self.fa4  # raises off the sm_100a prefill form
+        return MLAPrefillAttention(dtype=self.dtype, causal=self.causal, group=self.group)
+
     def supported(self) -> Support:
         if self.target == "sm_100a":
-            return self.depth512.supported()
+            return self.fa4.supported() if self.form == "prefill" else self.depth512.supported()
         if self.smem_bytes > SM90_SMEM_BYTES:
             return Support(False, f"shared memory must be <= {SM90_SMEM_BYTES} bytes, got {self.smem_bytes}")
         return Support(True)
 
     def describe(self) -> str:
+        if self.target == "sm_100a" and self.form == "prefill":
+            return (f"MLAConfig sm_100a {self.dtype} prefill FA4 kernel" + (f" group {self.group}" if self.group > 1
+                    else "") + (" causal" if self.causal else ""))
         if self.target == "sm_100a":
             return (f"MLAConfig sm_100a {self.dtype} absorbed pair kernel, {self.heads_per_tile} heads"
                     + (" causal" if self.causal else ""))
@@ -194,3 +224,17 @@ class MLAConfig(Checked):
 def _count(x) -> bool:
     """An int >= 0 (not a bool)."""
     return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+@dataclasses.dataclass(frozen=True)
+class MLAPrefillAttention(AttentionConfig):
+    """The sm_100a FA4 attention kernel's config for the MLA prefill form: an ``AttentionConfig`` of head
+    dim 128 (V and O) whose ``fa4`` is the MLA FA4Config (Q and K 192 deep: the nope part, then the rope
+    block from its own maps and regions). Not fused GQA (``FA4Config.fuse_gqa`` is off for MLA)."""
+
+    @property
+    def fa4(self):
+        from fa4_mlir.configs.fa4 import FA4Config
+
+        return FA4Config(dtype=self.dtype, qk_depth=NOPE + ROPE, ov_depth=NOPE, is_mla=True, rope_dtype=self.dtype,
+                         num_q=self.num_q, group=self.group)

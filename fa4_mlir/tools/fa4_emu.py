@@ -154,7 +154,7 @@ def check_shape(kernel: str, config, shape: dict[str, int]) -> None:
                                      f"rows of A, B, C and D), got {shape[name]}")
             launch_geometry(config, shape["m"], shape["n"], shape["k"], 1)
         elif kernel == "mla-attention":
-            from fa4_mlir.kernels.attention.hopper_mla import launch_geometry
+            from fa4_mlir.kernels.attention.mla import launch_geometry  # by target and form
 
             launch_geometry(config, shape["batch"], shape["seq_q"], shape["heads"], shape["seq_k"])
         else:
@@ -235,7 +235,7 @@ def launch_mla_attention(kernel, config, q_nope: np.ndarray, q_rope: np.ndarray,
     """The absorbed MLA (``torch.ops.fa4.mla_attention``'s launch) on contiguous bit arrays: q_nope
     (B, Sq, H, 512), q_rope (B, Sq, H, 64), kv (B, Sk, 512), k_rope (B, Sk, 64), o (B, Sq, H, 512) and
     the (B, H, Sq) float32 ``lse`` unless None."""
-    from fa4_mlir.kernels.attention.hopper_mla import launch_geometry
+    from fa4_mlir.kernels.attention.mla import launch_geometry  # by target and form
     from fa4_mlir.runtime import GlobalTensor
 
     b, sq, h, _ = q_nope.shape
@@ -257,7 +257,7 @@ def launch_mla_prefill(kernel, config, q_nope: np.ndarray, q_rope: np.ndarray, k
                        seed: int = 0):
     """The prefill-form MLA on bit arrays: q_nope (B, Sq, H, 128), q_rope (B, Sq, H, 64), k_nope and v
     (B, Sk, H / group, 128), k_rope (B, Sk, H / group, 64), o (B, Sq, H, 128), ``lse`` as above."""
-    from fa4_mlir.kernels.attention.hopper_mla import launch_geometry
+    from fa4_mlir.kernels.attention.mla import launch_geometry  # by target and form
     from fa4_mlir.runtime import GlobalTensor
 
     b, sq, h, _ = q_nope.shape

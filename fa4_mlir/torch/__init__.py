@@ -10,6 +10,7 @@ eagerly first.
     d = fa4_mlir.torch.gemm_residual(a, b, c, alpha=1.0, beta=1.0)  # torch.addmm(c, a, b)
     o = fa4_mlir.torch.flash_attention(q, k, v, causal=True)  # (B, S, H, D), like flash-attn
     o = fa4_mlir.torch.mla_attention(q_nope, q_rope, kv_latent, k_rope)  # MLA, absorbed (sm_90)
+    o = fa4_mlir.torch.mla_prefill(q_nope, q_rope, k_nope, k_rope, v, causal=True)  # MLA prefill
 
 On CPU tensors the ops run the kernels' PTX in the CPU emulator, only when asked:
 ``with fa4_mlir.torch.emulator(target="sm_100a"):`` or FA4_DEVICE=emulator (``fa4_mlir.torch.emulated``).
@@ -26,8 +27,9 @@ from fa4_mlir.torch import ops  # noqa: F401  (registers torch.ops.fa4.*)
 from fa4_mlir.torch.attention import flash_attention
 from fa4_mlir.torch.emulated import emulator
 from fa4_mlir.torch.mla import mla_attention
+from fa4_mlir.torch.mla_prefill import mla_prefill
 
 copy_pipeline = torch.ops.fa4.copy_pipeline
 gemm_residual = torch.ops.fa4.gemm_residual
 
-__all__ = ["copy_pipeline", "emulator", "flash_attention", "gemm_residual", "mla_attention"]
+__all__ = ["copy_pipeline", "emulator", "flash_attention", "gemm_residual", "mla_attention", "mla_prefill"]

@@ -20,7 +20,8 @@ of all H heads per pair when H divides 128; no split KV yet). On sm_90 the kerne
 packs up to 64 heads (the largest power of 2 dividing H) into a tile's 64 rows; when the B x H / 64 CTAs
 of a decode step leave SMs idle (not causal), it splits the keys into ranges over more CTAs, which
 write fp32 partials that the op combines (``num_splits``). The output is a new contiguous tensor; no
-autograd. The prefill form (q/k 192, v 128) has no op yet: ``launch_prefill`` runs its kernel.
+autograd. The prefill form (q/k 192, v 128) is ``torch.ops.fa4.mla_prefill`` (``fa4_mlir.torch.mla_prefill``),
+which runs its kernel (sm_90a's or sm_100a's: the same parameters) through ``launch_prefill``.
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ def _launch_split(config: MLAConfig, kernel, args: dict, out, lse, splits: int, 
 
 def launch_prefill(config: MLAConfig, kernel: runtime.Kernel, q_nope, q_rope, k_nope, k_rope, v, out, lse,
                    scale: float, emulated: emulator | None = None) -> None:
-    """The prefill form's kernel (``config.form == "prefill"``; no op yet) on (B, S, H, D) tensors:
+    """The prefill form's kernel (``config.form == "prefill"``, either target) on (B, S, H, D) tensors:
     q_nope (.., 128), q_rope (.., 64), k_nope and v (B, Sk, H / group, 128), k_rope (B, Sk, H / group, 64),
     into ``out`` (B, Sq, H, 128) and ``lse`` (B, H, Sq) unless None; benchmarks and tests use it."""
     b, sq, h, _ = q_nope.shape

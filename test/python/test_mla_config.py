@@ -32,15 +32,14 @@ def test_defaults_and_derived_sizes():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(target="sm_100a", form="prefill"), r"MLAConfig.form must be 'absorbed' on sm_100a \(the prefill form "
-                                             r"is sm_90a's\), got 'prefill'"),
+    (dict(target="sm_100a", form="decode"), r"MLAConfig.form must be one of absorbed, prefill, got 'decode'"),
     (dict(target="sm_100a", tile_heads=256), r"MLAConfig.tile_heads must be in \[0, 128\] on sm_100a: the query "
                                              r"heads H, which the pair kernel packs into its rows \(0: 128"),
-    (dict(target="sm_100a", block_n=32), r"MLAConfig.block_n must be 0 on sm_100a \(the pair kernel's layout "
+    (dict(target="sm_100a", block_n=32), r"MLAConfig.block_n must be 0 on sm_100a \(the kernel's layout "
                                          r"picks BN\), got 32"),
-    (dict(target="sm_100a", stages=2), r"MLAConfig.stages must be 0 on sm_100a \(the pair kernel's layout picks "
+    (dict(target="sm_100a", stages=2), r"MLAConfig.stages must be 0 on sm_100a \(the kernel's layout picks "
                                        r"its slots\), got 2"),
-    (dict(target="sm_100a", split_kv=True), r"MLAConfig.split_kv must be False on sm_100a \(no split-KV pair "
+    (dict(target="sm_100a", split_kv=True), r"MLAConfig.split_kv must be False on sm_100a \(no split-KV "
                                             r"kernel yet\), got True"),
     (dict(target="sm_100a", causal=1), r"MLAConfig.causal must be True or False, got 1"),
     (dict(target="sm_80"), r"target must be sm_90a or sm_100a, got 'sm_80'"),

@@ -40,6 +40,12 @@ K / Q1 barriers' transaction bytes) and the softmax scales each score by its key
 before masking and the maximum (the FMA path off); the MMA warp then releases a K stage with its
 tile's V stage, after the softmax of the tile read the tile's scales.
 
+MLA prefill (``mla_prefill``; spec 1.2, 2.1, 4.9: ``is_mla``): Q and K 192 deep (128 nope + 64 rope),
+V and O 128; one Q@K' sub-stage of 12 MMA K steps, the last 4 from each Q half's rope block (region
+``q_rope``) and the K tile's rope (``rope`` buffers after the fused ring, tile mod ceil(nkv / 2); a
+split ring keeps it after K_nope in the K stage), loaded from their own maps on the same barriers;
+registers 168/80/96 (``Dims.registers``).
+
 Head dims 256 and 512 on sm_100a are a different kernel, a CTA pair per tile (``depth512``); ``build``
 and ``launch_geometry`` dispatch to it.
 

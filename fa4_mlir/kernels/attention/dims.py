@@ -57,12 +57,39 @@ class Dims:
 
     @property
     def depth(self) -> int:
-        """Padded head dim: Q, K and V tiles are whole 64-column blocks (TMA zero-fills the rest)."""
-        return self.f.padded_qk_depth
+        """Padded V / O depth (the head dim; MLA prefill: the nope part, 128): Q, K and V tiles are whole
+        64-column blocks (TMA zero-fills the rest)."""
+        return self.f.padded_ov_depth
 
     @property
     def blocks(self) -> int:
+        """64-column blocks of V and O (and of Q and K but for MLA's rope block)."""
         return self.depth // BLOCK
+
+    # -- registers (setmaxnreg, per warpgroup; the sum over the 16 warps is the 64K register file) ------
+    @property
+    def registers(self) -> tuple[int, int, int]:
+        """(softmax, correction, MMA / load warps): 184 / 80 / 64; MLA prefill 168 / 80 / 96: its
+        Q@K' has 12 K steps a Q half (8 nope, 4 rope), whose loop-invariant Q descriptors (ptxas
+        keeps both halves' 24 live across the loop) spill the MMA thread at 64 and at 80 (ptxas);
+        the softmax of BN 128 fits 168."""
+        return (168, 80, 96) if self.mla else (184, 80, 64)
+
+    # -- MLA prefill (spec 1.2: is_mla, nqk = 1): Q@K' is 128 nope + 64 rope columns ---------------------
+    @property
+    def mla(self) -> bool:
+        return self.f.is_mla
+
+    @property
+    def rope(self) -> int:
+        """Rope columns of Q and K (MLA: 64, in their own regions / buffers; else 0)."""
+        return self.f.rope_depth
+
+    @property
+    def rope_bufs(self) -> int:
+        """MLA, fused K/V ring: the K tiles' rope buffers, ceil(nkv / 2) (half the ring's slots hold K);
+        a split ring keeps each tile's rope in its K stage after K_nope."""
+        return -(-self.nkv // 2) if self.mla and self.fused else 0
 
     @property
     def nqk(self) -> int:
@@ -88,7 +115,12 @@ class Dims:
     # -- shared memory -------------------------------------------------------------------------------
     @property
     def q_chunk(self) -> int:
-        """Bytes of one 128-row Q depth sub-stage."""
+        """Bytes of one 128-row Q depth sub-stage (MLA: the nope part; the rope part is in q_rope)."""
+        return WG * (self.bk0 - self.rope) * self.dsz
+
+    @property
+    def q_tx(self) -> int:
+        """Bytes a 128-row Q sub-stage's TMA loads bring (MLA: nope and rope)."""
         return WG * self.bk0 * self.dsz
 
     def q_offset(self, half: int, sub: int) -> int:
@@ -100,12 +132,22 @@ class Dims:
 
     @property
     def k_chunk(self) -> int:
-        """Bytes of one K depth sub-stage: BN rows x BK0."""
+        """Bytes of one K depth sub-stage: BN rows x BK0 (MLA in a fused ring: the nope part, a slot)."""
+        return self.bn * (self.bk0 - (self.rope if self.rope_bufs else 0)) * self.dsz
+
+    @property
+    def k_tx(self) -> int:
+        """Bytes a K sub-stage's TMA loads bring (MLA: nope and rope)."""
         return self.bn * self.bk0 * self.dsz
 
     @property
+    def rope_chunk(self) -> int:
+        """MLA: bytes of one K tile's rope (BN rows x 64), a rope buffer in a fused ring."""
+        return self.bn * self.rope * self.dsz
+
+    @property
     def kv_stage(self) -> int:
-        """Bytes of a K stage (all sub-stages) or a V stage: BN rows x the padded depth."""
+        """Bytes of a V stage (and of a K stage, all sub-stages, but for MLA): BN rows x the padded depth."""
         return self.bn * self.depth * self.dsz
 
     @property

@@ -39,6 +39,8 @@ class Producers:
         mbars.declare_pipelines()
         mbars.init()
         x = types.SimpleNamespace(arg=arg, smem=smem, mbars=mbars, tmem=tmem, slot=smem.tmem_addr_ptr())
+        # MLA prefill names its maps as the sm_90a prefill kernel does (q_nope, q_rope, k_nope, k_rope, v)
+        x.q_map, x.k_map = (arg.q_nope, arg.k_nope) if d.mla else (arg.q, arg.k)
         self._views(x)
         self._tile(x)
         return x
@@ -53,6 +55,10 @@ class Producers:
                                         offset=half * WG * 4) for half in range(c.num_q)]
         x.q = [[fa4.smem_alias(q, sym_name=f"q{half}_{s}", bytes=d.q_chunk, offset=d.q_offset(half, s))
                 for s in range(d.nqk)] for half in range(c.num_q)]
+        if d.mla:  # each Q half's rope block (spec 2.1: region q_rope after q)
+            qr, rope = x.smem.q_rope_smem(), WG * d.rope * d.dsz
+            x.q_rope = [fa4.smem_alias(qr, sym_name=f"q_rope{half}", bytes=rope, offset=half * rope)
+                        for half in range(c.num_q)]
         x.corr, x.o = [], []
         for wg in (0, 1):
             x.corr.append(fa4.smem_alias(corr, sym_name=f"corr{wg}", bytes=WG * 4, offset=wg * WG * 4))
@@ -120,21 +126,39 @@ class Producers:
         scales = self.c.token_scales
         for q, (i, buf) in enumerate(buffers):
             state.producer_acquire(sub_stage=q)
-            extra = (d.q_chunk if with_q else 0) + (self._scale_bytes(with_q) if scales and q == 0 else 0)
-            state.producer_commit(tx_bytes=d.k_chunk + extra, sub_stage=q)
-            for blk in range(d.sub_blocks):
+            extra = (d.q_tx if with_q else 0) + (self._scale_bytes(with_q) if scales and q == 0 else 0)
+            state.producer_commit(tx_bytes=d.k_tx + extra, sub_stage=q)
+            for blk in range(d.sub_blocks - (d.rope // BLOCK)):
                 col = q * d.bk0 + blk * BLOCK
                 if with_q:  # Q rides on the first K tile's barriers (the reference's Q0 + K0 load)
-                    fa4.tma_load(x.arg.q, x.q[0][q], full, i.value, _coords(col, x.head0, x.q_start, x.bz),
+                    fa4.tma_load(x.q_map, x.q[0][q], full, i.value, _coords(col, x.head0, x.q_start, x.bz),
                                  bytes=WG * rb, dst_offset=blk * WG * rb)
-                fa4.tma_load(x.arg.k, buf, full, i.value, _coords(col, x.kvh, key, x.bz),
+                fa4.tma_load(x.k_map, buf, full, i.value, _coords(col, x.kvh, key, x.bz),
                              bytes=d.bn * rb, dst_offset=blk * d.bn * rb)
+            if d.mla:  # the rope block: Q0's into q_rope, K's into its rope buffer or after K_nope
+                if with_q:
+                    fa4.tma_load(x.arg.q_rope, x.q_rope[0], full, i.value, _coords(0, x.head0, x.q_start, x.bz),
+                                 bytes=WG * rb)
+                rbuf, off = self._k_rope(x, buf, tile)
+                fa4.tma_load(x.arg.k_rope, rbuf, full, i.value, _coords(0, x.kvh, key, x.bz), bytes=d.bn * rb,
+                             dst_offset=off)
             if scales and q == 0:  # the tile's key scales (and the first time Q0's) on the same barrier
                 if with_q:
                     self._load_q_scale(x, 0, full, i)
                 ks = fa4.smem_stage(x.smem.k_scale_smem(), self._k_scale_buffer(tile), bytes=d.bn * 4)
                 fa4.tma_load(x.arg.k_scale, ks, full, i.value, _coords(key, x.kvh, x.bz), bytes=d.bn * 4)
         self._named_step(state, f"{tag}_n" if peel else None)
+
+    def _k_rope(self, x, kbuf, tile):
+        """MLA: (buffer, byte offset) of K tile ``tile``'s rope block: rope buffer tile mod ceil(nkv / 2)
+        in a fused ring (the reference's, spec 2.1), else the K stage ``kbuf`` after K_nope. A rope
+        buffer is loaded again with the K tile ``rope_bufs`` later, whose ring slot the MMA warp released
+        after MMAs issued past this tile's Q@K' (a commit covers every earlier MMA of the thread)."""
+        d, V = self.d, self.dsl.Value
+        if not d.rope_bufs:
+            return kbuf, d.blocks * d.bn * d.row_bytes
+        idx = V(self.dsl.arith.remui(V(tile).value, V(d.rope_bufs).value)).value
+        return self.dsl.fa4.smem_stage(x.smem.rope_smem_base(), idx, bytes=d.rope_chunk), 0
 
     # -- per-token scales (fp8) ------------------------------------------------------------------------
     def _scale_bytes(self, with_q: bool) -> int:
@@ -165,11 +189,14 @@ class Producers:
         scales = self.c.token_scales
         rb = d.row_bytes
         for q in range(d.nqk):
-            fa4.mbarrier_arrive_expect_tx(sync, _raw(q), tx_bytes=d.q_chunk + (WG * 4 if scales and q == 0 else 0))
-            for blk in range(d.sub_blocks):
+            fa4.mbarrier_arrive_expect_tx(sync, _raw(q), tx_bytes=d.q_tx + (WG * 4 if scales and q == 0 else 0))
+            for blk in range(d.sub_blocks - (d.rope // BLOCK)):
                 box = _coords(q * d.bk0 + blk * BLOCK, x.head0, x.q1_start, x.bz)
-                fa4.tma_load(x.arg.q, x.q[1][q], sync, _raw(q), box, bytes=WG * rb,
+                fa4.tma_load(x.q_map, x.q[1][q], sync, _raw(q), box, bytes=WG * rb,
                              dst_offset=blk * WG * rb)
+            if d.mla:
+                fa4.tma_load(x.arg.q_rope, x.q_rope[1], sync, _raw(q), _coords(0, x.head0, x.q1_start, x.bz),
+                             bytes=WG * rb)
             if scales and q == 0:
                 self._load_q_scale(x, 1, sync, q)
 
@@ -200,7 +227,7 @@ class Producers:
         """The TMA warp: Q with the first K tile (Q1 on its own barriers in 2Q), then per iteration
         the K and V tiles in the order the MMA warp consumes them."""
         k, V = self.k, self.dsl.Value
-        with k.role("load", warps=[13], registers=64), k.elect_one():
+        with k.role("load", warps=[13], registers=self.d.registers[2]), k.elect_one():
             ks, vs = self._states(x, "producer", "ld")
 
             def iteration(n, first: bool, tag: str) -> None:
@@ -230,15 +257,22 @@ class Producers:
         return out
 
     # -- MMA warp ------------------------------------------------------------------------------------
-    def _qk(self, x, half: int, q_half: int, kb, q: int) -> None:
-        """S_half (+)= Q_{q_half} sub-stage q x K sub-stage q (buffer ``kb``)."""
+    def _qk(self, x, half: int, q_half: int, kb, q: int, tile=None) -> None:
+        """S_half (+)= Q_{q_half} sub-stage q x K sub-stage q (buffer ``kb``); MLA: the last block is
+        the rope block, q_rope x K tile ``tile``'s rope (``_k_rope``)."""
         d, s = self.d, self.s
         rb = d.row_bytes
+        rope = self._k_rope(x, kb, tile) if d.mla else None
         for kk in range(d.bk0 // d.mma_k):
             blk, inner = divmod(kk, rb // K_STEP_BYTES)
-            self.dsl.fa4.tcgen05_mma(x.tmem.s(half), x.q[q_half][q], kb, s.const(s.i1(), bool(q or kk)), m=128,
-                                     n=d.bn, ab_type=d.elem, a_offset=blk * WG * rb + inner * K_STEP_BYTES,
-                                     b_offset=blk * d.bn * rb + inner * K_STEP_BYTES)
+            a, b = x.q[q_half][q], kb
+            a_off, b_off = blk * WG * rb, blk * d.bn * rb
+            if rope and blk >= d.blocks:
+                a, a_off = x.q_rope[q_half], 0
+                b, b_off = rope
+            self.dsl.fa4.tcgen05_mma(x.tmem.s(half), a, b, s.const(s.i1(), bool(q or kk)), m=128,
+                                     n=d.bn, ab_type=d.elem, a_offset=a_off + inner * K_STEP_BYTES,
+                                     b_offset=b_off + inner * K_STEP_BYTES)
 
     def _pv(self, x, half: int, vb, first_acc, s_state) -> None:
         """O_half (+)= P_half x V in the two P stages; stage j waits until softmax wrote P stage j
@@ -281,7 +315,7 @@ class Producers:
         two_q = self.c.num_q == 2
         late_k = self.c.token_scales
         vpipe, kpipe = x.mbars.v_pipeline().value, x.mbars.k_pipeline().value
-        with k.role("mma", warps=[12], registers=64), k.elect_one():
+        with k.role("mma", warps=[12], registers=self.d.registers[2]), k.elect_one():
             ks, vs = self._states(x, "consumer", "mm")
             s0, s1 = x.mbars.producer_s0(), x.mbars.producer_s1()
 
@@ -298,12 +332,13 @@ class Producers:
                 ks.step()
                 return held
 
-            def iteration(first: bool, tag: str, vprev=None, o1_acc=None, vp_b=None, kprev=None):
+            def iteration(first: bool, tag: str, vprev=None, o1_acc=None, vp_b=None, kprev=None, n=None):
                 """One iteration's MMAs; ``vprev`` is the held V stage of the previous one (O1's),
-                ``kprev`` its held K stage (per-token scales)."""
+                ``kprev`` its held K stage (per-token scales); ``n`` the iteration (MLA: rope buffers)."""
+                tile = (n if two_q else n * 2) if d.mla else None
                 kb = self._wait_k(x, f"{tag}ka", ks)
                 for q in range(d.nqk):
-                    self._qk(x, 0, 0, kb[q], q)
+                    self._qk(x, 0, 0, kb[q], q, tile)
                 s0.producer_commit()
                 s0.step()
                 if not first:
@@ -315,13 +350,13 @@ class Producers:
                     for q in range(d.nqk):
                         if first:
                             fa4.mbarrier_try_wait_parity(x.mbars.q1_wait_mbar(), _raw(q), _raw(0))
-                        self._qk(x, 1, 1, kb[q], q)
+                        self._qk(x, 1, 1, kb[q], q, tile)
                     k_o1 = k_o0 = done_k()
                 else:
                     k_o0 = done_k()
                     kb2 = self._wait_k(x, f"{tag}kb", ks)
                     for q in range(d.nqk):
-                        self._qk(x, 1, 0, kb2[q], q)
+                        self._qk(x, 1, 0, kb2[q], q, None if tile is None else tile + 1)
                     k_o1 = done_k()
                 s1.producer_commit()
                 s1.step()
@@ -338,14 +373,14 @@ class Producers:
                     vs.step()
                 return held, k_o1
 
-            v0, k0 = iteration(True, "mm0")
+            v0, k0 = iteration(True, "mm0", n=self.dsl.Value(0) if d.mla else None)
             vp = self.dsl.Var(v0)
             kp = self.dsl.Var(k0) if late_k else None
             acc = self.dsl.Var(s.const(s.i1(), False))
-            with k.range(1, x.n_iter, carry=[*self._carry(ks, vs), s0, s1, vp, acc, *([kp] if late_k else [])]):
+            with k.range(1, x.n_iter, carry=[*self._carry(ks, vs), s0, s1, vp, acc, *([kp] if late_k else [])]) as n:
                 vp_b = fa4.smem_stage(x.smem.v_smem_base(), vp.value.value, bytes=d.kv_stage)
                 vn, kn = iteration(False, "mml", vp.value.value, acc.value.value, vp_b,
-                                   kp.value.value if late_k else None)
+                                   kp.value.value if late_k else None, n)
                 vp.value = vn
                 if late_k:
                     kp.value = kn

@@ -100,7 +100,7 @@ class Softmax:
         S = x.tmem.s(wg)
         tokens = c.token_scales
         threshold = FP8_RESCALE_THRESHOLD if d.fp8 else RESCALE_THRESHOLD
-        with k.role(f"softmax{wg}", warps=[4 * wg + j for j in range(4)], registers=184):
+        with k.role(f"softmax{wg}", warps=[4 * wg + j for j in range(4)], registers=self.d.registers[0]):
             row = self._row(x, wg)
             if not tokens:
                 scv = dsl.vector.broadcast(v, scale)
@@ -335,7 +335,7 @@ class Softmax:
         d, k, dsl, s = self.d, self.k, self.dsl, self.s
         a, V, fa4 = dsl.arith, dsl.Value, dsl.fa4
         v, iv = self._vec(32, self.t["f32"]), self._vec(32, self.t["i32"])
-        with k.role("correction", warps=[8, 9, 10, 11], registers=80):
+        with k.role("correction", warps=[8, 9, 10, 11], registers=self.d.registers[1]):
             t = dsl.tid_x() % 128
             zero = V(0).value  # made before the loop: the stage and barrier index of every release below
             states = []

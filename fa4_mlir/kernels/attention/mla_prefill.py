@@ -1,0 +1,79 @@
+"""The MLA prefill form on sm_100a: the FA4 attention kernel (this package) with Q and K 192 deep.
+
+q/k depth 192 = 128 nope + 64 rope, v 128 (DeepSeek-V3's prefill), as the reference's MLA FA4Config
+(``MLAConfig.fa4``: ``is_mla``, one Q@K' sub-stage, spec 1.2, 2.1, 4.9): the Q halves' nope blocks in
+the Q region (O is written over them, 128 columns), their rope blocks in ``q_rope``; a K tile's
+nope part is a ring slot of 128 columns like V's, its rope block a buffer of its own (``rope``,
+ceil(nkv / 2) buffers after the fused ring; a split ring keeps it in the K stage after K_nope). Q@K'
+is 12 MMA K steps over one S: 8 from the nope blocks, 4 from the rope block. GQA is not fused (a CTA
+holds 256 positions of one head; the K/V head is head / group). The parameters are the sm_90a prefill
+kernel's (``hopper_mla.params``), so ``fa4_mlir.torch.mla.launch_prefill`` launches either.
+"""
+
+from __future__ import annotations
+
+from fa4_mlir.configs.mla import MLAConfig, NOPE, ROPE
+from fa4_mlir.kernels.attention import launch_geometry as attention_geometry
+from fa4_mlir.kernels.attention.abi import CONFIG_FIELDS
+from fa4_mlir.kernels.attention.dims import BLOCK
+from fa4_mlir.kernels.source import KernelSource, Param, TensorMapSpec
+
+NAME = "mla_attention"
+NUM_WARPS = 16
+
+
+def params(c: MLAConfig) -> tuple[Param, ...]:
+    """The parameters in signature order, named as the sm_90a prefill kernel's, with this kernel's boxes
+    (a 128-row Q half of one head; BN keys of one K/V head)."""
+    a = c.attention
+    d = a.fa4
+    swizzle = f"{d.swizzle_bytes}B"
+    q_box = TensorMapSpec(c.dtype, (BLOCK, 1, a.positions, 1), swizzle)
+    k_box = TensorMapSpec(c.dtype, (BLOCK, 1, d.bn, 1), swizzle)
+    return (
+        Param("q_nope", "tensormap", f"q_nope[B, Sq, H, {NOPE}] as dims ({NOPE}, H, Sq, B)", q_box),
+        Param("q_rope", "tensormap", f"q_rope[B, Sq, H, {ROPE}] as dims ({ROPE}, H, Sq, B)", q_box),
+        Param("k_nope", "tensormap", f"k_nope[B, Sk, H / group, {NOPE}] as dims ({NOPE}, H / group, Sk, B)", k_box),
+        Param("k_rope", "tensormap", f"k_rope[B, Sk, H / group, {ROPE}] as dims ({ROPE}, H / group, Sk, B)", k_box),
+        Param("v", "tensormap", f"v[B, Sk, H / group, {NOPE}] as dims ({NOPE}, H / group, Sk, B)", k_box),
+        Param("o", "tensormap", f"O[B, Sq, H, {NOPE}] as dims ({NOPE}, H, Sq, B)", q_box),
+        Param("lse", "ptr", "LSE[B, H, Sq] fp32 (written when write_lse != 0)"),
+        Param("seq_q", "i32", "query positions Sq"),
+        Param("seq_k", "i32", "key positions Sk, >= 1"),
+        Param("num_heads", "i32", "query heads H, a multiple of group"),
+        Param("scale_log2e", "f32", "softmax scale * log2(e)"),
+        Param("write_lse", "i32", "1: write the LSE"),
+    )
+
+
+def launch_geometry(config: MLAConfig, batch: int, seq_q: int, heads: int, seq_k: int) -> tuple[int, int, int]:
+    """The grid: (256-position tiles, heads, batch), the attention kernel's."""
+    return attention_geometry(config.attention, batch, seq_q, heads, seq_k)
+
+
+def build(config: MLAConfig) -> KernelSource:
+    from fa4_mlir import dsl
+    from fa4_mlir.kernels.attention.dims import Dims
+    from fa4_mlir.kernels.attention.producers import Producers
+    from fa4_mlir.kernels.attention.softmax import Softmax
+
+    config.validate()
+    a = config.attention
+    k = dsl.Kernel(NAME, "sm_100a", NUM_WARPS)
+    for p in params(config):
+        if p.kind == "tensormap":
+            k.tensormap(p.name, p.tensor_map.dtype, p.tensor_map.box, p.tensor_map.swizzle, doc=p.doc)
+        else:
+            getattr(k, p.kind)(p.name, doc=p.doc)
+    d = Dims(a)
+    with k.body() as arg:
+        prod, soft = Producers(d, k), Softmax(d, k)
+        x = prod.prologue(arg)
+        soft.softmax(x, 0)
+        soft.softmax(x, 1)
+        soft.correction(x)
+        prod.mma(x)
+        prod.load(x)
+    fields = {f: getattr(a, f) for f in CONFIG_FIELDS}
+    return k.source(grid=f"(ceil(Sq / {a.cta_positions}), H, B) (launch_geometry)",
+                    config={"form": "prefill", **fields})
