@@ -18,6 +18,8 @@ On sm_100a the absorbed form is the depth-512 pair-CTA kernel with a rope chunk 
 The prefill form on sm_100a is the FA4 attention kernel's MLA form (``fa4``: the reference
 ``FA4Config(qk_depth=192, ov_depth=128, is_mla=True, rope_dtype=dtype)``, 256 positions of one head a
 CTA, GQA by ``group``; ``attention`` is the kernel's ``AttentionConfig``).
+It also takes an fp8 e4m3 latent (``dtype="fp8_e4m3"``: q_nope and kv_latent) with 16-bit rope
+columns (``rope_dtype`` bf16 or fp16) and a bf16 output; sm_90a is bf16/fp16 only.
 
 No MLIR import.
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 
 from fa4_mlir.configs.attention import AttentionConfig
+from fa4_mlir.configs.dtypes import OPERAND_DTYPES
 from fa4_mlir.configs.dtypes import dtype as lookup_dtype
 from fa4_mlir.configs.support import Checked, Support
 from fa4_mlir.errors import ConfigError
@@ -75,15 +78,22 @@ class MLAConfig(Checked):
     # when the P @ V that read it retired
     group: int = 1  # prefill: query heads per K/V head (absorbed: 1, every head reads the one latent head)
     split_kv: bool = False  # absorbed, not causal: each CTA takes a range of the keys and writes fp32 partials
+    rope_dtype: str = ""  # q_rope / k_rope: "" (or dtype) for bf16/fp16; bf16 or fp16 with an fp8_e4m3 latent
 
     def __post_init__(self):
-        lookup_dtype(self.dtype, field="MLAConfig.dtype", allowed=("bf16", "fp16"))
+        lookup_dtype(self.dtype, field="MLAConfig.dtype", allowed=OPERAND_DTYPES)
         Target.parse(self.target)
         absorbed = self.form == "absorbed"
         block_n = ", ".join(map(str, BLOCK_N.get(self.form, ())))
         pair = self.target == "sm_100a"
+        half = self.dtype in ("bf16", "fp16")
+        rope = ("rope_dtype", lambda: self.rope_dtype in (("", self.dtype) if half else ("bf16", "fp16")),
+                f"'' or '{self.dtype}' (the rope columns share the latent's dtype)" if half else
+                "bf16 or fp16 with an fp8_e4m3 latent (the rope columns stay 16-bit)")
         pair_rules = (
+            rope,
             ("form", lambda: self.form in FORMS, f"one of {', '.join(FORMS)}"),
+            ("dtype", lambda: absorbed or half, "bf16 or fp16 for the prefill form (fp8 is the absorbed form's)"),
             ("causal", lambda: isinstance(self.causal, bool), "True or False"),
             ("tile_heads", lambda: _count(self.tile_heads) and self.tile_heads <= PAIR_HEADS,
              f"in [0, {PAIR_HEADS}] on sm_100a: the query heads H, which the pair kernel packs into its rows "
@@ -99,6 +109,8 @@ class MLAConfig(Checked):
              "K/V head)"),
         )
         rules = pair_rules if pair else (
+            ("dtype", lambda: half, "bf16 or fp16 on sm_90a (the fp8_e4m3 latent is the sm_100a pair kernel's)"),
+            rope,
             ("form", lambda: self.form in FORMS, f"one of {', '.join(FORMS)}"),
             ("causal", lambda: isinstance(self.causal, bool), "True or False"),
             ("tile_heads", lambda: _count(self.tile_heads) and (self.tile_heads == 0 or absorbed and (
@@ -181,7 +193,9 @@ class MLAConfig(Checked):
         if self.target != "sm_100a":
             raise ConfigError(f"MLAConfig.depth512 is the sm_100a pair kernel's layout; target must be sm_100a, "
                               f"got '{self.target}'")
-        return Depth512Config(dtype=self.dtype, qk_depth=LATENT, rope_depth=ROPE, group=self.heads_per_tile)
+        rope = None if self.dtype in ("bf16", "fp16") else self.rope_dtype  # half: the latent's (as before)
+        return Depth512Config(dtype=self.dtype, qk_depth=LATENT, rope_depth=ROPE, group=self.heads_per_tile,
+                              rope_dtype=rope)
 
     @property
     def fa4(self):
@@ -214,7 +228,8 @@ class MLAConfig(Checked):
             return (f"MLAConfig sm_100a {self.dtype} prefill FA4 kernel" + (f" group {self.group}" if self.group > 1
                     else "") + (" causal" if self.causal else ""))
         if self.target == "sm_100a":
-            return (f"MLAConfig sm_100a {self.dtype} absorbed pair kernel, {self.heads_per_tile} heads"
+            rope = f" ({self.rope_dtype} rope)" if self.dtype == "fp8_e4m3" else ""
+            return (f"MLAConfig sm_100a {self.dtype}{rope} absorbed pair kernel, {self.heads_per_tile} heads"
                     + (" causal" if self.causal else ""))
         return (f"MLAConfig {self.target} {self.dtype} {self.form} heads/tile {self.heads_per_tile} BN {self.bn} "
                 f"x{self.num_stages}" + (f" group {self.group}" if self.group > 1 else "")

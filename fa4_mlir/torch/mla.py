@@ -1,6 +1,7 @@
 """``torch.ops.fa4.mla_attention``: multi-head latent attention (DeepSeek-V3), the absorbed form.
 
-``mla_attention(q_nope, q_rope, kv_latent, k_rope, causal=False, softmax_scale=None, return_lse=False)``
+``mla_attention(q_nope, q_rope, kv_latent, k_rope, causal=False, softmax_scale=None, return_lse=False,
+q_scale=None, k_scale=None, v_scale=None)``
 computes, per batch and query head,
 
     out = softmax(softmax_scale * (q_nope kv_latent' + q_rope k_rope')) kv_latent
@@ -22,6 +23,13 @@ of a decode step leave SMs idle (not causal), it splits the keys into ranges ove
 write fp32 partials that the op combines (``num_splits``). The output is a new contiguous tensor; no
 autograd. The prefill form (q/k 192, v 128) is ``torch.ops.fa4.mla_prefill`` (``fa4_mlir.torch.mla_prefill``),
 which runs its kernel (sm_90a's or sm_100a's: the same parameters) through ``launch_prefill``.
+
+fp8 (sm_100 only): q_nope and kv_latent ``torch.float8_e4m3fn`` with tensor-wise float scales
+``q_scale``, ``k_scale`` (kv_latent's as K) and ``v_scale`` (kv_latent's as V; None: 1), q_rope and
+k_rope bf16 (unscaled), computes ``softmax(scale * (q_scale k_scale q_nope kv' + q_rope k_rope'))
+(v_scale kv_latent)`` into bf16. The kernel has one S accumulator for both parts, so the op folds
+q_scale k_scale into the softmax scale and hands it q_rope / (q_scale k_scale), rounded to bf16 (one
+more rounding of the rope; bf16 rather than fp16 so that small scales cannot overflow it).
 """
 
 from __future__ import annotations
@@ -37,11 +45,12 @@ from fa4_mlir.kernels.attention.hopper_mla import split_geometry
 from fa4_mlir.kernels.attention.mla import launch_geometry
 from fa4_mlir.runtime.tensormap import GlobalTensor
 from fa4_mlir.torch.emulated import emulator, host_tensor, placement
-from fa4_mlir.torch.tensors import current_stream, fa4_dtype
+from fa4_mlir.torch.tensors import ATTENTION_DTYPES, current_stream, fa4_dtype
 
 _lib = torch.library.Library("fa4", "FRAGMENT")
 _lib.define("mla_attention(Tensor q_nope, Tensor q_rope, Tensor kv_latent, Tensor k_rope, bool causal=False, "
-            "float? softmax_scale=None, bool return_lse=False) -> (Tensor, Tensor)")
+            "float? softmax_scale=None, bool return_lse=False, float? q_scale=None, float? k_scale=None, "
+            "float? v_scale=None) -> (Tensor, Tensor)")
 _kernels: dict[tuple, tuple[MLAConfig, runtime.Kernel]] = {}
 _TMA_ALIGN = 16
 _OP = "mla_attention"
@@ -90,10 +99,40 @@ def _shapes(q_nope, q_rope, kv, k_rope) -> tuple[int, int, int, int]:
     for (name, t, _, form) in forms:
         if tuple(t.shape) != expected[name]:
             raise LaunchError(f"{_OP}: {name} must be {form} = {expected[name]}, got shape {tuple(t.shape)}")
-    if not (q_nope.dtype == q_rope.dtype == kv.dtype == k_rope.dtype):
+    if q_nope.dtype == torch.float8_e4m3fn:  # the fp8 latent with 16-bit rope columns
+        if kv.dtype != q_nope.dtype:
+            raise LaunchError(f"{_OP}: kv_latent dtype must be torch.float8_e4m3fn with an fp8 q_nope, got {kv.dtype}")
+        for name, t in (("q_rope", q_rope), ("k_rope", k_rope)):
+            if t.dtype != torch.bfloat16:
+                raise LaunchError(f"{_OP}: {name} dtype must be torch.bfloat16 with an fp8 latent (rescaled by "
+                                  f"1 / (q_scale k_scale), which could overflow fp16), got {t.dtype}")
+    elif not (q_nope.dtype == q_rope.dtype == kv.dtype == k_rope.dtype):
         raise LaunchError(f"{_OP}: q_nope, q_rope, kv_latent and k_rope must have one dtype, got {q_nope.dtype}, "
                           f"{q_rope.dtype}, {kv.dtype}, {k_rope.dtype}")
     return b, sq, sk, h
+
+
+def _scales(dtype: str, q_scale, k_scale, v_scale) -> tuple[float, float, float]:
+    """(q_scale, k_scale, v_scale) as floats (None: 1): given only with fp8 inputs, finite and > 0."""
+    named = (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale))
+    if dtype != "fp8_e4m3":
+        for name, x in named:
+            if x is not None:
+                raise LaunchError(f"{_OP}: {name} must be None for {dtype} inputs (scales dequantize fp8 inputs), "
+                                  f"got {x!r}")
+    out = []
+    for name, x in named:
+        value = 1.0 if x is None else float(x)
+        if not math.isfinite(value) or value <= 0:
+            raise LaunchError(f"{_OP}: {name} must be finite and > 0, got {x}")
+        out.append(value)
+    return out[0], out[1], out[2]
+
+
+def _check_dtype_target(dtype: str, target: str) -> None:
+    if dtype == "fp8_e4m3" and target != "sm_100a":
+        raise LaunchError(f"{_OP}: q_nope dtype must be torch.bfloat16 or torch.float16 on {target} (the fp8 latent "
+                          f"runs on sm_100a), got torch.float8_e4m3fn")
 
 
 def _check_layout(name: str, t: torch.Tensor) -> None:
@@ -128,9 +167,10 @@ def _as_map(t: torch.Tensor, dtype: str) -> GlobalTensor:
 
 def _config(target: str, dtype: str, causal: bool, heads: int, split: bool) -> MLAConfig:
     """The op's kernel for ``heads`` query heads: sm_90a packs ``tile_heads(heads)`` of them into a tile;
-    the sm_100a pair kernel is built for the heads themselves."""
+    the sm_100a pair kernel is built for the heads themselves (fp8: with bf16 rope columns)."""
     return MLAConfig(target=target, dtype=dtype, causal=causal, split_kv=split,
-                     tile_heads=heads if target == "sm_100a" else tile_heads(heads))
+                     tile_heads=heads if target == "sm_100a" else tile_heads(heads),
+                     rope_dtype="bf16" if dtype == "fp8_e4m3" else "")
 
 
 def _kernel(device: int, dtype: str, causal: bool, heads: int, split: bool):
@@ -152,16 +192,20 @@ def split_count(b: int, sq: int, sk: int, h: int, causal: bool, sms: int) -> int
 
 
 def mla_attention_op(q_nope: torch.Tensor, q_rope: torch.Tensor, kv_latent: torch.Tensor, k_rope: torch.Tensor,
-                     causal: bool = False, softmax_scale: float | None = None, return_lse: bool = False):
+                     causal: bool = False, softmax_scale: float | None = None, return_lse: bool = False,
+                     q_scale: float | None = None, k_scale: float | None = None, v_scale: float | None = None):
     tensors = {"q_nope": q_nope, "q_rope": q_rope, "kv_latent": kv_latent, "k_rope": k_rope}
     where = placement(_OP, tensors)
-    dtype = fa4_dtype(q_nope, f"{_OP}: q_nope")
+    dtype = fa4_dtype(q_nope, f"{_OP}: q_nope", ATTENTION_DTYPES)
     b, sq, sk, h = _shapes(q_nope, q_rope, kv_latent, k_rope)
     target = where.target if isinstance(where, emulator) else runtime.device_target(where)
+    _check_dtype_target(dtype, target)
+    qs, ks, vs = _scales(dtype, q_scale, k_scale, v_scale)
     scale = 1.0 / math.sqrt(LATENT + ROPE) if softmax_scale is None else float(softmax_scale)
     if not math.isfinite(scale) or scale <= 0:
         raise LaunchError(f"{_OP}: softmax_scale must be finite and > 0, got {softmax_scale}")
-    out = torch.empty((b, sq, h, LATENT), dtype=q_nope.dtype, device=q_nope.device)
+    fp8 = dtype == "fp8_e4m3"
+    out = torch.empty((b, sq, h, LATENT), dtype=torch.bfloat16 if fp8 else q_nope.dtype, device=q_nope.device)
     lse = torch.empty((b, h, sq) if return_lse else (0,), dtype=torch.float32, device=q_nope.device)
     if b == 0 or sq == 0 or h == 0:
         return out, lse
@@ -172,15 +216,22 @@ def mla_attention_op(q_nope: torch.Tensor, q_rope: torch.Tensor, kv_latent: torc
     for name, t in tensors.items():
         _check_layout(name, t)
     lse_out = lse if return_lse else None
+    v_factor = None
+    if fp8:  # S in the latent's units: q_scale k_scale folded into the scale, the rope divided by it
+        factor = qs * ks
+        scale *= factor
+        if factor != 1.0:
+            q_rope = (q_rope.float() / factor).to(torch.bfloat16)
+        v_factor = vs
     if isinstance(where, emulator):
         splits = split_count(b, sq, sk, h, bool(causal), EMULATOR_SMS) if target == "sm_90a" else 1
         config = _config(target, dtype, bool(causal), h, splits > 1)
         launch(config, where.load("mla-attention", config), q_nope, q_rope, kv_latent, k_rope, out, lse_out, scale,
-               emulated=where, splits=splits)
+               emulated=where, splits=splits, v_scale=v_factor)
         return out, lse
     splits = split_count(b, sq, sk, h, bool(causal), sm_count(where)) if target == "sm_90a" else 1
     config, kernel = _kernel(where, dtype, bool(causal), h, splits > 1)
-    launch(config, kernel, q_nope, q_rope, kv_latent, k_rope, out, lse_out, scale, splits=splits)
+    launch(config, kernel, q_nope, q_rope, kv_latent, k_rope, out, lse_out, scale, splits=splits, v_scale=v_factor)
     return out, lse
 
 
@@ -195,23 +246,32 @@ def sm_count(device: int) -> int:
 
 
 def launch(config: MLAConfig, kernel: runtime.Kernel, q_nope, q_rope, kv_latent, k_rope, out, lse, scale: float,
-           emulated: emulator | None = None, splits: int = 1) -> None:
+           emulated: emulator | None = None, splits: int = 1, v_scale: float | None = None) -> None:
     """Run ``kernel`` (built for ``config``) on checked tensors into ``out`` (and ``lse`` unless None) on
     the current stream, or in ``emulated`` (CPU tensors); benchmarks use it to time other tiles. A
-    ``split_kv`` kernel runs over (at most) ``splits`` key ranges into fp32 partials, combined here."""
+    ``split_kv`` kernel runs over (at most) ``splits`` key ranges into fp32 partials, combined here.
+    fp8 kernels take ``v_scale`` and tensors in the kernel's units (``scale`` with q_scale k_scale folded
+    in, q_rope divided by them: the module docstring)."""
     b, sq, h, _ = q_nope.shape
     sk = kv_latent.shape[1]
-    dtype = fa4_dtype(q_nope, f"{_OP}: q_nope")
-    args = {"q_nope": _as_map(q_nope, dtype), "q_rope": _as_map(q_rope, dtype), "kv": _as_map(kv_latent, dtype),
-            "k_rope": _as_map(k_rope, dtype), "seq_q": sq, "seq_k": sk, "num_heads": h,
+    fp8 = config.dtype == "fp8_e4m3"
+    if fp8 != (v_scale is not None):
+        raise LaunchError(f"{_OP}: v_scale must be given exactly for fp8 kernels, got {v_scale!r} for "
+                          f"{config.describe()}")
+    dtype = fa4_dtype(q_nope, f"{_OP}: q_nope", ATTENTION_DTYPES)
+    rope = fa4_dtype(q_rope, f"{_OP}: q_rope")
+    args = {"q_nope": _as_map(q_nope, dtype), "q_rope": _as_map(q_rope, rope), "kv": _as_map(kv_latent, dtype),
+            "k_rope": _as_map(k_rope, rope), "seq_q": sq, "seq_k": sk, "num_heads": h,
             "scale_log2e": scale * math.log2(math.e)}
     if config.target == "sm_100a":  # the pair kernel reads V through a second map of the latent
         args["kv_v"] = args["kv"]
+    if fp8:
+        args["v_scale"] = float(v_scale)
     if config.split_kv:
         _launch_split(config, kernel, args, out, lse, splits, emulated)
         return
     grid = launch_geometry(config, b, sq, h, sk)
-    args.update(o=_as_map(out, dtype), write_lse=int(lse is not None))
+    args.update(o=_as_map(out, fa4_dtype(out, f"{_OP}: out")), write_lse=int(lse is not None))
     if emulated is not None:
         emulated.run(kernel, grid, {**args, "lse": None if lse is None else lse.detach().numpy()})
         return
@@ -261,10 +321,13 @@ def launch_prefill(config: MLAConfig, kernel: runtime.Kernel, q_nope, q_rope, k_
                   stream=current_stream(q_nope.device.index))
 
 
-def _mla_attention_fake(q_nope, q_rope, kv_latent, k_rope, causal=False, softmax_scale=None, return_lse=False):
-    fa4_dtype(q_nope, f"{_OP}: q_nope")
+def _mla_attention_fake(q_nope, q_rope, kv_latent, k_rope, causal=False, softmax_scale=None, return_lse=False,
+                        q_scale=None, k_scale=None, v_scale=None):
+    dtype = fa4_dtype(q_nope, f"{_OP}: q_nope", ATTENTION_DTYPES)
     b, sq, _, h = _shapes(q_nope, q_rope, kv_latent, k_rope)
-    return (q_nope.new_empty((b, sq, h, LATENT)),
+    _scales(dtype, q_scale, k_scale, v_scale)
+    out_dtype = torch.bfloat16 if dtype == "fp8_e4m3" else q_nope.dtype
+    return (q_nope.new_empty((b, sq, h, LATENT), dtype=out_dtype),
             q_nope.new_empty((b, h, sq) if return_lse else (0,), dtype=torch.float32))
 
 
@@ -273,7 +336,10 @@ torch.library.register_fake("fa4::mla_attention", _mla_attention_fake, lib=_lib)
 
 
 def mla_attention(q_nope: torch.Tensor, q_rope: torch.Tensor, kv_latent: torch.Tensor, k_rope: torch.Tensor,
-                  causal: bool = False, softmax_scale: float | None = None, return_lse: bool = False):
-    """The absorbed-form MLA forward (see the module docstring); ``(out, lse)`` with ``return_lse``."""
-    out, lse = torch.ops.fa4.mla_attention(q_nope, q_rope, kv_latent, k_rope, causal, softmax_scale, return_lse)
+                  causal: bool = False, softmax_scale: float | None = None, return_lse: bool = False,
+                  q_scale: float | None = None, k_scale: float | None = None, v_scale: float | None = None):
+    """The absorbed-form MLA forward (see the module docstring); ``(out, lse)`` with ``return_lse``. fp8
+    latents (sm_100) take tensor-wise float ``q_scale``, ``k_scale``, ``v_scale``."""
+    out, lse = torch.ops.fa4.mla_attention(q_nope, q_rope, kv_latent, k_rope, causal, softmax_scale, return_lse,
+                                           q_scale, k_scale, v_scale)
     return (out, lse) if return_lse else out

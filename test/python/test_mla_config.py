@@ -33,6 +33,8 @@ def test_defaults_and_derived_sizes():
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(target="sm_100a", form="decode"), r"MLAConfig.form must be one of absorbed, prefill, got 'decode'"),
+    (dict(target="sm_100a", form="prefill", dtype="fp8_e4m3", rope_dtype="bf16"),
+     r"MLAConfig.dtype must be bf16 or fp16 for the prefill form \(fp8 is the absorbed form's\), got 'fp8_e4m3'"),
     (dict(target="sm_100a", tile_heads=256), r"MLAConfig.tile_heads must be in \[0, 128\] on sm_100a: the query "
                                              r"heads H, which the pair kernel packs into its rows \(0: 128"),
     (dict(target="sm_100a", block_n=32), r"MLAConfig.block_n must be 0 on sm_100a \(the kernel's layout "
@@ -43,7 +45,15 @@ def test_defaults_and_derived_sizes():
                                             r"kernel yet\), got True"),
     (dict(target="sm_100a", causal=1), r"MLAConfig.causal must be True or False, got 1"),
     (dict(target="sm_80"), r"target must be sm_90a or sm_100a, got 'sm_80'"),
-    (dict(dtype="fp8_e4m3"), r"MLAConfig.dtype must be one of bf16, fp16, got 'fp8_e4m3'"),
+    (dict(dtype="fp8_e4m3", rope_dtype="bf16"), r"MLAConfig.dtype must be bf16 or fp16 on sm_90a \(the fp8_e4m3 "
+                                                r"latent is the sm_100a pair kernel's\), got 'fp8_e4m3'"),
+    (dict(dtype="fp32"), r"MLAConfig.dtype must be one of bf16, fp16, fp8_e4m3, got 'fp32'"),
+    (dict(rope_dtype="fp16"), r"MLAConfig.rope_dtype must be '' or 'bf16' \(the rope columns share the latent's "
+                              r"dtype\), got 'fp16'"),
+    (dict(target="sm_100a", dtype="fp8_e4m3"), r"MLAConfig.rope_dtype must be bf16 or fp16 with an fp8_e4m3 latent "
+                                               r"\(the rope columns stay 16-bit\), got ''"),
+    (dict(target="sm_100a", dtype="fp8_e4m3", rope_dtype="fp8_e4m3"), r"MLAConfig.rope_dtype must be bf16 or fp16 "
+                                                                      r"with an fp8_e4m3 latent .* got 'fp8_e4m3'"),
     (dict(form="decode"), r"MLAConfig.form must be one of absorbed, prefill, got 'decode'"),
     (dict(causal=1), r"MLAConfig.causal must be True or False, got 1"),
     (dict(tile_heads=3), r"MLAConfig.tile_heads must be 0 or a power of 2 in \[1, 64\] \(query heads per 64-row "
@@ -163,6 +173,18 @@ def test_sm100a_config_is_the_pair_kernels():
     with pytest.raises(ConfigError, match=r"MLAConfig.depth512 is the sm_100a pair kernel's layout; target must be "
                                           r"sm_100a, got 'sm_90a'"):
         MLAConfig().depth512
+
+
+def test_sm100a_fp8_config_is_the_pair_kernels_fp8_latent():
+    from fa4_mlir.configs.depth512 import Depth512Config
+
+    c = MLAConfig(target="sm_100a", dtype="fp8_e4m3", rope_dtype="bf16", tile_heads=16)
+    assert c.depth512 == Depth512Config(dtype="fp8_e4m3", rope_depth=64, rope_dtype="bf16", group=16)
+    assert c.supported().ok and c.describe() == "MLAConfig sm_100a fp8_e4m3 (bf16 rope) absorbed pair kernel, 16 heads"
+    # bf16/fp16: the rope shares the latent's dtype, spelled "" or the dtype; the pair kernel's config as before
+    for rope in ("", "fp16"):
+        assert MLAConfig(target="sm_100a", dtype="fp16", rope_dtype=rope).depth512 == \
+            Depth512Config(dtype="fp16", rope_depth=64, group=128)
 
 
 @pytest.mark.parametrize("kwargs", SHIPPED, ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()) or "default")

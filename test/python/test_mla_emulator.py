@@ -3,7 +3,8 @@ twice the error of the same computation at the kernel's precision (``fa4_mlir.re
 absorbed form's decode shapes (Sq 1..3, 16-64 heads packed into a tile's rows) and prefill-like ones
 (Sq = Sk ~ 130, few heads), the prefill form (192 / 128, GQA), odd lengths, causal and not, every
 output element written; and ``torch.ops.fa4.mla_attention``: its
-emulator path, fake implementation and errors. Small shapes: each case compiles (once per config in a
+emulator path (sm_90a and sm_100a; on sm_100a also an fp8 latent with a bf16 rope), fake implementation
+and errors. Small shapes: each case compiles (once per config in a
 fresh cache, a few seconds) and emulates a few CTAs."""
 
 from __future__ import annotations
@@ -182,7 +183,7 @@ def test_errors_name_what_is_wrong():
         ((q, qr, kv, kr[:, :5]), {}, r"k_rope must be \(batch, seqlen_k, 64\) = \(1, 9, 64\), got shape \(1, 5, 64\)"),
         ((q, qr, torch.cat([kv, kv]), kr), {}, r"kv_latent must be .* = \(1, 9, 512\), got shape \(2, 9, 512\)"),
         ((q.float(), qr, kv, kr), {}, r"mla_attention: q_nope dtype must be one of torch.bfloat16, torch.float16, "
-                                      r"got torch.float32"),
+                                      r"torch.float8_e4m3fn, got torch.float32"),
         ((q, qr, kv.half(), kr), {}, r"must have one dtype, got torch.bfloat16, torch.bfloat16, torch.float16"),
         ((q.transpose(2, 3).contiguous().transpose(2, 3), qr, kv, kr), {},
          r"q_nope must have a unit innermost stride"),
@@ -217,3 +218,94 @@ def test_torch_op_runs_the_sm100a_pair_kernel_in_the_emulator():
     assert [name for name, _ in emu.launches] == ["mla_attention"]
     _check(inputs, True, 1 / math.sqrt(576), out.view(torch.int16).numpy().view(np.uint16), lse.numpy(), "bf16",
            "sm_100a op")
+
+
+# -- fp8: an e4m3 latent with tensor-wise scales and a bf16 rope (sm_100a) ------------------------------------
+
+def _fp8(gen, shape, scale):
+    """e4m3 values whose dequantized values (times ``scale``) are about N(0, 1)."""
+    import torch
+
+    return (torch.randn(shape, generator=gen, dtype=torch.float64) / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+
+
+def test_torch_op_runs_an_fp8_latent_on_sm100a_in_the_emulator():
+    """fp8 q_nope and kv_latent with q_scale, k_scale, v_scale (distinct) and bf16 q_rope / k_rope, a decode
+    step (Sq 2, 16 heads, 100 keys): the bf16 output and the LSE against float64 attention of the dequantized
+    inputs, S = scale (q_scale k_scale q_nope kv' + q_rope k_rope') and V = v_scale kv, within twice the
+    error of ``reference.mla_attention_fp8_yardstick`` (P 2^p_bias rounded to e4m3, bf16 output)."""
+    torch = pytest.importorskip("torch")
+    import fa4_mlir.torch as ft
+    from fa4_mlir.configs.depth512 import Depth512Config
+
+    b, sq, sk, h = 1, 2, 100, 16
+    gen = torch.Generator().manual_seed(5)
+    qs, ks, vs = (float(np.float32(x)) for x in (0.75, 0.04, 2.5))
+    q_nope, kv = _fp8(gen, (b, sq, h, 512), qs), _fp8(gen, (b, sk, 512), ks)
+    q_rope = torch.randn((b, sq, h, 64), generator=gen).bfloat16()
+    k_rope = torch.randn((b, sk, 64), generator=gen).bfloat16()
+    scale = 1 / math.sqrt(576)
+    with ft.emulator(target="sm_100a", seed=1) as emu:
+        out, lse = ft.mla_attention(q_nope, q_rope, kv, k_rope, return_lse=True, q_scale=qs, k_scale=ks, v_scale=vs)
+    assert [name for name, _ in emu.launches] == ["mla_attention"]
+    assert out.dtype == torch.bfloat16 and out.shape == (b, sq, h, 512) and lse.shape == (b, h, sq)
+    latent = reference.e4m3_values(kv.view(torch.uint8).numpy())
+    # the MLA functions take one latent as K and V: give them V = v_scale kv and fold k_scale / v_scale into
+    # q_nope, which leaves the logits q_scale k_scale q_nope kv' (in float64)
+    inputs = (reference.e4m3_values(q_nope.view(torch.uint8).numpy()) * (qs * ks / vs), q_rope.double().numpy(),
+              latent * vs, k_rope.double().numpy())
+    ref, ref_lse = reference.mla_attention(*inputs, False, scale)
+    yard = reference.mla_attention_fp8_yardstick(*inputs, False, scale, Depth512Config(dtype="fp8_e4m3").p_bias)
+    result = reference.compare(out.view(torch.int16).numpy().view(np.uint16), ref, yard, "bf16")
+    print(result.summary())
+    assert result.ok and result.unwritten == 0, result.summary()
+    err = float(np.abs(lse.numpy() - ref_lse).max())
+    print(f"LSE error {err:.3g} (tolerance {reference.lse_tolerance(ref_lse):.3g})")
+    assert err <= reference.lse_tolerance(ref_lse), f"LSE error {err}"
+
+
+def test_fp8_errors_and_fake():
+    torch = pytest.importorskip("torch")
+    import fa4_mlir.torch as ft
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from fa4_mlir.errors import LaunchError
+    from fa4_mlir.torch.mla import _config, launch
+
+    f8 = torch.float8_e4m3fn
+    q, qr = torch.randn(1, 2, 4, 512).to(f8), torch.randn(1, 2, 4, 64).bfloat16()
+    kv, kr = torch.randn(1, 9, 512).to(f8), torch.randn(1, 9, 64).bfloat16()
+    bq, bkv = q.bfloat16(), kv.bfloat16()
+    cases = [
+        ("sm_100a", (bq, qr, bkv, kr), {"q_scale": 0.5}, r"mla_attention: q_scale must be None for bf16 inputs "
+                                                         r"\(scales dequantize fp8 inputs\), got 0.5"),
+        ("sm_100a", (bq.half(), qr.half(), bkv.half(), kr.half()), {"v_scale": 2.0},
+         r"mla_attention: v_scale must be None for fp16 inputs .* got 2.0"),
+        ("sm_90a", (q, qr, kv, kr), {}, r"mla_attention: q_nope dtype must be torch.bfloat16 or torch.float16 on "
+                                        r"sm_90a \(the fp8 latent runs on sm_100a\), got torch.float8_e4m3fn"),
+        ("sm_100a", (q, qr.half(), kv, kr), {}, r"mla_attention: q_rope dtype must be torch.bfloat16 with an fp8 "
+                                                r"latent \(rescaled by 1 / \(q_scale k_scale\), which could overflow "
+                                                r"fp16\), got torch.float16"),
+        ("sm_100a", (q, qr, kv, kr.half()), {}, r"k_rope dtype must be torch.bfloat16 with an fp8 latent .* got "
+                                                r"torch.float16"),
+        ("sm_100a", (q, qr, bkv, kr), {}, r"mla_attention: kv_latent dtype must be torch.float8_e4m3fn with an fp8 "
+                                          r"q_nope, got torch.bfloat16"),
+        ("sm_100a", (q, qr, kv, kr), {"q_scale": 0.0}, r"mla_attention: q_scale must be finite and > 0, got 0.0"),
+        ("sm_100a", (q, qr, kv, kr), {"k_scale": -1.0}, r"mla_attention: k_scale must be finite and > 0, got -1.0"),
+        ("sm_100a", (q, qr, kv, kr), {"v_scale": math.nan}, r"mla_attention: v_scale must be finite and > 0, got nan"),
+    ]
+    for target, args, kwargs, message in cases:
+        with ft.emulator(target=target) as emu, pytest.raises(LaunchError, match=message):
+            ft.mla_attention(*args, **kwargs)
+        assert emu.launches == []
+    config = _config("sm_100a", "fp8_e4m3", False, 4, False)
+    with pytest.raises(LaunchError, match=r"mla_attention: v_scale must be given exactly for fp8 kernels, got None "
+                                          r"for MLAConfig sm_100a fp8_e4m3 \(bf16 rope\)"):
+        launch(config, None, q, qr, kv, kr, None, None, 0.1)
+    with FakeTensorMode():
+        fq, fqr = torch.empty(2, 3, 16, 512, dtype=f8), torch.empty(2, 3, 16, 64, dtype=torch.bfloat16)
+        fkv, fkr = torch.empty(2, 50, 512, dtype=f8), torch.empty(2, 50, 64, dtype=torch.bfloat16)
+        out, lse = torch.ops.fa4.mla_attention(fq, fqr, fkv, fkr, False, None, True, 0.5, 0.1, 2.0)
+        assert out.shape == (2, 3, 16, 512) and out.dtype == torch.bfloat16 and lse.shape == (2, 16, 3)
+        with pytest.raises(LaunchError, match=r"mla_attention: k_scale must be finite and > 0, got 0.0"):
+            torch.ops.fa4.mla_attention(fq, fqr, fkv, fkr, False, None, True, None, 0.0, None)
