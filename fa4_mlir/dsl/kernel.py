@@ -78,6 +78,11 @@ class Kernel:
         """A global-memory pointer (``!llvm.ptr<1>``)."""
         return self._declare(name, "ptr", doc)
 
+    def declare_params(self, params) -> None:
+        """Declare ``Param``s in order (a kernel's ABI list, kept where its launch code reads it too)."""
+        for p in params:
+            self._declare(p.name, p.kind, p.doc, p.tensor_map if p.kind == "tensormap" else None)
+
     # -- the body ------------------------------------------------------------------------------------
     @contextlib.contextmanager
     def body(self):

@@ -31,8 +31,9 @@ from fa4_mlir.configs.attention import (DEPTH512_HEAD_DIMS, FP8_HEAD_DIMS, HEAD_
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import launch_geometry
 from fa4_mlir.runtime.tensormap import GlobalTensor
-from fa4_mlir.torch.emulated import emulator, host_tensor, placement
-from fa4_mlir.torch.tensors import ATTENTION_DTYPES, current_stream, fa4_dtype
+from fa4_mlir.torch.emulated import emulator, placement
+from fa4_mlir.torch.tensors import (ATTENTION_DTYPES, check_tma_operand, current_stream, fa4_dtype, host_tensor,
+                                     tma_operand)
 from fa4_mlir.torch.v_transpose import v_transposed
 
 _lib = torch.library.Library("fa4", "FRAGMENT")
@@ -40,7 +41,6 @@ _lib.define("flash_attention(Tensor q, Tensor k, Tensor v, bool causal=False, fl
             "bool return_lse=False, Tensor? q_scale=None, Tensor? k_scale=None, float? v_scale=None) "
             "-> (Tensor, Tensor)")
 _kernels: dict[tuple, tuple[AttentionConfig, runtime.Kernel]] = {}
-_TMA_ALIGN = 16
 
 
 def _kernel(device: int, dtype: str, head_dim: int, causal: bool, group: int, token_scales: bool = False):
@@ -73,38 +73,6 @@ def _shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int
     if not (q.dtype == k.dtype == v.dtype):
         raise LaunchError(f"flash_attention: q, k and v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     return b, sq, sk, h, hk, d
-
-
-def _check_layout(name: str, t: torch.Tensor) -> None:
-    """TMA's rules, named for attention: a unit head_dim stride, 16-byte outer strides and start."""
-    elem = t.element_size()
-    if t.stride(3) != 1 and t.shape[3] > 1:
-        raise LaunchError(f"flash_attention: {name} must have a unit stride along head_dim, got strides "
-                          f"{tuple(t.stride())}; pass {name}.contiguous()")
-    for dim in range(3):
-        if t.shape[dim] > 1 and (t.stride(dim) * elem) % _TMA_ALIGN:
-            raise LaunchError(f"flash_attention: {name} strides must be multiples of {_TMA_ALIGN // elem} elements "
-                              f"({_TMA_ALIGN} bytes), got strides {tuple(t.stride())}; pass {name}.contiguous()")
-    if t.data_ptr() % _TMA_ALIGN:
-        raise LaunchError(f"flash_attention: {name} must start {_TMA_ALIGN}-byte aligned, got 0x{t.data_ptr():x}; "
-                          f"pass {name}.contiguous()")
-
-
-def _map_strides(t: torch.Tensor) -> tuple[int, ...]:
-    """The strides of the (B, S, H, D) tensor as the kernel's 4-D tensor-map operand. A size-1
-    dimension's stride is arbitrary in torch; it gets the contiguous one, which TMA accepts."""
-    strides = list(t.stride())
-    strides[3] = 1
-    for i in (2, 1, 0):
-        if t.shape[i] == 1:
-            strides[i] = strides[i + 1] * t.shape[i + 1]
-    return tuple(strides)
-
-
-def _as_map(t: torch.Tensor, dtype: str) -> GlobalTensor:
-    if t.device.type == "cpu":  # the emulator's operand: the same description over host memory
-        return host_tensor(t, dtype, _map_strides(t))
-    return GlobalTensor(t.data_ptr(), dtype, tuple(t.shape), _map_strides(t), t.device.index)
 
 
 def _check_head_dim(target: str, d: int, where: str, dtype: str) -> None:
@@ -180,7 +148,7 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
         lse.fill_(-math.inf)
         return out, lse
     for name, t in (("q", q), ("k", k), ("v", v)):
-        _check_layout(name, t)
+        check_tma_operand("flash_attention", name, t)
     tokens = q_tokens is not None
     scales = Fp8Scales(v_factor, q_tokens, k_tokens) if dtype == "fp8_e4m3" else None
     if isinstance(where, emulator):
@@ -227,8 +195,8 @@ def launch(config: AttentionConfig, kernel: runtime.Kernel, q, k, v, out, lse, s
                           f"token_scales), got {scales!r} for {config.describe()}")
     grid = launch_geometry(config, b, sq, h, sk)
     v_op = _v_operand(config, v)  # alive until the launch below: the map holds only its address
-    args = {"q": _as_map(q, dtype), "k": _as_map(k, dtype), "v": _as_map(v_op, dtype),
-            "o": _as_map(out, config.out_dtype), "seq_q": sq, "seq_k": sk, "num_heads": h,
+    args = {"q": tma_operand(q, dtype), "k": tma_operand(k, dtype), "v": tma_operand(v_op, dtype),
+            "o": tma_operand(out, config.out_dtype), "seq_q": sq, "seq_k": sk, "num_heads": h,
             "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None)}
     if scales is not None:
         args["v_scale"] = scales.v_scale

@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import contextvars
 
-import numpy as np
 import torch
 
 from fa4_mlir import knobs, runtime
 from fa4_mlir.errors import LaunchError
-from fa4_mlir.runtime.tensormap import GlobalTensor
 from fa4_mlir.torch.tensors import require_cuda
 
 _ASK = "FA4_DEVICE=emulator or `with fa4_mlir.torch.emulator():`"
@@ -102,23 +100,3 @@ def placement(op: str, tensors: dict[str, torch.Tensor]) -> int | emulator:
             raise LaunchError(f"{op}: {name} must be a CPU tensor under the PTX emulator ({emu!r}), got device "
                               f"'{t.device}'; move it with .cpu(), or leave the emulator (unset FA4_DEVICE)")
     return emu
-
-
-def host_array(t: torch.Tensor) -> np.ndarray:
-    """A NumPy view of a CPU tensor's memory (its shape and strides); 16-bit floats as uint16 bits,
-    fp8 as uint8 bytes: the form the emulator's ``GlobalTensor.host`` takes."""
-    t = t.detach()
-    if t.dtype in (torch.bfloat16, torch.float16):
-        return t.view(torch.int16).numpy().view(np.uint16)
-    if t.dtype == torch.float8_e4m3fn:  # NumPy has no fp8: the bytes
-        return t.view(torch.uint8).numpy()
-    return t.numpy()
-
-
-def host_tensor(t: torch.Tensor, dtype: str, strides: tuple[int, ...] | None = None) -> GlobalTensor:
-    """``t`` as a host GlobalTensor, optionally described with other ``strides`` (in elements) over
-    the same memory, as the GPU path does for size-1 dimensions."""
-    array = host_array(t)
-    if strides is None:
-        return GlobalTensor.host(array, dtype)
-    return GlobalTensor(t.data_ptr(), dtype, tuple(t.shape), tuple(strides), None, array)

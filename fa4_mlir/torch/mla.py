@@ -43,16 +43,14 @@ from fa4_mlir.configs.mla import LATENT, ROPE, TILE_ROWS, MLAConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention.hopper_mla import split_geometry
 from fa4_mlir.kernels.attention.mla import launch_geometry
-from fa4_mlir.runtime.tensormap import GlobalTensor
-from fa4_mlir.torch.emulated import emulator, host_tensor, placement
-from fa4_mlir.torch.tensors import ATTENTION_DTYPES, current_stream, fa4_dtype
+from fa4_mlir.torch.emulated import emulator, placement
+from fa4_mlir.torch.tensors import ATTENTION_DTYPES, check_tma_operand, current_stream, fa4_dtype, tma_operand
 
 _lib = torch.library.Library("fa4", "FRAGMENT")
 _lib.define("mla_attention(Tensor q_nope, Tensor q_rope, Tensor kv_latent, Tensor k_rope, bool causal=False, "
             "float? softmax_scale=None, bool return_lse=False, float? q_scale=None, float? k_scale=None, "
             "float? v_scale=None) -> (Tensor, Tensor)")
 _kernels: dict[tuple, tuple[MLAConfig, runtime.Kernel]] = {}
-_TMA_ALIGN = 16
 _OP = "mla_attention"
 EMULATOR_SMS = 132  # the emulator splits as an H100 would
 # a key range of at least 128 tiles (4096 keys): on an H200 (docs/PERF.md, B 32, H 128) two ranges of 512
@@ -135,36 +133,6 @@ def _check_dtype_target(dtype: str, target: str) -> None:
                           f"runs on sm_100a), got torch.float8_e4m3fn")
 
 
-def _check_layout(name: str, t: torch.Tensor) -> None:
-    """TMA's rules: a unit innermost stride, 16-byte outer strides and start."""
-    elem, last = t.element_size(), t.dim() - 1
-    if t.stride(last) != 1 and t.shape[last] > 1:
-        raise LaunchError(f"{_OP}: {name} must have a unit innermost stride, got strides {tuple(t.stride())}; "
-                          f"pass {name}.contiguous()")
-    for dim in range(last):
-        if t.shape[dim] > 1 and (t.stride(dim) * elem) % _TMA_ALIGN:
-            raise LaunchError(f"{_OP}: {name} strides must be multiples of {_TMA_ALIGN // elem} elements "
-                              f"({_TMA_ALIGN} bytes), got strides {tuple(t.stride())}; pass {name}.contiguous()")
-    if t.data_ptr() % _TMA_ALIGN:
-        raise LaunchError(f"{_OP}: {name} must start {_TMA_ALIGN}-byte aligned, got 0x{t.data_ptr():x}; "
-                          f"pass {name}.contiguous()")
-
-
-def _as_map(t: torch.Tensor, dtype: str) -> GlobalTensor:
-    """``t`` as the kernel's 4-D (B, S, H, D) tensor-map operand (3-D latent tensors get a head
-    dimension of 1); a size-1 dimension gets the contiguous stride, which TMA accepts."""
-    if t.dim() == 3:
-        t = t.unsqueeze(2)
-    strides = list(t.stride())
-    strides[3] = 1
-    for i in (2, 1, 0):
-        if t.shape[i] == 1:
-            strides[i] = strides[i + 1] * t.shape[i + 1]
-    if t.device.type == "cpu":
-        return host_tensor(t, dtype, tuple(strides))
-    return GlobalTensor(t.data_ptr(), dtype, tuple(t.shape), tuple(strides), t.device.index)
-
-
 def _config(target: str, dtype: str, causal: bool, heads: int, split: bool) -> MLAConfig:
     """The op's kernel for ``heads`` query heads: sm_90a packs ``tile_heads(heads)`` of them into a tile;
     the sm_100a pair kernel is built for the heads themselves (fp8: with bf16 rope columns)."""
@@ -214,7 +182,7 @@ def mla_attention_op(q_nope: torch.Tensor, q_rope: torch.Tensor, kv_latent: torc
         lse.fill_(-math.inf)
         return out, lse
     for name, t in tensors.items():
-        _check_layout(name, t)
+        check_tma_operand(_OP, name, t)
     lse_out = lse if return_lse else None
     v_factor = None
     if fp8:  # S in the latent's units: q_scale k_scale folded into the scale, the rope divided by it
@@ -260,8 +228,8 @@ def launch(config: MLAConfig, kernel: runtime.Kernel, q_nope, q_rope, kv_latent,
                           f"{config.describe()}")
     dtype = fa4_dtype(q_nope, f"{_OP}: q_nope", ATTENTION_DTYPES)
     rope = fa4_dtype(q_rope, f"{_OP}: q_rope")
-    args = {"q_nope": _as_map(q_nope, dtype), "q_rope": _as_map(q_rope, rope), "kv": _as_map(kv_latent, dtype),
-            "k_rope": _as_map(k_rope, rope), "seq_q": sq, "seq_k": sk, "num_heads": h,
+    args = {"q_nope": tma_operand(q_nope, dtype), "q_rope": tma_operand(q_rope, rope), "kv": tma_operand(kv_latent, dtype),
+            "k_rope": tma_operand(k_rope, rope), "seq_q": sq, "seq_k": sk, "num_heads": h,
             "scale_log2e": scale * math.log2(math.e)}
     if config.target == "sm_100a":  # the pair kernel reads V through a second map of the latent
         args["kv_v"] = args["kv"]
@@ -271,7 +239,7 @@ def launch(config: MLAConfig, kernel: runtime.Kernel, q_nope, q_rope, kv_latent,
         _launch_split(config, kernel, args, out, lse, splits, emulated)
         return
     grid = launch_geometry(config, b, sq, h, sk)
-    args.update(o=_as_map(out, fa4_dtype(out, f"{_OP}: out")), write_lse=int(lse is not None))
+    args.update(o=tma_operand(out, fa4_dtype(out, f"{_OP}: out")), write_lse=int(lse is not None))
     if emulated is not None:
         emulated.run(kernel, grid, {**args, "lse": None if lse is None else lse.detach().numpy()})
         return
@@ -311,7 +279,7 @@ def launch_prefill(config: MLAConfig, kernel: runtime.Kernel, q_nope, q_rope, k_
     sk = k_nope.shape[1]
     dtype = fa4_dtype(q_nope, f"{_OP}: q_nope")
     named = {"q_nope": q_nope, "q_rope": q_rope, "k_nope": k_nope, "k_rope": k_rope, "v": v, "o": out}
-    args = {**{n: _as_map(t, dtype) for n, t in named.items()}, "seq_q": sq, "seq_k": sk, "num_heads": h,
+    args = {**{n: tma_operand(t, dtype) for n, t in named.items()}, "seq_q": sq, "seq_k": sk, "num_heads": h,
             "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None)}
     grid = launch_geometry(config, b, sq, h, sk)
     if emulated is not None:

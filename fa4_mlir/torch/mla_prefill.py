@@ -27,8 +27,8 @@ from fa4_mlir import knobs, runtime
 from fa4_mlir.configs.mla import NOPE, ROPE, MLAConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.torch.emulated import emulator, placement
-from fa4_mlir.torch.mla import _check_layout, launch_prefill
-from fa4_mlir.torch.tensors import fa4_dtype
+from fa4_mlir.torch.mla import launch_prefill
+from fa4_mlir.torch.tensors import check_tma_operand, fa4_dtype
 
 _lib = torch.library.Library("fa4", "FRAGMENT")
 _lib.define("mla_prefill(Tensor q_nope, Tensor q_rope, Tensor k_nope, Tensor k_rope, Tensor v, bool causal=False, "
@@ -76,7 +76,7 @@ def mla_prefill_op(q_nope, q_rope, k_nope, k_rope, v, causal: bool = False, soft
         lse.fill_(-math.inf)
         return out, lse
     for name, t in tensors.items():
-        _check_layout(name, t)
+        check_tma_operand(_OP, name, t)
     lse_out = lse if return_lse else None
     if isinstance(where, emulator):
         config = MLAConfig(target=where.target, form="prefill", dtype=dtype, causal=bool(causal), group=h // hk)

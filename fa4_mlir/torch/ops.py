@@ -24,8 +24,8 @@ from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels import gemm
 from fa4_mlir.kernels.copy_pipeline import launch_geometry
-from fa4_mlir.torch.emulated import emulator, host_tensor, placement
-from fa4_mlir.torch.tensors import current_stream, fa4_dtype, global_tensor
+from fa4_mlir.torch.emulated import emulator, placement
+from fa4_mlir.torch.tensors import current_stream, fa4_dtype, global_tensor, host_tensor
 
 _lib = torch.library.Library("fa4", "DEF")
 _lib.define("copy_pipeline(Tensor x, float scale) -> Tensor")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from fa4_mlir.errors import LaunchError
@@ -33,3 +34,57 @@ def current_stream(device: int) -> int:
     """The raw handle of PyTorch's current stream on ``device`` (the cheap accessor, where present)."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+
+
+TMA_ALIGN = 16  # bytes: TMA's rule for a tensor's start and every outer stride
+
+
+def check_tma_operand(op: str, name: str, t: torch.Tensor) -> None:
+    """TMA's rules for tensor ``name`` of ``op``: a unit innermost stride, 16-byte outer strides and start."""
+    elem, last = t.element_size(), t.dim() - 1
+    if t.stride(last) != 1 and t.shape[last] > 1:
+        raise LaunchError(f"{op}: {name} must have a unit innermost stride, got strides {tuple(t.stride())}; "
+                          f"pass {name}.contiguous()")
+    for dim in range(last):
+        if t.shape[dim] > 1 and (t.stride(dim) * elem) % TMA_ALIGN:
+            raise LaunchError(f"{op}: {name} strides must be multiples of {TMA_ALIGN // elem} elements "
+                              f"({TMA_ALIGN} bytes), got strides {tuple(t.stride())}; pass {name}.contiguous()")
+    if t.data_ptr() % TMA_ALIGN:
+        raise LaunchError(f"{op}: {name} must start {TMA_ALIGN}-byte aligned, got 0x{t.data_ptr():x}; "
+                          f"pass {name}.contiguous()")
+
+
+def tma_operand(t: torch.Tensor, dtype: str) -> GlobalTensor:
+    """``t`` as a kernel's 4-D (B, S, H, D) tensor-map operand (a 3-D (B, S, D) tensor gets a head
+    dimension of 1). A size-1 dimension's stride is arbitrary in torch; it gets the contiguous one,
+    which TMA accepts. CPU tensors (the emulator's operands) are described over host memory."""
+    if t.dim() == 3:
+        t = t.unsqueeze(2)
+    strides = list(t.stride())
+    strides[3] = 1
+    for i in (2, 1, 0):
+        if t.shape[i] == 1:
+            strides[i] = strides[i + 1] * t.shape[i + 1]
+    if t.device.type == "cpu":
+        return host_tensor(t, dtype, tuple(strides))
+    return GlobalTensor(t.data_ptr(), dtype, tuple(t.shape), tuple(strides), t.device.index)
+
+
+def host_array(t: torch.Tensor) -> np.ndarray:
+    """A NumPy view of a CPU tensor's memory (its shape and strides); 16-bit floats as uint16 bits,
+    fp8 as uint8 bytes: the form the emulator's ``GlobalTensor.host`` takes."""
+    t = t.detach()
+    if t.dtype in (torch.bfloat16, torch.float16):
+        return t.view(torch.int16).numpy().view(np.uint16)
+    if t.dtype == torch.float8_e4m3fn:  # NumPy has no fp8: the bytes
+        return t.view(torch.uint8).numpy()
+    return t.numpy()
+
+
+def host_tensor(t: torch.Tensor, dtype: str, strides: tuple[int, ...] | None = None) -> GlobalTensor:
+    """``t`` as a host GlobalTensor, optionally described with other ``strides`` (in elements) over
+    the same memory, as the GPU path does for size-1 dimensions."""
+    array = host_array(t)
+    if strides is None:
+        return GlobalTensor.host(array, dtype)
+    return GlobalTensor(t.data_ptr(), dtype, tuple(t.shape), tuple(strides), None, array)

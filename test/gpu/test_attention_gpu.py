@@ -190,7 +190,7 @@ def test_errors_name_what_is_wrong(torch_gpu):
         ((q, wide[:, :, :2], wide[:, :, :2]), {}, r"head_dim=128"),
         ((q, k[:, :, :1].expand(1, 64, 3, 128), k[:, :, :1].expand(1, 64, 3, 128)), {}, "must divide q heads"),
         ((q[..., :96], k[..., :96], k[..., :96]), {}, "head_dim must be one of"),
-        ((q.transpose(1, 3).contiguous().transpose(1, 3), k, k), {}, "unit stride along head_dim"),
+        ((q.transpose(1, 3).contiguous().transpose(1, 3), k, k), {}, "unit innermost stride"),
         ((q, k, k), {"softmax_scale": -1.0}, "softmax_scale must be finite and > 0"),
     ]
     for args, kwargs, message in cases:

@@ -46,8 +46,4 @@ def declare(kernel, q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMa
             v_box: TensorMapSpec | None = None) -> None:
     """Declare the parameters on a ``fa4_mlir.dsl.Kernel`` (the same names, kinds, docs and boxes as
     ``params``): the kernel function's signature and the manifest's ABI come from this one list."""
-    for p in params(q_box, kv_box, o_box, scale_boxes, fp8, v_box):
-        if p.kind == "tensormap":
-            kernel.tensormap(p.name, p.tensor_map.dtype, p.tensor_map.box, p.tensor_map.swizzle, doc=p.doc)
-        else:
-            getattr(kernel, p.kind)(p.name, doc=p.doc)
+    kernel.declare_params(params(q_box, kv_box, o_box, scale_boxes, fp8, v_box))

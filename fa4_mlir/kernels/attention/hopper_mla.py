@@ -126,11 +126,7 @@ def build(config: MLAConfig) -> KernelSource:
 
     config.validate()
     k = dsl.Kernel(NAME, config.target, NUM_WARPS)
-    for p in params(config):
-        if p.kind == "tensormap":
-            k.tensormap(p.name, p.tensor_map.dtype, p.tensor_map.box, p.tensor_map.swizzle, doc=p.doc)
-        else:
-            getattr(k, p.kind)(p.name, doc=p.doc)
+    k.declare_params(params(config))
     absorbed = config.form == "absorbed"
     with k.body() as arg:
         g = _prologue(dsl, k, config, arg)

@@ -60,11 +60,7 @@ def build(config: MLAConfig) -> KernelSource:
     config.validate()
     a = config.attention
     k = dsl.Kernel(NAME, "sm_100a", NUM_WARPS)
-    for p in params(config):
-        if p.kind == "tensormap":
-            k.tensormap(p.name, p.tensor_map.dtype, p.tensor_map.box, p.tensor_map.swizzle, doc=p.doc)
-        else:
-            getattr(k, p.kind)(p.name, doc=p.doc)
+    k.declare_params(params(config))
     d = Dims(a)
     with k.body() as arg:
         prod, soft = Producers(d, k), Softmax(d, k)

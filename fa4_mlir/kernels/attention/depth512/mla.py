@@ -109,11 +109,7 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, rope_boxes: tuple[Tensor
 
 def declare(kernel, *boxes, **kw) -> None:
     """Declare ``params(*boxes, **kw)`` on a ``fa4_mlir.dsl.Kernel`` (signature and manifest ABI from one list)."""
-    for p in params(*boxes, **kw):
-        if p.kind == "tensormap":
-            kernel.tensormap(p.name, p.tensor_map.dtype, p.tensor_map.box, p.tensor_map.swizzle, doc=p.doc)
-        else:
-            getattr(kernel, p.kind)(p.name, doc=p.doc)
+    kernel.declare_params(params(*boxes, **kw))
 
 
 def boxes(spec: Spec) -> tuple[TensorMapSpec, TensorMapSpec]:
