@@ -126,8 +126,11 @@ def test_the_cases_cover_the_axes():
         assert {(c[1], c[7]) for c in CASES if c[0] == d} == {(1, False), (1, True), (2, False), (2, True)}
 
 
-@pytest.mark.parametrize("index, case", list(enumerate(CASES + (EXTRA if FULL else []))),
-                         ids=[_id(c) for c in CASES + (EXTRA if FULL else [])])
+# CI runs every other case (a covering subset of the axes); FA4_EMU_FULL_MATRIX=1 runs all, and EXTRA
+SELECTED = [(i, c) for i, c in enumerate(CASES + (EXTRA if FULL else [])) if FULL or i % 2 == 0]
+
+
+@pytest.mark.parametrize("index, case", SELECTED, ids=[_id(c) for _, c in SELECTED])
 def test_fp8_attention_in_the_emulator(index, case):
     for seed in SEEDS if FULL else (SEEDS[index % len(SEEDS)],):
         checks = run_case(case, seed)

@@ -96,8 +96,11 @@ def test_the_cases_cover_the_issues_shapes():
     assert {1, 100, 257} <= {c[4] for c in CASES} and {c[1] for c in CASES} == {False, True}
 
 
-@pytest.mark.parametrize("index, case", list(enumerate(ACTIVE)),
-                         ids=[f"h{h}-{'causal' if c else 'full'}-{b}x{sq}x{sk}" for h, c, b, sq, sk in ACTIVE])
+SELECTED = [(i, c) for i, c in enumerate(ACTIVE) if FULL or i % 2 == 0]  # CI: every other case
+
+
+@pytest.mark.parametrize("index, case", SELECTED,
+                         ids=[f"h{h}-{'causal' if c else 'full'}-{b}x{sq}x{sk}" for _, (h, c, b, sq, sk) in SELECTED])
 def test_mla_in_the_emulator(index, case):
     for seed in SEEDS if FULL else (SEEDS[index % len(SEEDS)],):
         cmp, lse_err, lse_limit = run_case(*case, seed)
