@@ -160,6 +160,14 @@ def round_e4m3(x: np.ndarray) -> np.ndarray:
     return np.copysign(rounded, x)
 
 
+def e4m3_bits(x: np.ndarray) -> np.ndarray:
+    """float64 ``x`` -> e4m3 bytes, rounded as ``round_e4m3`` (to nearest even, saturated to +-448)."""
+    rounded = round_e4m3(x)
+    magnitudes = e4m3_values(np.arange(0x7F))  # the codes 0..126 (0x7F is NaN), increasing
+    code = np.searchsorted(magnitudes, np.abs(rounded)).astype(np.uint8)
+    return np.where(np.signbit(rounded), code | 0x80, code).astype(np.uint8)
+
+
 def dequantize(x_bits: np.ndarray, scale) -> np.ndarray:
     """e4m3 bytes (B, S, H, D) times their scale: a float, or per token (B, H, S)."""
     values = e4m3_values(x_bits)

@@ -18,8 +18,9 @@ On sm_100a the absorbed form is the depth-512 pair-CTA kernel with a rope chunk 
 The prefill form on sm_100a is the FA4 attention kernel's MLA form (``fa4``: the reference
 ``FA4Config(qk_depth=192, ov_depth=128, is_mla=True, rope_dtype=dtype)``, 256 positions of one head a
 CTA, GQA by ``group``; ``attention`` is the kernel's ``AttentionConfig``).
-It also takes an fp8 e4m3 latent (``dtype="fp8_e4m3"``: q_nope and kv_latent) with 16-bit rope
-columns (``rope_dtype`` bf16 or fp16) and a bf16 output; sm_90a is bf16/fp16 only.
+On sm_100a both forms also take fp8 e4m3 (``dtype="fp8_e4m3"``: q_nope and kv_latent, or q_nope, k_nope
+and v) with 16-bit rope columns (``rope_dtype`` bf16 or fp16) and a bf16 output; sm_90a is bf16/fp16
+only.
 
 No MLIR import.
 """
@@ -93,7 +94,6 @@ class MLAConfig(Checked):
         pair_rules = (
             rope,
             ("form", lambda: self.form in FORMS, f"one of {', '.join(FORMS)}"),
-            ("dtype", lambda: absorbed or half, "bf16 or fp16 for the prefill form (fp8 is the absorbed form's)"),
             ("causal", lambda: isinstance(self.causal, bool), "True or False"),
             ("tile_heads", lambda: _count(self.tile_heads) and self.tile_heads <= PAIR_HEADS,
              f"in [0, {PAIR_HEADS}] on sm_100a: the query heads H, which the pair kernel packs into its rows "
@@ -109,7 +109,7 @@ class MLAConfig(Checked):
              "K/V head)"),
         )
         rules = pair_rules if pair else (
-            ("dtype", lambda: half, "bf16 or fp16 on sm_90a (the fp8_e4m3 latent is the sm_100a pair kernel's)"),
+            ("dtype", lambda: half, "bf16 or fp16 on sm_90a (fp8_e4m3 runs on sm_100a)"),
             rope,
             ("form", lambda: self.form in FORMS, f"one of {', '.join(FORMS)}"),
             ("causal", lambda: isinstance(self.causal, bool), "True or False"),
@@ -193,7 +193,7 @@ class MLAConfig(Checked):
         if self.target != "sm_100a":
             raise ConfigError(f"MLAConfig.depth512 is the sm_100a pair kernel's layout; target must be sm_100a, "
                               f"got '{self.target}'")
-        rope = None if self.dtype in ("bf16", "fp16") else self.rope_dtype  # half: the latent's (as before)
+        rope = None if self.dtype in ("bf16", "fp16") else self.rope  # half: the latent's (as before)
         return Depth512Config(dtype=self.dtype, qk_depth=LATENT, rope_depth=ROPE, group=self.heads_per_tile,
                               rope_dtype=rope)
 
@@ -203,18 +203,21 @@ class MLAConfig(Checked):
         128 nope + 64 rope, v 128, ``is_mla``: one Q@K' sub-stage, rope regions; two Q tiles)."""
         from fa4_mlir.configs.fa4 import FA4Config
 
-        if self.target != "sm_100a" or self.form != "prefill":
-            raise ConfigError(f"MLAConfig.fa4 is the sm_100a prefill layout; target and form must be sm_100a and "
-                              f"prefill, got '{self.target}' and '{self.form}'")
-        return FA4Config(dtype=self.dtype, qk_depth=NOPE + ROPE, ov_depth=NOPE, is_mla=True, rope_dtype=self.dtype,
-                         group=self.group)
+        return self.attention.fa4
+
+    @property
+    def rope(self) -> str:
+        """The rope columns' dtype: the latent's, or ``rope_dtype`` with an fp8 latent."""
+        return self.dtype if self.dtype in ("bf16", "fp16") else self.rope_dtype
 
     @property
     def attention(self):
         """sm_100a prefill: the FA4 attention kernel's config (``MLAPrefillAttention``: head dim 128 with
         ``fa4`` = this config's)."""
-        self.fa4  # raises off the sm_100a prefill form
-        return MLAPrefillAttention(dtype=self.dtype, causal=self.causal, group=self.group)
+        if self.target != "sm_100a" or self.form != "prefill":
+            raise ConfigError(f"MLAConfig.fa4 is the sm_100a prefill layout; target and form must be sm_100a and "
+                              f"prefill, got '{self.target}' and '{self.form}'")
+        return MLAPrefillAttention(dtype=self.dtype, causal=self.causal, group=self.group, rope_dtype=self.rope)
 
     def supported(self) -> Support:
         if self.target == "sm_100a":
@@ -224,11 +227,11 @@ class MLAConfig(Checked):
         return Support(True)
 
     def describe(self) -> str:
+        rope = f" ({self.rope_dtype} rope)" if self.dtype == "fp8_e4m3" else ""
         if self.target == "sm_100a" and self.form == "prefill":
-            return (f"MLAConfig sm_100a {self.dtype} prefill FA4 kernel" + (f" group {self.group}" if self.group > 1
-                    else "") + (" causal" if self.causal else ""))
+            return (f"MLAConfig sm_100a {self.dtype}{rope} prefill FA4 kernel" + (f" group {self.group}"
+                    if self.group > 1 else "") + (" causal" if self.causal else ""))
         if self.target == "sm_100a":
-            rope = f" ({self.rope_dtype} rope)" if self.dtype == "fp8_e4m3" else ""
             return (f"MLAConfig sm_100a {self.dtype}{rope} absorbed pair kernel, {self.heads_per_tile} heads"
                     + (" causal" if self.causal else ""))
         return (f"MLAConfig {self.target} {self.dtype} {self.form} heads/tile {self.heads_per_tile} BN {self.bn} "
@@ -245,11 +248,14 @@ def _count(x) -> bool:
 class MLAPrefillAttention(AttentionConfig):
     """The sm_100a FA4 attention kernel's config for the MLA prefill form: an ``AttentionConfig`` of head
     dim 128 (V and O) whose ``fa4`` is the MLA FA4Config (Q and K 192 deep: the nope part, then the rope
-    block from its own maps and regions). Not fused GQA (``FA4Config.fuse_gqa`` is off for MLA)."""
+    block from its own maps and regions, in ``rope_dtype``: the 16-bit rope of an fp8 kernel; "" = dtype).
+    Not fused GQA (``FA4Config.fuse_gqa`` is off for MLA)."""
+
+    rope_dtype: str = ""
 
     @property
     def fa4(self):
         from fa4_mlir.configs.fa4 import FA4Config
 
-        return FA4Config(dtype=self.dtype, qk_depth=NOPE + ROPE, ov_depth=NOPE, is_mla=True, rope_dtype=self.dtype,
-                         num_q=self.num_q, group=self.group)
+        return FA4Config(dtype=self.dtype, qk_depth=NOPE + ROPE, ov_depth=NOPE, is_mla=True,
+                         rope_dtype=self.rope_dtype or self.dtype, num_q=self.num_q, group=self.group)

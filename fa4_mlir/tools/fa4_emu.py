@@ -254,19 +254,24 @@ def launch_mla_attention(kernel, config, q_nope: np.ndarray, q_rope: np.ndarray,
 
 def launch_mla_prefill(kernel, config, q_nope: np.ndarray, q_rope: np.ndarray, k_nope: np.ndarray,
                        k_rope: np.ndarray, v: np.ndarray, o: np.ndarray, lse: np.ndarray | None, scale: float, *,
-                       seed: int = 0):
+                       seed: int = 0, v_scale: float | None = None):
     """The prefill-form MLA on bit arrays: q_nope (B, Sq, H, 128), q_rope (B, Sq, H, 64), k_nope and v
-    (B, Sk, H / group, 128), k_rope (B, Sk, H / group, 64), o (B, Sq, H, 128), ``lse`` as above."""
+    (B, Sk, H / group, 128), k_rope (B, Sk, H / group, 64), o (B, Sq, H, 128), ``lse`` as above. fp8
+    configs: q_nope, k_nope, v e4m3 bytes, the rope in ``config.rope``, o bf16, and ``v_scale``."""
     from fa4_mlir.kernels.attention.mla import launch_geometry  # by target and form
     from fa4_mlir.runtime import GlobalTensor
 
     b, sq, h, _ = q_nope.shape
-    e = config.dtype
-    maps = {n: GlobalTensor.host(t, e) for n, t in (("q_nope", q_nope), ("q_rope", q_rope), ("k_nope", k_nope),
-                                                      ("k_rope", k_rope), ("v", v), ("o", o))}
+    e, rope = config.dtype, config.rope
+    out = "bf16" if e == "fp8_e4m3" else e
+    maps = {n: GlobalTensor.host(t, kind) for n, t, kind in (
+        ("q_nope", q_nope, e), ("q_rope", q_rope, rope), ("k_nope", k_nope, e), ("k_rope", k_rope, rope), ("v", v, e),
+        ("o", o, out))}
+    scales = {} if v_scale is None else {"v_scale": float(v_scale)}
     return kernel.launch(launch_geometry(config, b, sq, h, k_nope.shape[1]),
                          {**maps, "lse": lse, "seq_q": sq, "seq_k": k_nope.shape[1], "num_heads": h,
-                          "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None)}, seed=seed)
+                          "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None), **scales},
+                         seed=seed)
 
 
 # -- the run ---------------------------------------------------------------------------------------------------

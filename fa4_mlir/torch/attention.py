@@ -32,8 +32,8 @@ from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import launch_geometry
 from fa4_mlir.runtime.tensormap import GlobalTensor
 from fa4_mlir.torch.emulated import emulator, placement
-from fa4_mlir.torch.tensors import (ATTENTION_DTYPES, check_tma_operand, current_stream, fa4_dtype, host_tensor,
-                                     tma_operand)
+from fa4_mlir.torch.tensors import (ATTENTION_DTYPES, attention_outputs, check_tma_operand, checked_scale,
+                                    current_stream, fa4_dtype, host_tensor, tma_operand)
 from fa4_mlir.torch.v_transpose import v_transposed
 
 _lib = torch.library.Library("fa4", "FRAGMENT")
@@ -135,17 +135,10 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
         target = runtime.device_target(where)
         _check_head_dim(target, d, "this GPU", dtype)
     v_factor, q_tokens, k_tokens = _scales(dtype, q_scale, k_scale, v_scale, ((b, h, sq), (b, hk, sk)))
-    scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
-    if not math.isfinite(scale) or scale <= 0:
-        raise LaunchError(f"flash_attention: softmax_scale must be finite and > 0, got {softmax_scale}")
+    scale = checked_scale("flash_attention", softmax_scale, d)
     out_dtype = torch.bfloat16 if dtype == "fp8_e4m3" else q.dtype
-    out = torch.empty((b, sq, h, d), dtype=out_dtype, device=q.device)
-    lse = torch.empty((b, h, sq) if return_lse else (0,), dtype=torch.float32, device=q.device)
-    if b == 0 or sq == 0 or h == 0:
-        return out, lse
-    if sk == 0:  # no keys: the softmax of an empty row; flash-attn returns zeros and -inf
-        out.zero_()
-        lse.fill_(-math.inf)
+    out, lse, done = attention_outputs((b, sq, h, d), out_dtype, (b, h, sq), return_lse, q.device, sk)
+    if done:
         return out, lse
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tma_operand("flash_attention", name, t)

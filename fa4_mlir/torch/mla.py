@@ -44,7 +44,8 @@ from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention.hopper_mla import split_geometry
 from fa4_mlir.kernels.attention.mla import launch_geometry
 from fa4_mlir.torch.emulated import emulator, placement
-from fa4_mlir.torch.tensors import ATTENTION_DTYPES, check_tma_operand, current_stream, fa4_dtype, tma_operand
+from fa4_mlir.torch.tensors import (ATTENTION_DTYPES, attention_outputs, check_tma_operand, checked_scale,
+                                   current_stream, fa4_dtype, tma_operand)
 
 _lib = torch.library.Library("fa4", "FRAGMENT")
 _lib.define("mla_attention(Tensor q_nope, Tensor q_rope, Tensor kv_latent, Tensor k_rope, bool causal=False, "
@@ -100,37 +101,52 @@ def _shapes(q_nope, q_rope, kv, k_rope) -> tuple[int, int, int, int]:
     if q_nope.dtype == torch.float8_e4m3fn:  # the fp8 latent with 16-bit rope columns
         if kv.dtype != q_nope.dtype:
             raise LaunchError(f"{_OP}: kv_latent dtype must be torch.float8_e4m3fn with an fp8 q_nope, got {kv.dtype}")
-        for name, t in (("q_rope", q_rope), ("k_rope", k_rope)):
-            if t.dtype != torch.bfloat16:
-                raise LaunchError(f"{_OP}: {name} dtype must be torch.bfloat16 with an fp8 latent (rescaled by "
-                                  f"1 / (q_scale k_scale), which could overflow fp16), got {t.dtype}")
+        check_fp8_rope(_OP, {"q_rope": q_rope, "k_rope": k_rope})
     elif not (q_nope.dtype == q_rope.dtype == kv.dtype == k_rope.dtype):
         raise LaunchError(f"{_OP}: q_nope, q_rope, kv_latent and k_rope must have one dtype, got {q_nope.dtype}, "
                           f"{q_rope.dtype}, {kv.dtype}, {k_rope.dtype}")
     return b, sq, sk, h
 
 
-def _scales(dtype: str, q_scale, k_scale, v_scale) -> tuple[float, float, float]:
+def check_scales(dtype: str, q_scale, k_scale, v_scale, op: str = _OP) -> tuple[float, float, float]:
     """(q_scale, k_scale, v_scale) as floats (None: 1): given only with fp8 inputs, finite and > 0."""
     named = (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale))
     if dtype != "fp8_e4m3":
         for name, x in named:
             if x is not None:
-                raise LaunchError(f"{_OP}: {name} must be None for {dtype} inputs (scales dequantize fp8 inputs), "
+                raise LaunchError(f"{op}: {name} must be None for {dtype} inputs (scales dequantize fp8 inputs), "
                                   f"got {x!r}")
     out = []
     for name, x in named:
         value = 1.0 if x is None else float(x)
         if not math.isfinite(value) or value <= 0:
-            raise LaunchError(f"{_OP}: {name} must be finite and > 0, got {x}")
+            raise LaunchError(f"{op}: {name} must be finite and > 0, got {x}")
         out.append(value)
     return out[0], out[1], out[2]
 
 
-def _check_dtype_target(dtype: str, target: str) -> None:
+def check_dtype_target(dtype: str, target: str, op: str = _OP) -> None:
     if dtype == "fp8_e4m3" and target != "sm_100a":
-        raise LaunchError(f"{_OP}: q_nope dtype must be torch.bfloat16 or torch.float16 on {target} (the fp8 latent "
+        raise LaunchError(f"{op}: q_nope dtype must be torch.bfloat16 or torch.float16 on {target} (fp8 "
                           f"runs on sm_100a), got torch.float8_e4m3fn")
+
+
+def check_fp8_rope(op: str, ropes: dict) -> None:
+    """With fp8 inputs the rope tensors must be bf16 (the op rescales q_rope by 1 / (q_scale k_scale))."""
+    for name, t in ropes.items():
+        if t.dtype != torch.bfloat16:
+            raise LaunchError(f"{op}: {name} dtype must be torch.bfloat16 with fp8 inputs (rescaled by "
+                              f"1 / (q_scale k_scale), which could overflow fp16), got {t.dtype}")
+
+
+def fold_scales(scale: float, q_rope: torch.Tensor, q_scale: float, k_scale: float) \
+        -> tuple[float, torch.Tensor]:
+    """fp8: one S accumulator takes both parts, so S is in the e4m3 parts' units: q_scale k_scale goes into
+    the softmax scale and q_rope is divided by it (rounded to bf16: one more rounding of the rope)."""
+    factor = q_scale * k_scale
+    if factor != 1.0:
+        q_rope = (q_rope.float() / factor).to(torch.bfloat16)
+    return scale * factor, q_rope
 
 
 def _config(target: str, dtype: str, causal: bool, heads: int, split: bool) -> MLAConfig:
@@ -167,29 +183,20 @@ def mla_attention_op(q_nope: torch.Tensor, q_rope: torch.Tensor, kv_latent: torc
     dtype = fa4_dtype(q_nope, f"{_OP}: q_nope", ATTENTION_DTYPES)
     b, sq, sk, h = _shapes(q_nope, q_rope, kv_latent, k_rope)
     target = where.target if isinstance(where, emulator) else runtime.device_target(where)
-    _check_dtype_target(dtype, target)
-    qs, ks, vs = _scales(dtype, q_scale, k_scale, v_scale)
-    scale = 1.0 / math.sqrt(LATENT + ROPE) if softmax_scale is None else float(softmax_scale)
-    if not math.isfinite(scale) or scale <= 0:
-        raise LaunchError(f"{_OP}: softmax_scale must be finite and > 0, got {softmax_scale}")
+    check_dtype_target(dtype, target)
+    qs, ks, vs = check_scales(dtype, q_scale, k_scale, v_scale)
+    scale = checked_scale(_OP, softmax_scale, LATENT + ROPE)
     fp8 = dtype == "fp8_e4m3"
-    out = torch.empty((b, sq, h, LATENT), dtype=torch.bfloat16 if fp8 else q_nope.dtype, device=q_nope.device)
-    lse = torch.empty((b, h, sq) if return_lse else (0,), dtype=torch.float32, device=q_nope.device)
-    if b == 0 or sq == 0 or h == 0:
-        return out, lse
-    if sk == 0:  # no keys: the softmax of an empty row, as flash_attention returns it
-        out.zero_()
-        lse.fill_(-math.inf)
+    out, lse, done = attention_outputs((b, sq, h, LATENT), torch.bfloat16 if fp8 else q_nope.dtype, (b, h, sq),
+                                       return_lse, q_nope.device, sk)
+    if done:
         return out, lse
     for name, t in tensors.items():
         check_tma_operand(_OP, name, t)
     lse_out = lse if return_lse else None
     v_factor = None
     if fp8:  # S in the latent's units: q_scale k_scale folded into the scale, the rope divided by it
-        factor = qs * ks
-        scale *= factor
-        if factor != 1.0:
-            q_rope = (q_rope.float() / factor).to(torch.bfloat16)
+        scale, q_rope = fold_scales(scale, q_rope, qs, ks)
         v_factor = vs
     if isinstance(where, emulator):
         splits = split_count(b, sq, sk, h, bool(causal), EMULATOR_SMS) if target == "sm_90a" else 1
@@ -271,16 +278,23 @@ def _launch_split(config: MLAConfig, kernel, args: dict, out, lse, splits: int, 
 
 
 def launch_prefill(config: MLAConfig, kernel: runtime.Kernel, q_nope, q_rope, k_nope, k_rope, v, out, lse,
-                   scale: float, emulated: emulator | None = None) -> None:
+                   scale: float, emulated: emulator | None = None, v_scale: float | None = None) -> None:
     """The prefill form's kernel (``config.form == "prefill"``, either target) on (B, S, H, D) tensors:
     q_nope (.., 128), q_rope (.., 64), k_nope and v (B, Sk, H / group, 128), k_rope (B, Sk, H / group, 64),
-    into ``out`` (B, Sq, H, 128) and ``lse`` (B, H, Sq) unless None; benchmarks and tests use it."""
+    into ``out`` (B, Sq, H, 128) and ``lse`` (B, H, Sq) unless None; benchmarks and tests use it. fp8
+    kernels take ``v_scale`` and tensors in the kernel's units (as ``launch``)."""
     b, sq, h, _ = q_nope.shape
     sk = k_nope.shape[1]
-    dtype = fa4_dtype(q_nope, f"{_OP}: q_nope")
+    fp8 = config.dtype == "fp8_e4m3"
+    if fp8 != (v_scale is not None):
+        raise LaunchError(f"mla_prefill: v_scale must be given exactly for fp8 kernels, got {v_scale!r} for "
+                          f"{config.describe()}")
     named = {"q_nope": q_nope, "q_rope": q_rope, "k_nope": k_nope, "k_rope": k_rope, "v": v, "o": out}
-    args = {**{n: tma_operand(t, dtype) for n, t in named.items()}, "seq_q": sq, "seq_k": sk, "num_heads": h,
-            "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None)}
+    args = {**{n: tma_operand(t, fa4_dtype(t, f"mla_prefill: {n}", ATTENTION_DTYPES)) for n, t in named.items()},
+            "seq_q": sq, "seq_k": sk, "num_heads": h, "scale_log2e": scale * math.log2(math.e),
+            "write_lse": int(lse is not None)}
+    if fp8:
+        args["v_scale"] = float(v_scale)
     grid = launch_geometry(config, b, sq, h, sk)
     if emulated is not None:
         emulated.run(kernel, grid, {**args, "lse": None if lse is None else lse.detach().numpy()})
@@ -293,7 +307,7 @@ def _mla_attention_fake(q_nope, q_rope, kv_latent, k_rope, causal=False, softmax
                         q_scale=None, k_scale=None, v_scale=None):
     dtype = fa4_dtype(q_nope, f"{_OP}: q_nope", ATTENTION_DTYPES)
     b, sq, _, h = _shapes(q_nope, q_rope, kv_latent, k_rope)
-    _scales(dtype, q_scale, k_scale, v_scale)
+    check_scales(dtype, q_scale, k_scale, v_scale)
     out_dtype = torch.bfloat16 if dtype == "fp8_e4m3" else q_nope.dtype
     return (q_nope.new_empty((b, sq, h, LATENT), dtype=out_dtype),
             q_nope.new_empty((b, h, sq) if return_lse else (0,), dtype=torch.float32))

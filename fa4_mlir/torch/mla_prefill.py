@@ -1,7 +1,7 @@
 """``torch.ops.fa4.mla_prefill``: multi-head latent attention (DeepSeek-V3), the prefill form.
 
-``mla_prefill(q_nope, q_rope, k_nope, k_rope, v, causal=False, softmax_scale=None, return_lse=False)``
-computes, per batch and query head h (K/V head h / group),
+``mla_prefill(q_nope, q_rope, k_nope, k_rope, v, causal=False, softmax_scale=None, return_lse=False,
+q_scale=None, k_scale=None, v_scale=None)`` computes, per batch and query head h (K/V head h / group),
 
     out = softmax(softmax_scale * (q_nope k_nope' + q_rope k_rope')) v
 
@@ -15,11 +15,14 @@ bf16 or fp16 on an sm_90 or sm_100 GPU (or CPU tensors in the PTX emulator): on 
 kernel's MLA form (``kernels.attention.mla_prefill``), on sm_90 the sm_90a prefill kernel
 (``hopper_mla``); one launch (``fa4_mlir.torch.mla.launch_prefill``) serves both. Each tensor needs a
 unit innermost stride and 16-byte outer strides. A new contiguous output; no autograd.
+
+fp8 (sm_100 only): q_nope, k_nope and v ``torch.float8_e4m3fn`` with tensor-wise float scales ``q_scale``
+(q_nope's), ``k_scale`` (k_nope's) and ``v_scale`` (None: 1), q_rope and k_rope bf16 (unscaled), computes
+``softmax(scale * (q_scale k_scale q_nope k_nope' + q_rope k_rope')) (v_scale v)`` into bf16; as in
+``mla_attention``, the op folds q_scale k_scale into the softmax scale and divides q_rope by it.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 
@@ -27,12 +30,13 @@ from fa4_mlir import knobs, runtime
 from fa4_mlir.configs.mla import NOPE, ROPE, MLAConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.torch.emulated import emulator, placement
-from fa4_mlir.torch.mla import launch_prefill
-from fa4_mlir.torch.tensors import check_tma_operand, fa4_dtype
+from fa4_mlir.torch.mla import check_dtype_target, check_fp8_rope, check_scales, fold_scales, launch_prefill
+from fa4_mlir.torch.tensors import ATTENTION_DTYPES, attention_outputs, check_tma_operand, checked_scale, fa4_dtype
 
 _lib = torch.library.Library("fa4", "FRAGMENT")
 _lib.define("mla_prefill(Tensor q_nope, Tensor q_rope, Tensor k_nope, Tensor k_rope, Tensor v, bool causal=False, "
-            "float? softmax_scale=None, bool return_lse=False) -> (Tensor, Tensor)")
+            "float? softmax_scale=None, bool return_lse=False, float? q_scale=None, float? k_scale=None, "
+            "float? v_scale=None) -> (Tensor, Tensor)")
 _OP = "mla_prefill"
 _kernels: dict[tuple, tuple[MLAConfig, runtime.Kernel]] = {}
 
@@ -52,51 +56,63 @@ def _shapes(q_nope, q_rope, k_nope, k_rope, v) -> tuple[int, int, int, int, int]
             raise LaunchError(f"{_OP}: {name} must have shape {expected[name]}, got {tuple(t.shape)}")
     if hk == 0 or h % hk:
         raise LaunchError(f"{_OP}: the query heads must be a multiple of the K/V heads, got {h} and {hk}")
-    if len({t.dtype for t in named.values()}) != 1:
+    if q_nope.dtype == torch.float8_e4m3fn:  # e4m3 q_nope, k_nope, v with a bf16 rope
+        for name in ("k_nope", "v"):
+            if named[name].dtype != q_nope.dtype:
+                raise LaunchError(f"{_OP}: {name} dtype must be torch.float8_e4m3fn with an fp8 q_nope, got "
+                                  f"{named[name].dtype}")
+        check_fp8_rope(_OP, {"q_rope": q_rope, "k_rope": k_rope})
+    elif len({t.dtype for t in named.values()}) != 1:
         raise LaunchError(f"{_OP}: q_nope, q_rope, k_nope, k_rope and v must have one dtype, got "
                           f"{', '.join(str(t.dtype) for t in named.values())}")
     return b, sq, sk, h, hk
 
 
 def mla_prefill_op(q_nope, q_rope, k_nope, k_rope, v, causal: bool = False, softmax_scale: float | None = None,
-                   return_lse: bool = False):
+                   return_lse: bool = False, q_scale: float | None = None, k_scale: float | None = None,
+                   v_scale: float | None = None):
     tensors = {"q_nope": q_nope, "q_rope": q_rope, "k_nope": k_nope, "k_rope": k_rope, "v": v}
     where = placement(_OP, tensors)
-    dtype = fa4_dtype(q_nope, f"{_OP}: q_nope")
+    dtype = fa4_dtype(q_nope, f"{_OP}: q_nope", ATTENTION_DTYPES)
     b, sq, sk, h, hk = _shapes(q_nope, q_rope, k_nope, k_rope, v)
-    scale = 1.0 / math.sqrt(NOPE + ROPE) if softmax_scale is None else float(softmax_scale)
-    if not math.isfinite(scale) or scale <= 0:
-        raise LaunchError(f"{_OP}: softmax_scale must be finite and > 0, got {softmax_scale}")
-    out = torch.empty((b, sq, h, NOPE), dtype=q_nope.dtype, device=q_nope.device)
-    lse = torch.empty((b, h, sq) if return_lse else (0,), dtype=torch.float32, device=q_nope.device)
-    if b == 0 or sq == 0 or h == 0:
-        return out, lse
-    if sk == 0:  # no keys: the softmax of an empty row, as flash_attention returns it
-        out.zero_()
-        lse.fill_(-math.inf)
+    check_dtype_target(dtype, where.target if isinstance(where, emulator) else runtime.device_target(where), _OP)
+    qs, ks, vs = check_scales(dtype, q_scale, k_scale, v_scale, _OP)
+    scale = checked_scale(_OP, softmax_scale, NOPE + ROPE)
+    fp8 = dtype == "fp8_e4m3"
+    out, lse, done = attention_outputs((b, sq, h, NOPE), torch.bfloat16 if fp8 else q_nope.dtype, (b, h, sq),
+                                       return_lse, q_nope.device, sk)
+    if done:
         return out, lse
     for name, t in tensors.items():
         check_tma_operand(_OP, name, t)
     lse_out = lse if return_lse else None
+    v_factor = None
+    if fp8:  # S in the e4m3 parts' units: q_scale k_scale folded into the scale, the rope divided by it
+        scale, q_rope = fold_scales(scale, q_rope, qs, ks)
+        v_factor = vs
+    rope = "bf16" if fp8 else ""
     if isinstance(where, emulator):
-        config = MLAConfig(target=where.target, form="prefill", dtype=dtype, causal=bool(causal), group=h // hk)
+        config = MLAConfig(target=where.target, form="prefill", dtype=dtype, causal=bool(causal), group=h // hk,
+                           rope_dtype=rope)
         launch_prefill(config, where.load("mla-attention", config), q_nope, q_rope, k_nope, k_rope, v, out, lse_out,
-                       scale, emulated=where)
+                       scale, emulated=where, v_scale=v_factor)
         return out, lse
     key = (where, dtype, bool(causal), h // hk, knobs.debug_timeout_ms())
     if key not in _kernels:
         config = MLAConfig(target=runtime.device_target(where), form="prefill", dtype=dtype, causal=bool(causal),
-                           group=h // hk)
+                           group=h // hk, rope_dtype=rope)
         _kernels[key] = config, runtime.load("mla-attention", config, device=where, debug=key[-1] or False)
     config, kernel = _kernels[key]
-    launch_prefill(config, kernel, q_nope, q_rope, k_nope, k_rope, v, out, lse_out, scale)
+    launch_prefill(config, kernel, q_nope, q_rope, k_nope, k_rope, v, out, lse_out, scale, v_scale=v_factor)
     return out, lse
 
 
-def _mla_prefill_fake(q_nope, q_rope, k_nope, k_rope, v, causal=False, softmax_scale=None, return_lse=False):
-    fa4_dtype(q_nope, f"{_OP}: q_nope")
+def _mla_prefill_fake(q_nope, q_rope, k_nope, k_rope, v, causal=False, softmax_scale=None, return_lse=False,
+                      q_scale=None, k_scale=None, v_scale=None):
+    dtype = fa4_dtype(q_nope, f"{_OP}: q_nope", ATTENTION_DTYPES)
     b, sq, _, h, _ = _shapes(q_nope, q_rope, k_nope, k_rope, v)
-    return (q_nope.new_empty((b, sq, h, NOPE)),
+    check_scales(dtype, q_scale, k_scale, v_scale, _OP)
+    return (q_nope.new_empty((b, sq, h, NOPE), dtype=torch.bfloat16 if dtype == "fp8_e4m3" else q_nope.dtype),
             q_nope.new_empty((b, h, sq) if return_lse else (0,), dtype=torch.float32))
 
 
@@ -105,7 +121,10 @@ torch.library.register_fake("fa4::mla_prefill", _mla_prefill_fake, lib=_lib)
 
 
 def mla_prefill(q_nope: torch.Tensor, q_rope: torch.Tensor, k_nope: torch.Tensor, k_rope: torch.Tensor,
-                v: torch.Tensor, causal: bool = False, softmax_scale: float | None = None, return_lse: bool = False):
-    """The prefill-form MLA forward (see the module docstring); ``(out, lse)`` with ``return_lse``."""
-    out, lse = torch.ops.fa4.mla_prefill(q_nope, q_rope, k_nope, k_rope, v, causal, softmax_scale, return_lse)
+                v: torch.Tensor, causal: bool = False, softmax_scale: float | None = None, return_lse: bool = False,
+                q_scale: float | None = None, k_scale: float | None = None, v_scale: float | None = None):
+    """The prefill-form MLA forward (see the module docstring); ``(out, lse)`` with ``return_lse``. fp8
+    inputs (sm_100) take tensor-wise float ``q_scale``, ``k_scale``, ``v_scale``."""
+    out, lse = torch.ops.fa4.mla_prefill(q_nope, q_rope, k_nope, k_rope, v, causal, softmax_scale, return_lse,
+                                         q_scale, k_scale, v_scale)
     return (out, lse) if return_lse else out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -34,6 +36,30 @@ def current_stream(device: int) -> int:
     """The raw handle of PyTorch's current stream on ``device`` (the cheap accessor, where present)."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+
+
+def checked_scale(op: str, softmax_scale: float | None, depth: int) -> float:
+    """The softmax scale: ``softmax_scale``, or 1 / sqrt(depth) when None; finite and > 0."""
+    scale = 1.0 / math.sqrt(depth) if softmax_scale is None else float(softmax_scale)
+    if not math.isfinite(scale) or scale <= 0:
+        raise LaunchError(f"{op}: softmax_scale must be finite and > 0, got {softmax_scale}")
+    return scale
+
+
+def attention_outputs(out_shape: tuple, out_dtype: torch.dtype, lse_shape: tuple, return_lse: bool,
+                      device: torch.device, seq_k: int) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """An attention op's new (out, lse) (lse empty unless ``return_lse``) and whether they are already
+    the answer: an empty output, or no keys (the softmax of an empty row, as flash-attn returns it:
+    zeros and an LSE of -inf), when no kernel runs."""
+    out = torch.empty(out_shape, dtype=out_dtype, device=device)
+    lse = torch.empty(lse_shape if return_lse else (0,), dtype=torch.float32, device=device)
+    if out.numel() == 0:
+        return out, lse, True
+    if seq_k == 0:
+        out.zero_()
+        lse.fill_(-math.inf)
+        return out, lse, True
+    return out, lse, False
 
 
 TMA_ALIGN = 16  # bytes: TMA's rule for a tensor's start and every outer stride

@@ -103,15 +103,6 @@ def _mla_kernel(heads: int, causal: bool):
     return _mla[heads, causal][:2]
 
 
-def _e4m3_bits(values: np.ndarray) -> np.ndarray:
-    """The e4m3 bytes of float64 values that are e4m3 values (``reference.round_e4m3``'s results)."""
-    table = reference.e4m3_values(np.arange(128, dtype=np.uint8))[:127]  # the non-negative finite codes
-    code = np.searchsorted(table, np.abs(values)).astype(np.uint8)
-    bits = np.where(values < 0, code | 0x80, code).astype(np.uint8)
-    assert (reference.e4m3_values(bits) == values).all()
-    return bits
-
-
 @pytest.mark.parametrize("index, case", list(enumerate(MLA_CASES)),
                          ids=["H{}-causal{}-B{}-Sq{}-Sk{}".format(*c) for c in MLA_CASES])
 def test_fp8_mla_matches_f64_reference(index, case):
@@ -134,10 +125,10 @@ def test_fp8_mla_matches_f64_reference(index, case):
     o = np.full((b, sq, heads, mla.LATENT), reference.POISON["bf16"], np.uint16)
     lse = np.full((b, heads, sq), np.nan, np.float32)
     scale = 1 / math.sqrt(mla.LATENT + mla.ROPE)
-    kv4 = _e4m3_bits(kv).reshape(b, sk, 1, mla.LATENT)
+    kv4 = reference.e4m3_bits(kv).reshape(b, sk, 1, mla.LATENT)
     f8, bf = (lambda a: GlobalTensor.host(a, "fp8_e4m3")), (lambda a: GlobalTensor.host(a, "bf16"))  # noqa: E731
     kernel.launch(mla.launch_geometry(config, b, sq, heads, sk),
-                  {"q_nope": f8(_e4m3_bits(qn)), "q_rope": bf(qr), "kv": f8(kv4), "kv_v": f8(kv4),
+                  {"q_nope": f8(reference.e4m3_bits(qn)), "q_rope": bf(qr), "kv": f8(kv4), "kv_v": f8(kv4),
                    "k_rope": bf(kr.reshape(b, sk, 1, mla.ROPE)), "o": bf(o), "lse": lse, "seq_q": sq, "seq_k": sk,
                    "num_heads": heads, "scale_log2e": scale * qs * ks * math.log2(math.e), "write_lse": 1,
                    "v_scale": ks}, seed=index)

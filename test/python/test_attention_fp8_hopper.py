@@ -259,6 +259,8 @@ def test_reference_e4m3_rounding_matches_torch():
     theirs = x.float().clamp(-448, 448).to(torch.float8_e4m3fn).double().numpy()
     both = x.float().double().numpy() == x.numpy()  # torch rounds through f32: compare where that is exact
     assert (ours[both] == theirs[both]).all()
+    bits = x.float().double().clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8).numpy()
+    assert (reference.e4m3_bits(x.float().double().numpy()) == bits).all()  # the bytes, -0 included
     assert (reference.e4m3_values(np.arange(256, dtype=np.uint8))[:127]
             == torch.arange(127, dtype=torch.uint8).view(torch.float8_e4m3fn).double().numpy()).all()
 

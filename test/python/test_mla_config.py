@@ -33,8 +33,8 @@ def test_defaults_and_derived_sizes():
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(target="sm_100a", form="decode"), r"MLAConfig.form must be one of absorbed, prefill, got 'decode'"),
-    (dict(target="sm_100a", form="prefill", dtype="fp8_e4m3", rope_dtype="bf16"),
-     r"MLAConfig.dtype must be bf16 or fp16 for the prefill form \(fp8 is the absorbed form's\), got 'fp8_e4m3'"),
+    (dict(target="sm_100a", form="prefill", dtype="fp8_e4m3"),
+     r"MLAConfig.rope_dtype must be bf16 or fp16 with an fp8_e4m3 latent \(the rope columns stay 16-bit\), got ''"),
     (dict(target="sm_100a", tile_heads=256), r"MLAConfig.tile_heads must be in \[0, 128\] on sm_100a: the query "
                                              r"heads H, which the pair kernel packs into its rows \(0: 128"),
     (dict(target="sm_100a", block_n=32), r"MLAConfig.block_n must be 0 on sm_100a \(the kernel's layout "
@@ -45,8 +45,8 @@ def test_defaults_and_derived_sizes():
                                             r"kernel yet\), got True"),
     (dict(target="sm_100a", causal=1), r"MLAConfig.causal must be True or False, got 1"),
     (dict(target="sm_80"), r"target must be sm_90a or sm_100a, got 'sm_80'"),
-    (dict(dtype="fp8_e4m3", rope_dtype="bf16"), r"MLAConfig.dtype must be bf16 or fp16 on sm_90a \(the fp8_e4m3 "
-                                                r"latent is the sm_100a pair kernel's\), got 'fp8_e4m3'"),
+    (dict(dtype="fp8_e4m3", rope_dtype="bf16"), r"MLAConfig.dtype must be bf16 or fp16 on sm_90a \(fp8_e4m3 "
+                                                r"runs on sm_100a\), got 'fp8_e4m3'"),
     (dict(dtype="fp32"), r"MLAConfig.dtype must be one of bf16, fp16, fp8_e4m3, got 'fp32'"),
     (dict(rope_dtype="fp16"), r"MLAConfig.rope_dtype must be '' or 'bf16' \(the rope columns share the latent's "
                               r"dtype\), got 'fp16'"),

@@ -282,11 +282,11 @@ def test_fp8_errors_and_fake():
         ("sm_100a", (bq.half(), qr.half(), bkv.half(), kr.half()), {"v_scale": 2.0},
          r"mla_attention: v_scale must be None for fp16 inputs .* got 2.0"),
         ("sm_90a", (q, qr, kv, kr), {}, r"mla_attention: q_nope dtype must be torch.bfloat16 or torch.float16 on "
-                                        r"sm_90a \(the fp8 latent runs on sm_100a\), got torch.float8_e4m3fn"),
-        ("sm_100a", (q, qr.half(), kv, kr), {}, r"mla_attention: q_rope dtype must be torch.bfloat16 with an fp8 "
-                                                r"latent \(rescaled by 1 / \(q_scale k_scale\), which could overflow "
+                                        r"sm_90a \(fp8 runs on sm_100a\), got torch.float8_e4m3fn"),
+        ("sm_100a", (q, qr.half(), kv, kr), {}, r"mla_attention: q_rope dtype must be torch.bfloat16 with fp8 "
+                                                r"inputs \(rescaled by 1 / \(q_scale k_scale\), which could overflow "
                                                 r"fp16\), got torch.float16"),
-        ("sm_100a", (q, qr, kv, kr.half()), {}, r"k_rope dtype must be torch.bfloat16 with an fp8 latent .* got "
+        ("sm_100a", (q, qr, kv, kr.half()), {}, r"k_rope dtype must be torch.bfloat16 with fp8 inputs .* got "
                                                 r"torch.float16"),
         ("sm_100a", (q, qr, bkv, kr), {}, r"mla_attention: kv_latent dtype must be torch.float8_e4m3fn with an fp8 "
                                           r"q_nope, got torch.bfloat16"),

@@ -44,7 +44,9 @@ MLA prefill (``mla_prefill``; spec 1.2, 2.1, 4.9: ``is_mla``): Q and K 192 deep 
 V and O 128; one Q@K' sub-stage of 12 MMA K steps, the last 4 from each Q half's rope block (region
 ``q_rope``) and the K tile's rope (``rope`` buffers after the fused ring, tile mod ceil(nkv / 2); a
 split ring keeps it after K_nope in the K stage), loaded from their own maps on the same barriers;
-registers 168/80/96 (``Dims.registers``).
+registers 168/80/96 (``Dims.registers``). fp8 MLA prefill: e4m3 nope parts (4 kind::f8f6f4 K steps)
+and a 16-bit rope (``rope_dtype``) in fp8's 64B swizzle, two 32-column blocks a row, whose 4 K steps are
+kind::f16 MMAs into the same S; registers 176/80/80.
 
 Head dims 256 and 512 on sm_100a are a different kernel, a CTA pair per tile (``depth512``); ``build``
 and ``launch_geometry`` dispatch to it.

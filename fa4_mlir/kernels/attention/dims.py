@@ -72,8 +72,11 @@ class Dims:
         """(softmax, correction, MMA / load warps): 184 / 80 / 64; MLA prefill 168 / 80 / 96: its
         Q@K' has 12 K steps a Q half (8 nope, 4 rope), whose loop-invariant Q descriptors (ptxas
         keeps both halves' 24 live across the loop) spill the MMA thread at 64 and at 80 (ptxas);
-        the softmax of BN 128 fits 168."""
-        return (168, 80, 96) if self.mla else (184, 80, 64)
+        the softmax of BN 128 fits 168. fp8 MLA prefill 176 / 80 / 80: 8 K steps a Q half (4 e4m3,
+        4 of the 16-bit rope) fit the MMA thread at 80, and its causal softmax spills at 168 (ptxas)."""
+        if self.mla:
+            return (176, 80, 80) if self.fp8 else (168, 80, 96)
+        return (184, 80, 64)
 
     # -- MLA prefill (spec 1.2: is_mla, nqk = 1): Q@K' is 128 nope + 64 rope columns ---------------------
     @property
@@ -84,6 +87,27 @@ class Dims:
     def rope(self) -> int:
         """Rope columns of Q and K (MLA: 64, in their own regions / buffers; else 0)."""
         return self.f.rope_depth
+
+    @property
+    def rope_dsz(self) -> int:
+        """Bytes of a rope element: the rope dtype's (fp8 MLA keeps a 16-bit rope; else the Q/K element's)."""
+        return self.f.rope_bytes or self.dsz
+
+    @property
+    def rope_elem(self) -> str:
+        """The rope Q@K' MMAs' input type: the rope dtype's (a kind::f16 MMA into the fp8 kernel's S)."""
+        return {"bf16": "bf16", "fp16": "f16"}.get(self.f.rope_dtype, self.elem) if self.fp8 else self.elem
+
+    @property
+    def rope_blocks(self) -> int:
+        """Swizzle blocks of a rope row (64 rope columns): one, or two 32-column blocks of a 16-bit rope
+        in fp8's 64B swizzle (the regions' swizzle is the config's)."""
+        return self.rope * self.rope_dsz // self.row_bytes
+
+    @property
+    def rope_block_cols(self) -> int:
+        """Rope columns of one swizzle block (a TMA box's width)."""
+        return self.row_bytes // self.rope_dsz
 
     @property
     def rope_bufs(self) -> int:
@@ -121,7 +145,7 @@ class Dims:
     @property
     def q_tx(self) -> int:
         """Bytes a 128-row Q sub-stage's TMA loads bring (MLA: nope and rope)."""
-        return WG * self.bk0 * self.dsz
+        return WG * ((self.bk0 - self.rope) * self.dsz + self.rope * self.rope_dsz)
 
     def q_offset(self, half: int, sub: int) -> int:
         return (half * self.nqk + sub) * self.q_chunk
@@ -133,17 +157,17 @@ class Dims:
     @property
     def k_chunk(self) -> int:
         """Bytes of one K depth sub-stage: BN rows x BK0 (MLA in a fused ring: the nope part, a slot)."""
-        return self.bn * (self.bk0 - (self.rope if self.rope_bufs else 0)) * self.dsz
+        return self.bn * (self.bk0 - self.rope) * self.dsz + (0 if self.rope_bufs else self.rope_chunk)
 
     @property
     def k_tx(self) -> int:
         """Bytes a K sub-stage's TMA loads bring (MLA: nope and rope)."""
-        return self.bn * self.bk0 * self.dsz
+        return self.bn * (self.bk0 - self.rope) * self.dsz + self.rope_chunk
 
     @property
     def rope_chunk(self) -> int:
         """MLA: bytes of one K tile's rope (BN rows x 64), a rope buffer in a fused ring."""
-        return self.bn * self.rope * self.dsz
+        return self.bn * self.rope * self.rope_dsz
 
     @property
     def kv_stage(self) -> int:
@@ -167,7 +191,7 @@ class Dims:
         same rows and split the chunks and the Q blocks (one block, d64: warpgroup 0 stores all)."""
         chunk = WG * BLOCK  # bytes of a chunk = of an fp8 Q block
         if self.c.num_q == 2:
-            return range(self.out_chunks), [wg * self.q_bytes // 2 + b * chunk for b in range(self.blocks)]
+            return range(self.out_chunks), [self.q_offset(wg, 0) + b * chunk for b in range(self.blocks)]
         if self.blocks == 1:
             return (range(self.out_chunks), [0]) if wg == 0 else (range(0), [])
         half = self.out_chunks // 2

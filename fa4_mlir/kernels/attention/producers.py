@@ -56,7 +56,7 @@ class Producers:
         x.q = [[fa4.smem_alias(q, sym_name=f"q{half}_{s}", bytes=d.q_chunk, offset=d.q_offset(half, s))
                 for s in range(d.nqk)] for half in range(c.num_q)]
         if d.mla:  # each Q half's rope block (spec 2.1: region q_rope after q)
-            qr, rope = x.smem.q_rope_smem(), WG * d.rope * d.dsz
+            qr, rope = x.smem.q_rope_smem(), WG * d.rope * d.rope_dsz
             x.q_rope = [fa4.smem_alias(qr, sym_name=f"q_rope{half}", bytes=rope, offset=half * rope)
                         for half in range(c.num_q)]
         x.corr, x.o = [], []
@@ -137,17 +137,25 @@ class Producers:
                              bytes=d.bn * rb, dst_offset=blk * d.bn * rb)
             if d.mla:  # the rope block: Q0's into q_rope, K's into its rope buffer or after K_nope
                 if with_q:
-                    fa4.tma_load(x.arg.q_rope, x.q_rope[0], full, i.value, _coords(0, x.head0, x.q_start, x.bz),
-                                 bytes=WG * rb)
+                    self._load_q_rope(x, 0, full, i, x.q_start)
                 rbuf, off = self._k_rope(x, buf, tile)
-                fa4.tma_load(x.arg.k_rope, rbuf, full, i.value, _coords(0, x.kvh, key, x.bz), bytes=d.bn * rb,
-                             dst_offset=off)
+                for blk in range(d.rope_blocks):
+                    fa4.tma_load(x.arg.k_rope, rbuf, full, i.value, _coords(blk * d.rope_block_cols, x.kvh, key, x.bz),
+                                 bytes=d.bn * rb, dst_offset=off + blk * d.bn * rb)
             if scales and q == 0:  # the tile's key scales (and the first time Q0's) on the same barrier
                 if with_q:
                     self._load_q_scale(x, 0, full, i)
                 ks = fa4.smem_stage(x.smem.k_scale_smem(), self._k_scale_buffer(tile), bytes=d.bn * 4)
                 fa4.tma_load(x.arg.k_scale, ks, full, i.value, _coords(key, x.kvh, x.bz), bytes=d.bn * 4)
         self._named_step(state, f"{tag}_n" if peel else None)
+
+    def _load_q_rope(self, x, half: int, barriers, index, start) -> None:
+        """Q half ``half``'s rope block (rows from position ``start``), one TMA box per swizzle block."""
+        d = self.d
+        for blk in range(d.rope_blocks):
+            self.dsl.fa4.tma_load(x.arg.q_rope, x.q_rope[half], barriers, _raw(index),
+                                  _coords(blk * d.rope_block_cols, x.head0, start, x.bz), bytes=WG * d.row_bytes,
+                                  dst_offset=blk * WG * d.row_bytes)
 
     def _k_rope(self, x, kbuf, tile):
         """MLA: (buffer, byte offset) of K tile ``tile``'s rope block: rope buffer tile mod ceil(nkv / 2)
@@ -195,8 +203,7 @@ class Producers:
                 fa4.tma_load(x.q_map, x.q[1][q], sync, _raw(q), box, bytes=WG * rb,
                              dst_offset=blk * WG * rb)
             if d.mla:
-                fa4.tma_load(x.arg.q_rope, x.q_rope[1], sync, _raw(q), _coords(0, x.head0, x.q1_start, x.bz),
-                             bytes=WG * rb)
+                self._load_q_rope(x, 1, sync, q, x.q1_start)
             if scales and q == 0:
                 self._load_q_scale(x, 1, sync, q)
 
@@ -258,21 +265,26 @@ class Producers:
 
     # -- MMA warp ------------------------------------------------------------------------------------
     def _qk(self, x, half: int, q_half: int, kb, q: int, tile=None) -> None:
-        """S_half (+)= Q_{q_half} sub-stage q x K sub-stage q (buffer ``kb``); MLA: the last block is
-        the rope block, q_rope x K tile ``tile``'s rope (``_k_rope``)."""
-        d, s = self.d, self.s
-        rb = d.row_bytes
-        rope = self._k_rope(x, kb, tile) if d.mla else None
-        for kk in range(d.bk0 // d.mma_k):
-            blk, inner = divmod(kk, rb // K_STEP_BYTES)
-            a, b = x.q[q_half][q], kb
-            a_off, b_off = blk * WG * rb, blk * d.bn * rb
-            if rope and blk >= d.blocks:
-                a, a_off = x.q_rope[q_half], 0
-                b, b_off = rope
-            self.dsl.fa4.tcgen05_mma(x.tmem.s(half), a, b, s.const(s.i1(), bool(q or kk)), m=128,
-                                     n=d.bn, ab_type=d.elem, a_offset=a_off + inner * K_STEP_BYTES,
-                                     b_offset=b_off + inner * K_STEP_BYTES)
+        """S_half (+)= Q_{q_half} sub-stage q x K sub-stage q (buffer ``kb``); MLA: then the rope blocks,
+        q_rope x K tile ``tile``'s rope (``_k_rope``; fp8: kind::f16 MMAs of the 16-bit rope into S)."""
+        d = self.d
+        nope = (d.bk0 - d.rope) * d.dsz // K_STEP_BYTES
+        steps = [(kk, x.q[q_half][q], 0, kb, 0, d.elem) for kk in range(nope)]
+        if d.mla:
+            rbuf, roff = self._k_rope(x, kb, tile)
+            steps += [(kk, x.q_rope[q_half], 0, rbuf, roff, d.rope_elem)
+                      for kk in range(d.rope * d.rope_dsz // K_STEP_BYTES)]
+        for n, (kk, a, a_base, b, b_base, elem) in enumerate(steps):
+            self._mma_step(x.tmem.s(half), a, a_base, b, b_base, kk, bool(q or n), elem)
+
+    def _mma_step(self, acc, a, a_base: int, b, b_base: int, kk: int, accumulate: bool, elem: str) -> None:
+        """One K-major SS MMA: K step ``kk`` (32 bytes of a row) of operands whose rows are swizzle blocks
+        of the config's width, 128 A rows and BN B rows a block."""
+        d, s, rb = self.d, self.s, self.d.row_bytes
+        blk, inner = divmod(kk, rb // K_STEP_BYTES)
+        self.dsl.fa4.tcgen05_mma(acc, a, b, s.const(s.i1(), accumulate), m=128, n=d.bn, ab_type=elem,
+                                 a_offset=a_base + blk * WG * rb + inner * K_STEP_BYTES,
+                                 b_offset=b_base + blk * d.bn * rb + inner * K_STEP_BYTES)
 
     def _pv(self, x, half: int, vb, first_acc, s_state) -> None:
         """O_half (+)= P_half x V in the two P stages; stage j waits until softmax wrote P stage j
