@@ -1,14 +1,23 @@
-"""Host cost of one launch, piece by piece (microseconds per call, median of 5 runs of N calls).
+"""Host cost of one launch, piece by piece (microseconds per call, median of 5 runs of N calls,
+with a synchronize at the end of each run).
 
-    FA4_CACHE_DIR=.fa4-cache python bench/launch_overhead.py
+    FA4_CACHE_DIR=.fa4-cache python bench/launch_overhead.py [--only fa4]
 
-Times the parts of ``torch.ops.fa4.copy_pipeline`` on a small tensor: the whole op, a no-op custom
-op (PyTorch's dispatch floor), the memoised ``runtime.load``, the two tensor-map encodings, and
-``Kernel.launch`` with pre-encoded maps; ``torch.clone`` for scale.
+``torch.ops.fa4.flash_attention`` (bf16, B1 S128 H1 D128) and ``torch.ops.fa4.gemm_residual`` (bf16,
+128^3) on the fast path (a stored plan: fa4_mlir.torch.fastpath) and with it off (every check, the
+tensor maps from the per-kernel cache, the launch through cuda-python: the code before the fast
+path), next to PyTorch's floor: a ``torch.library.Library`` no-op (the dispatcher and one
+``new_empty``), two ``torch.empty``, ``torch.clone``. Then the parts of
+``torch.ops.fa4.copy_pipeline``: the whole op, a no-op custom op, the memoised ``runtime.load``, the
+two tensor-map encodings, and ``Kernel.launch`` with pre-encoded maps. Each kernel is small, so a
+launch's host time, not the GPU, sets the pace (``--check-gpu-bound`` prints the GPU time per call
+from CUDA events for the two ops, to confirm).
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import statistics
 import time
 
@@ -17,8 +26,10 @@ import torch
 import fa4_mlir.torch  # noqa: F401
 from fa4_mlir import runtime
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
+from fa4_mlir.runtime import driver
+from fa4_mlir.runtime import kernel as kernel_module
 from fa4_mlir.runtime.tensormap import encode_tiled
-from fa4_mlir.torch import ops
+from fa4_mlir.torch import attention, ops
 from fa4_mlir.torch.tensors import global_tensor
 
 
@@ -30,6 +41,14 @@ def noop(x: torch.Tensor, scale: float) -> torch.Tensor:
 _lib = torch.library.Library("fa4_bench", "FRAGMENT")
 _lib.define("noop_lib(Tensor x, float scale) -> Tensor")
 _lib.impl("noop_lib", lambda x, scale: x.new_empty(x.shape), "CUDA")
+# flash_attention's schema and dispatch key, an empty body: the floor of torch.ops.fa4.flash_attention
+_lib.define("noop_attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? softmax_scale=None, "
+            "bool return_lse=False, Tensor? q_scale=None, Tensor? k_scale=None, float? v_scale=None) "
+            "-> (Tensor, Tensor)")
+_lib.impl("noop_attention", lambda q, k, v, causal=False, softmax_scale=None, return_lse=False, q_scale=None,
+          k_scale=None, v_scale=None: (torch.empty(q.shape, dtype=q.dtype, device=q.device),
+                                       torch.empty((0,), dtype=torch.float32, device=q.device)),
+          "CompositeExplicitAutograd")
 
 
 def per_call_us(fn, n: int = 2000) -> float:
@@ -46,7 +65,82 @@ def per_call_us(fn, n: int = 2000) -> float:
     return statistics.median(runs)
 
 
+@contextlib.contextmanager
+def fast_path_off():
+    """The ops as before the fast path: no plans, launches through cuda-python."""
+    saved = [(m, m.libcuda) for m in (attention, ops, kernel_module)]
+    for module, _ in saved:
+        module.libcuda = lambda: None
+    attention._plans.clear()
+    ops._plans.clear()
+    try:
+        yield
+    finally:
+        for module, found in saved:
+            module.libcuda = found
+
+
+def gpu_us(fn, n: int = 200) -> float:
+    """GPU time per call (CUDA events around n back-to-back calls)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    fn()
+    start.record()
+    for _ in range(n):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / n * 1e3
+
+
+def ops_table(check_gpu_bound: bool) -> None:
+    q = torch.randn(1, 128, 1, 128, device="cuda").bfloat16()
+    a, b, c = (torch.randn(128, 128, device="cuda").bfloat16() for _ in range(3))
+    fa4 = {
+        "torch.ops.fa4.flash_attention (bf16 B1 S128 H1 D128)": lambda: torch.ops.fa4.flash_attention(q, q, q),
+        "torch.ops.fa4.gemm_residual (bf16 128^3)": lambda: torch.ops.fa4.gemm_residual(a, b, c, 1.0, 1.0),
+    }
+    print(f"device: {driver.device_name(0)}; torch {torch.__version__}\n")
+    print("| what | us per call |\n|---|---|")
+    for name, fn in fa4.items():
+        print(f"| {name} | {per_call_us(fn):.1f} |", flush=True)
+    fast_path = hasattr(attention, "_plans")  # False: run on the code before the fast path
+    with fast_path_off() if fast_path else contextlib.nullcontext():
+        for name, fn in fa4.items() if fast_path else ():
+            print(f"| {name}, fast path off (the code before) | {per_call_us(fn):.1f} |", flush=True)
+    floor = {
+        "Library.impl no-op (CUDA key; the dispatcher + new_empty)": lambda: torch.ops.fa4_bench.noop_lib(q, 1.0),
+        "flash_attention's schema, body = its two torch.empty (the op's floor)":
+            lambda: torch.ops.fa4_bench.noop_attention(q, q, q),
+        "torch.empty x2": lambda: (torch.empty((1, 128, 1, 128), dtype=torch.bfloat16, device=q.device),
+                                   torch.empty((0,), dtype=torch.float32, device=q.device)),
+        "torch.clone": lambda: torch.clone(q),
+        "flash_attention_op, no dispatcher": lambda: attention.flash_attention_op(q, q, q),
+        "gemm_residual, no dispatcher": lambda: ops.gemm_residual(a, b, c, 1.0, 1.0),
+    }
+    for name, fn in floor.items():
+        print(f"| {name} | {per_call_us(fn):.1f} |", flush=True)
+    if fast_path:
+        torch.ops.fa4.flash_attention(q, q, q)
+        plan = next(iter(attention._plans.values()))
+        out = torch.empty_like(q)
+        addresses = (q.data_ptr(), q.data_ptr(), q.data_ptr(), out.data_ptr(), out.data_ptr())
+        stream = torch.cuda.current_stream().cuda_stream
+        print(f"| PackedLaunch.launch alone (attention) | "
+              f"{per_call_us(lambda: plan.launch.launch(addresses, stream)):.1f} |")
+    if check_gpu_bound:
+        for name, fn in fa4.items():
+            print(f"| GPU time of {name} | {gpu_us(fn):.1f} |")
+    print()
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=("fa4", "all"), default="all", help="fa4: only the two ops' table")
+    parser.add_argument("--check-gpu-bound", action="store_true", help="also the GPU time per call of the ops")
+    opts = parser.parse_args()
+    ops_table(opts.check_gpu_bound)
+    if opts.only == "fa4":
+        return
     x = torch.randn(128, 64, device="cuda").bfloat16()
     out = torch.empty_like(x)
     config = CopyPipelineConfig(target=runtime.device_target(0))
@@ -72,6 +166,7 @@ def main() -> None:
             (1,), {"src": global_tensor(x, "bf16"), "dst": global_tensor(out, "bf16"), "num_tiles": 1, "total_tiles": 1, "tiles_per_cta": 1, "scale": 1.0},
             stream=stream),
     }
+    print("| copy_pipeline's parts | us per call |\n|---|---|")
     for name, fn in cases.items():
         print(f"| {name} | {per_call_us(fn):.1f} |", flush=True)
 

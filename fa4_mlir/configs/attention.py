@@ -36,6 +36,10 @@ SM90_FP8_KV_TILE = {64: 256, 128: 192, 256: 128}
 # bench/attention.py --dtype fp8 --exp2-emulation (docs/PERF.md: d64 +4..9% with 2; at 128 and 256 no count
 # beat 0 by more than the run's noise); absent: 0
 SM90_FP8_EXP2_EMULATION = {64: 2}
+# sm_90a lazy rescale (``AttentionConfig.lazy_rescale``: the consumers rescale O only when a row of the warp
+# adopted a larger maximum, the same numbers): the head dims where it was faster in bench/attention.py
+# (docs/PERF.md: bf16 d256 and d512, fp8 d128; slower at d64, even at bf16 d128)
+SM90_LAZY_RESCALE = {"bf16": (256, 512), "fp16": (256, 512), "fp8_e4m3": (128,)}
 SM90_KV_STAGES = 2
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
 
@@ -185,6 +189,12 @@ class AttentionConfig(Checked):
     def is_fp8(self) -> bool:
         """fp8 e4m3 Q, K and V with dequantization scales; the output is bf16."""
         return self.dtype == "fp8_e4m3"
+
+    @property
+    def lazy_rescale(self) -> bool:
+        """sm_90a: whether the consumers skip O's rescale when no row of a warp adopted a larger maximum
+        (``SM90_LAZY_RESCALE``; sm_100a's softmax always does, through its correction warpgroup)."""
+        return self.target == "sm_90a" and self.head_dim in SM90_LAZY_RESCALE.get(self.dtype, ())
 
     @property
     def out_dtype(self) -> str:

@@ -14,6 +14,11 @@ builds it once; ``load_file`` does the same for an fa4 ``.mlir`` file and ``load
 ``fa4-compile -o DIR`` directory. With ``FA4_DEBUG=1`` they load debug builds, whose barrier waits
 trap instead of hanging. Loaded kernels are kept per process: a repeated ``load`` costs a dict lookup.
 
+A launch repeated with new buffers of one layout can be packed once: ``kernel.packed(grid, args)``
+checks ``args`` and encodes their tensor maps, and its ``launch(addresses, stream)`` writes only the
+new addresses and calls ``cuLaunchKernel`` through ctypes (``fa4_mlir.runtime.launcher``; the torch
+ops' fast path). ``Kernel.launch`` too calls the driver through ctypes where libcuda opens.
+
 ``device="emulator"`` loads the artifact's PTX into the CPU emulator (``fa4_mlir.emu``) instead: an
 ``EmulatedKernel`` whose ``launch`` takes NumPy memory (``GlobalTensor.host``) and returns the
 emulator's statistics; see ``fa4_mlir.runtime.emulated``. Without a config it builds sm_90a.

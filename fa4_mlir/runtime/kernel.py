@@ -17,6 +17,7 @@ from fa4_mlir.errors import CudaError, KernelTrap, LaunchError
 from fa4_mlir.runtime import driver
 from fa4_mlir.runtime.artifacts import Artifact
 from fa4_mlir.runtime.driver import check, cu
+from fa4_mlir.runtime.launcher import PackedLaunch, current_context, libcuda, raise_for
 from fa4_mlir.runtime.tensormap import GlobalTensor, encode_tiled
 
 TENSOR_MAP_CACHE = 512  # encoded maps kept per kernel (oldest dropped first)
@@ -100,10 +101,11 @@ class Kernel:
         self.name = self.manifest["entry"]
         self.device = device
         check_target(self.manifest["target"], device)
-        driver.activate(device)
+        self._context = int(driver.activate(device))
         self._module = check(cu().cuModuleLoadData(artifact.cubin), f"cuModuleLoadData({artifact.path})")
         self._function = check(cu().cuModuleGetFunction(self._module, self.name.encode()),
                                f"cuModuleGetFunction({self.name})")
+        self._function_handle = int(self._function)  # what the ctypes launch passes
         self.smem_bytes = int(self.manifest["smem_bytes"])
         static = int(self.manifest.get("static_smem_bytes") or 0)
         limit = driver.attribute(device, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
@@ -140,25 +142,47 @@ class Kernel:
             keep.append(holder)
             pointers.append(address)
         array = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
-        handle = _stream(stream)
-        driver.activate(self.device)
-        if self.cluster == (1, 1, 1):  # the plain launch: no launch-config objects to build
-            check(cu().cuLaunchKernel(self._function, *grid, *self.threads, self.smem_bytes, handle,
-                                      ctypes.addressof(array), 0), f"launch of {self.name}")
-        else:
-            config = cu().CUlaunchConfig()
-            config.gridDimX, config.gridDimY, config.gridDimZ = grid
-            config.blockDimX, config.blockDimY, config.blockDimZ = self.threads
-            config.sharedMemBytes = self.smem_bytes
-            config.hStream = handle
-            attr = cu().CUlaunchAttribute()
-            attr.id = cu().CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = self.cluster
-            config.attrs, config.numAttrs = [attr], 1
-            check(cu().cuLaunchKernelEx(config, self._function, ctypes.addressof(array), 0), f"launch of {self.name}")
+        self.launch_packed(grid, ctypes.addressof(array), stream)
         del keep
+
+    def launch_packed(self, grid: tuple[int, int, int], params: int, stream) -> None:
+        """Launch on a checked 3-D ``grid`` with ``params``, the address of the packed parameter
+        pointers (``void**``), on ``stream``: through ctypes on libcuda where it opens (plain launches),
+        else through cuda-python. The driver copies the parameter values during the call."""
+        handle = _stream(stream)
+        lib = libcuda()
+        if lib is not None and self.cluster == (1, 1, 1):
+            if current_context(lib) != self._context:
+                driver.activate(self.device)
+            err = lib.cuLaunchKernel(self._function_handle, *grid, *self.threads, self.smem_bytes, int(handle),
+                                     params, None)
+            if err:
+                raise_for(err, f"launch of {self.name}")
+        else:
+            driver.activate(self.device)
+            if self.cluster == (1, 1, 1):  # the plain launch: no launch-config objects to build
+                check(cu().cuLaunchKernel(self._function, *grid, *self.threads, self.smem_bytes, handle, params, 0),
+                      f"launch of {self.name}")
+            else:
+                config = cu().CUlaunchConfig()
+                config.gridDimX, config.gridDimY, config.gridDimZ = grid
+                config.blockDimX, config.blockDimY, config.blockDimZ = self.threads
+                config.sharedMemBytes = self.smem_bytes
+                config.hStream = handle
+                attr = cu().CUlaunchAttribute()
+                attr.id = cu().CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+                attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = self.cluster
+                config.attrs, config.numAttrs = [attr], 1
+                check(cu().cuLaunchKernelEx(config, self._function, params, 0), f"launch of {self.name}")
         if self.debug_timeout_ms and not _capturing(handle):
             self._check_debug_launch(handle)
+
+    def packed(self, grid: Sequence[int], args: Mapping[str, object] | Sequence[object],
+               slots: Sequence[str] | None = None) -> PackedLaunch:
+        """A ``PackedLaunch`` of this kernel for the layout of ``args`` (checked now), taking the
+        addresses in the order ``slots`` names them (see ``fa4_mlir.runtime.launcher``); LaunchError
+        where libcuda cannot be called through ctypes."""
+        return PackedLaunch(self, grid, args, slots)
 
     def _grid(self, grid) -> tuple[int, int, int]:
         return check_grid(grid, self.cluster)

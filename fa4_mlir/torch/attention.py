@@ -17,6 +17,10 @@ per-token fp32 tensors broadcastable to (B, H, Sq) and (B, Hk, Sk) (both tensors
 multiplies each score by its row's q scale and its key's k scale); ``v_scale`` is a float. On sm_90 the
 op hands the kernel V transposed (``v_transposed``: one copy of V per call, on the current stream), since
 fp8 wgmma reads its B operand K-major only.
+
+A bf16 / fp16 call with a layout seen before (shapes, strides, dtypes, devices, flags, scale) takes
+the fast path (``fa4_mlir.torch.fastpath``): the checks were done for that layout, so it checks the
+addresses' alignment, allocates the outputs and launches the stored ``PackedLaunch``.
 """
 
 from __future__ import annotations
@@ -30,10 +34,12 @@ from fa4_mlir.configs.attention import (DEPTH512_HEAD_DIMS, FP8_HEAD_DIMS, HEAD_
                                        default_exp2_emulation)
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import launch_geometry
+from fa4_mlir.runtime.launcher import libcuda
 from fa4_mlir.runtime.tensormap import GlobalTensor
-from fa4_mlir.torch.emulated import emulator, placement
-from fa4_mlir.torch.tensors import (ATTENTION_DTYPES, attention_outputs, check_tma_operand, checked_scale,
-                                    current_stream, fa4_dtype, host_tensor, tma_operand)
+from fa4_mlir.torch.emulated import _active, emulator, placement
+from fa4_mlir.torch.fastpath import Plan, Plans, env_state
+from fa4_mlir.torch.tensors import (ATTENTION_DTYPES, TMA_ALIGN, attention_outputs, check_tma_operand,
+                                    checked_scale, current_stream, fa4_dtype, host_tensor, tma_operand)
 from fa4_mlir.torch.v_transpose import v_transposed
 
 _lib = torch.library.Library("fa4", "FRAGMENT")
@@ -41,6 +47,8 @@ _lib.define("flash_attention(Tensor q, Tensor k, Tensor v, bool causal=False, fl
             "bool return_lse=False, Tensor? q_scale=None, Tensor? k_scale=None, float? v_scale=None) "
             "-> (Tensor, Tensor)")
 _kernels: dict[tuple, tuple[AttentionConfig, runtime.Kernel]] = {}
+_plans = Plans()  # the fast path's plans (fa4_mlir.torch.fastpath)
+_SLOTS = ("q", "k", "v", "o", "lse")  # the order of a plan's addresses
 
 
 def _kernel(device: int, dtype: str, head_dim: int, causal: bool, group: int, token_scales: bool = False):
@@ -124,6 +132,20 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
                        softmax_scale: float | None = None, return_lse: bool = False,
                        q_scale: torch.Tensor | None = None, k_scale: torch.Tensor | None = None,
                        v_scale: float | None = None):
+    key = None
+    if q_scale is None and k_scale is None and v_scale is None:  # the fast path (fa4_mlir.torch.fastpath)
+        key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, v.dtype,
+               q.get_device(), k.get_device(), v.get_device(), causal, softmax_scale, return_lse, env_state(),
+               _active.get())
+        plan = _plans.get(key)
+        if plan is not None:
+            qp, kp, vp = q.data_ptr(), k.data_ptr(), v.data_ptr()
+            if not (qp | kp | vp) % TMA_ALIGN:  # else the full path raises the alignment error
+                out = torch.empty(plan.out_shape, dtype=plan.out_dtype, device=plan.device)
+                lse = torch.empty(plan.aux_shape, dtype=torch.float32, device=plan.device)
+                op = out.data_ptr()
+                plan.launch.launch((qp, kp, vp, op, lse.data_ptr() if return_lse else op), current_stream(plan.index))
+                return out, lse
     where = placement("flash_attention", {"q": q, "k": k, "v": v, **{
         n: t for n, t in (("q_scale", q_scale), ("k_scale", k_scale)) if isinstance(t, torch.Tensor)}})
     dtype = fa4_dtype(q, "flash_attention: q", ATTENTION_DTYPES)
@@ -151,6 +173,15 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
                emulated=where, scales=scales)
         return out, lse
     config, kernel = _kernel(where, dtype, d, bool(causal), h // hk, tokens)
+    if key is not None and scales is None and libcuda() is not None:
+        grid, args, _ = _arguments(config, q, k, v, out, lse if return_lse else None, scale, None)
+        lse_ptr = (lse if return_lse else out).data_ptr()
+        plan = Plan(kernel.packed(grid, {**args, "lse": lse_ptr}, _SLOTS), out.shape, out.dtype, tuple(lse.shape),
+                    q.device)
+        _plans.put(key, plan)
+        plan.launch.launch((q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse_ptr),
+                           current_stream(plan.index))
+        return out, lse
     launch(config, kernel, q, k, v, out, lse if return_lse else None, scale, scales=scales)
     return out, lse
 
@@ -180,6 +211,18 @@ def launch(config: AttentionConfig, kernel: runtime.Kernel, q, k, v, out, lse, s
     """Run ``kernel`` (built for ``config``) on checked (B, S, H, D) tensors into ``out`` (and ``lse``
     unless None) on the current stream, or in ``emulated`` (kernel loaded there, CPU tensors);
     benchmarks use it to time other tile choices. fp8 kernels take ``scales``."""
+    grid, args, v_op = _arguments(config, q, k, v, out, lse, scale, scales)  # v_op: alive until the launch
+    if emulated is not None:
+        emulated.run(kernel, grid, {**args, "lse": None if lse is None else lse.detach().numpy()})
+        return
+    kernel.launch(grid, {**args, "lse": (lse if lse is not None else out).data_ptr()},
+                  stream=current_stream(q.device.index))
+
+
+def _arguments(config: AttentionConfig, q, k, v, out, lse, scale: float, scales: Fp8Scales | None):
+    """The grid, the kernel's arguments but ``lse`` (tensors as ``GlobalTensor``s), after the checks
+    of ``launch``, and the tensor the ``v`` operand describes (``_v_operand``), which the caller keeps
+    alive until the launch: the map holds only its address."""
     b, sq, h, _ = q.shape
     sk = k.shape[1]
     dtype = fa4_dtype(q, "flash_attention: q", ATTENTION_DTYPES)
@@ -187,7 +230,7 @@ def launch(config: AttentionConfig, kernel: runtime.Kernel, q, k, v, out, lse, s
         raise LaunchError(f"flash_attention: scales must be given exactly for fp8 kernels (per-token ones for "
                           f"token_scales), got {scales!r} for {config.describe()}")
     grid = launch_geometry(config, b, sq, h, sk)
-    v_op = _v_operand(config, v)  # alive until the launch below: the map holds only its address
+    v_op = _v_operand(config, v)
     args = {"q": tma_operand(q, dtype), "k": tma_operand(k, dtype), "v": tma_operand(v_op, dtype),
             "o": tma_operand(out, config.out_dtype), "seq_q": sq, "seq_k": sk, "num_heads": h,
             "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None)}
@@ -195,11 +238,7 @@ def launch(config: AttentionConfig, kernel: runtime.Kernel, q, k, v, out, lse, s
         args["v_scale"] = scales.v_scale
         if scales.q_tokens is not None:
             args["q_scale"], args["k_scale"] = _scale_map(scales.q_tokens), _scale_map(scales.k_tokens)
-    if emulated is not None:
-        emulated.run(kernel, grid, {**args, "lse": None if lse is None else lse.detach().numpy()})
-        return
-    kernel.launch(grid, {**args, "lse": (lse if lse is not None else out).data_ptr()},
-                  stream=current_stream(q.device.index))
+    return grid, args, v_op
 
 
 def _flash_attention_fake(q, k, v, causal=False, softmax_scale=None, return_lse=False, q_scale=None, k_scale=None,

@@ -11,7 +11,9 @@ result is a new contiguous tensor; math is in f32, rounded once.
 
 The ops are defined with ``torch.library.Library`` (schema, one implementation for every backend,
 and a fake implementation) rather than ``torch.library.custom_op``, whose Python autograd wrapper
-costs about 17 us per call (bench/launch_overhead.py); they have no autograd formula.
+costs about 17 us per call (bench/launch_overhead.py); they have no autograd formula. A
+``gemm_residual`` call with a layout seen before takes the fast path (``fa4_mlir.torch.fastpath``):
+its stored plan, the new addresses written into pre-packed parameters, a ctypes launch.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels import gemm
 from fa4_mlir.kernels.copy_pipeline import launch_geometry
-from fa4_mlir.torch.emulated import emulator, placement
-from fa4_mlir.torch.tensors import current_stream, fa4_dtype, global_tensor, host_tensor
+from fa4_mlir.runtime.launcher import libcuda
+from fa4_mlir.torch.emulated import _active, emulator, placement
+from fa4_mlir.torch.fastpath import Plan, Plans, env_state
+from fa4_mlir.torch.tensors import TMA_ALIGN, current_stream, fa4_dtype, global_tensor, host_tensor
 
 _lib = torch.library.Library("fa4", "DEF")
 _lib.define("copy_pipeline(Tensor x, float scale) -> Tensor")
 _lib.define("gemm_residual(Tensor a, Tensor b, Tensor c, float alpha=1.0, float beta=1.0) -> Tensor")
 _kernels: dict[tuple, tuple[object, runtime.Kernel]] = {}
+_plans = Plans()  # gemm_residual's fast-path plans (fa4_mlir.torch.fastpath)
 
 
 def _copy_kernel(device: int, dtype: str) -> tuple[CopyPipelineConfig, runtime.Kernel]:
@@ -131,6 +136,15 @@ def gemm_residual(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, alpha: floa
     multiples of 8 for contiguous tensors): TMA's rule. The product accumulates in f32 and the
     epilogue rounds once; with ``beta = 0``, ``c`` is not read (NaN in it does not propagate).
     """
+    key = (a.shape, a.stride(), b.shape, b.stride(), c.shape, c.stride(), a.dtype, b.dtype, c.dtype, a.get_device(),
+           b.get_device(), c.get_device(), alpha, beta, env_state(), _active.get())  # fa4_mlir.torch.fastpath
+    plan = _plans.get(key)
+    if plan is not None:
+        ap, bp, cp = a.data_ptr(), b.data_ptr(), c.data_ptr()
+        if not (ap | bp | cp) % TMA_ALIGN:  # else the full path raises the alignment error
+            out = torch.empty(plan.out_shape, dtype=plan.out_dtype, device=plan.device)
+            plan.launch.launch((ap, bp, cp, out.data_ptr()), current_stream(plan.index))
+            return out
     where = placement("gemm_residual", {"a": a, "b": b, "c": c})
     dtype = fa4_dtype(a, "gemm_residual: a")
     m, n, k = _gemm_shapes(a, b, c)
@@ -150,9 +164,14 @@ def gemm_residual(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, alpha: floa
         return out
     config, kernel = _gemm_kernel(where, dtype, b_major)
     grid, tiles = gemm.launch_geometry(config, m, n, k, kernel.resident_ctas)
-    kernel.launch(grid, {"a": global_tensor(a, dtype), "b": global_tensor(b_mem, dtype),
-                         "c": global_tensor(c, dtype), "d": global_tensor(out, dtype), **tiles, **scalars},
-                  stream=current_stream(where))
+    args = {"a": global_tensor(a, dtype), "b": global_tensor(b_mem, dtype), "c": global_tensor(c, dtype),
+            "d": global_tensor(out, dtype), **tiles, **scalars}
+    if libcuda() is None:
+        kernel.launch(grid, args, stream=current_stream(where))
+        return out
+    plan = Plan(kernel.packed(grid, args, ("a", "b", "c", "d")), out.shape, out.dtype, None, out.device)
+    _plans.put(key, plan)
+    plan.launch.launch((a.data_ptr(), b.data_ptr(), c.data_ptr(), out.data_ptr()), current_stream(where))
     return out
 
 

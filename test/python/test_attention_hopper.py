@@ -6,6 +6,7 @@ numerics of every head dim run on the GPU (test/gpu/test_attention_gpu.py)."""
 from __future__ import annotations
 
 import itertools
+import math
 import re
 
 import numpy as np
@@ -155,6 +156,45 @@ def test_head_dim_512_matches_f64_reference_in_the_emulator(dtype, causal, b, sq
     launch_attention(kernel, config, q, k, v, o, lse, scale)
     qf, kf, vf = (reference.to_f64(t, dtype) for t in (q, k, v))
     ref, ref_lse = reference.attention(qf, kf, vf, causal, scale)
+    result = reference.compare(o, ref, reference.attention_yardstick(qf, kf, vf, causal, scale, dtype), dtype)
+    assert result.ok and result.unwritten == 0, result.summary()
+    assert float(np.abs(lse - ref_lse).max()) <= reference.lse_tolerance(ref_lse)
+
+
+# (dtype, head_dim, causal, seq_q, seq_k): head dims with the lazy rescale, many K/V tiles (BN 80)
+RISING = [("bf16", 256, False, 64, 1600), ("fp16", 256, True, 1000, 1000)]
+
+
+@pytest.mark.parametrize("dtype, d, causal, sq, sk", RISING)
+def test_the_lazy_rescale_in_the_emulator(dtype, d, causal, sq, sk):
+    """Many key tiles, the last 160 keys scaled x3: a warp's 16 rows see a larger maximum in some tiles
+    (it rescales O) and in none in others (it skips the rescale); O and the LSE against float64 within
+    twice the error of the computation at the kernel's precision, as every attention test."""
+    from fa4_mlir import reference, runtime
+    from fa4_mlir.tools.fa4_emu import launch_attention
+
+    config = AttentionConfig(target="sm_90a", head_dim=d, causal=causal, dtype=dtype)
+    assert config.lazy_rescale and not AttentionConfig(target="sm_90a", head_dim=128, dtype=dtype).lazy_rescale
+    kernel = runtime.load("attention", config, device="emulator")
+    rng = np.random.default_rng(sk)
+    ramp = np.where(np.arange(sk) >= sk - 160, 3.0, 1.0).astype(np.float32)[None, :, None, None]
+    q = reference.random_bits(rng, (1, sq, 1, d), dtype, 1.0)
+    k = reference.from_f32(rng.standard_normal((1, sk, 1, d), dtype=np.float32) * ramp, dtype)
+    v = reference.random_bits(rng, (1, sk, 1, d), dtype, 1.0)
+    o = np.full(q.shape, reference.POISON[dtype], np.uint16)
+    lse = np.full((1, 1, sq), np.nan, np.float32)
+    scale = 1 / math.sqrt(d)
+    launch_attention(kernel, config, q, k, v, o, lse, scale)
+    qf, kf, vf = (reference.to_f64(t, dtype) for t in (q, k, v))
+    ref, ref_lse = reference.attention(qf, kf, vf, causal, scale)
+    logits = np.einsum("bqhd,bkhd->bhqk", qf, kf) * scale * math.log2(math.e)
+    if causal:
+        logits[..., np.triu(np.ones((sq, sk), bool), 1)] = -np.inf
+    tiles = [logits[..., j:j + config.hopper.bn].max(-1) for j in range(0, sk, config.hopper.bn)]
+    growth = np.diff(np.maximum.accumulate(np.stack(tiles), axis=0), axis=0)  # (tiles - 1, B, H, Sq)
+    rows = growth.shape[-1] // 16 * 16
+    warps = (growth[..., :rows].reshape(*growth.shape[:-1], -1, 16) > 0).any(-1)  # 16 rows a warp
+    assert warps.any() and not warps.all()  # both branches of the warps' vote
     result = reference.compare(o, ref, reference.attention_yardstick(qf, kf, vf, causal, scale, dtype), dtype)
     assert result.ok and result.unwritten == 0, result.summary()
     assert float(np.abs(lse - ref_lse).max()) <= reference.lse_tolerance(ref_lse)

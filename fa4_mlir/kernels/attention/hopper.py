@@ -156,7 +156,7 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         elem="e4m3" if t.fp8 else "bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs, o=os_, kring=kring, vring=vring,
         qbar=barriers["q_full"], kfull=barriers["k_full"], vfull=barriers["v_full"], kp=kp, vp=vp, head=head,
         bz=bz, kvh=kvh, q_start=q_start, n_tiles=n_tiles,
-        exp2_emulation=c.exp2_emulation,
+        exp2_emulation=c.exp2_emulation, lazy_rescale=c.lazy_rescale,
         shared_kv=False, tile_heads=1, kv_begin=None, kv_limit=arg.seq_k)  # the MLA kernel's consumer hooks off
 
 

@@ -114,12 +114,18 @@ class Consumer:
                 self._release(ks)
             ks.step()
             vals = self._mask(vals or self._values(s), j)
-            m, factors, probs, sums = self._softmax(vals, [mv[0].value, mv[1].value])
+            m, (factors, grew), probs, sums = self._softmax(vals, [mv[0].value, mv[1].value])
             dsl.fa4.wgmma_wait(pending=0)
             o = dsl.fa4.wgmma_fence_acc(o)
             self._release(vs)
             vs.step()
-            o = self._rescale(o, factors)
+            if grew is None:
+                o = self._rescale(o, factors)
+            else:
+                ov.value = o
+                with k.if_(grew, carry=[ov]):  # only when some row of the warp adopted a larger maximum
+                    ov.value = self._rescale(ov.value, factors)
+                o = ov.value
             sums = [fm.fma(lv[r].value, factors[r], sums[r]) for r in (0, 1)]
             frags = self._pack(probs)
             for var, new in zip([*mv, *lv, ov, *fv], [*m, *sums, o, *frags]):
@@ -262,31 +268,54 @@ class Consumer:
         return x
 
     def _softmax(self, vals: list, m_old: list | None):
-        """Row maxima (new), rescale factors (None on the first tile), probabilities and row sums of
-        this thread's values: ``p = exp2(s * scale_log2e - m * scale_log2e)``, one FMA and ex2 each
-        (``exp2_emulation`` of every 32 of a row's values by polynomial, ``exp2.py``)."""
+        """Row maxima (new), (rescale factors, whether the warp rescales) (None on the first tile),
+        probabilities and row sums of this thread's values: ``p = exp2(s * scale_log2e - m *
+        scale_log2e)``, one FMA and ex2 each (``exp2_emulation`` of every 32 of a row's values by
+        polynomial, ``exp2.py``). With ``g.lazy_rescale`` the warp votes whether any of its rows' maxima
+        grew (``grew``; else None: every tile rescales): where none did, every factor is exp2(0) = 1 and
+        the caller skips O's rescale, the same numbers for fewer instructions. (Unlike the sm_100a
+        softmax, no row keeps a stale maximum: P's largest element stays exactly 1, which the GPU tests'
+        error bound assumes; a threshold of 8 failed it at head dim 256 by 2-4% of max abs error.)"""
+        if not self.g.lazy_rescale:
+            return self._probabilities(vals, None, m_old, None)
+        maxima = [self._row_max(vals, row, m_old) for row in (0, 1)]
+        grew = None
+        if m_old is not None:
+            growth = [dsl.arith.cmpf(dsl.arith.CmpFPredicate.OGT, maxima[r], m_old[r]) for r in (0, 1)]
+            grew = dsl.nvvm.vote_sync(fm.i1(), self.full, dsl.arith.ori(*growth), dsl.nvvm.VoteSyncKind.any)
+        return self._probabilities(vals, maxima, m_old, grew)
+
+    def _row_max(self, vals: list, row: int, m_old: list | None):
+        """Row ``row``'s maximum over the tile (the quad's) and ``m_old``."""
+        idx = [i for i in range(len(vals)) if (i % 4) >> 1 == row]
+        tile_max = self._quad(dsl.arith.maximumf, self._tree(dsl.arith.maximumf, [vals[i] for i in idx]))
+        return tile_max if m_old is None else dsl.arith.maximumf(m_old[row], tile_max)
+
+    def _probabilities(self, vals: list, m_new: list | None, m_old: list | None, grew):
+        """``_softmax`` with the tile's maxima chosen (``m_new``; None: each row's, taken here): the
+        maxima, factors, P and the row sums."""
+        maxima = []
         scale, neg_scale = self.g.arg.scale_log2e, self.neg_scale
-        m_new, factors, sums = [], [], []
+        factors, sums = [], []
         probs = [None] * len(vals)
         for row in (0, 1):
             if self.row_scale is not None:  # per-token: the row's q scale times scale_log2e
                 scale, neg_scale = self.row_scale[row], self.neg_row_scale[row]
             idx = [i for i in range(len(vals)) if (i % 4) >> 1 == row]
-            tile_max = self._quad(dsl.arith.maximumf, self._tree(dsl.arith.maximumf, [vals[i] for i in idx]))
-            m = tile_max if m_old is None else dsl.arith.maximumf(m_old[row], tile_max)
-            m_new.append(m)
+            m = self._row_max(vals, row, m_old) if m_new is None else m_new[row]
+            maxima.append(m)
             if self.g.t.fp8:  # P scaled by 2^P_BIAS out of e4m3's subnormals (cancels in O / sum)
                 nms = fm.fma(m, neg_scale, fm.constant(fp8.P_BIAS))
             else:
                 nms = dsl.arith.mulf(m, neg_scale)
-            if m_old is not None:
+            if m_old is not None:  # 1 where the maximum was kept (exp2(0))
                 factors.append(fm.exp2(dsl.arith.mulf(dsl.arith.subf(m_old[row], m), scale)))
             poly = emulated(len(idx), self.g.exp2_emulation)  # fp8 only (AttentionConfig): on the FMA pipe
             for n, i in enumerate(idx):
                 y = fm.fma(vals[i], scale, nms)
                 probs[i] = exp2_poly_fma(y) if n in poly else fm.exp2(y)
             sums.append(self._tree(dsl.arith.addf, [probs[i] for i in idx]))
-        return m_new, (factors or None), probs, sums
+        return maxima, ((factors, grew) if m_old is not None else None), probs, sums
 
     def _pack(self, probs: list) -> list:
         """P as RS fragments: per 16 keys, (row r, keys 2q..), (r + 8, 2q..), (r, 8 + 2q..), (r + 8, 8 + 2q..)
