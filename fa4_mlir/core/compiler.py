@@ -116,7 +116,9 @@ def compile_kernel(source: KernelSource | str, *, target: str | None = None, sto
     ``target`` must agree with the input's ``#nvvm.target`` if it has one; an input without one gets
     ``target`` (default sm_100a). ``debug_timeout_ms > 0`` makes a debug build: every barrier wait
     that lasts that long prints what it waited for and traps. ``verify_protocol`` runs
-    fa4-verify-protocol before lowering (a protocol error fails stage fa4). Raises CompileError (a failing stage),
+    fa4-verify-protocol before lowering (a protocol error fails stage fa4). The protocol check changes
+    nothing, so it runs on a copy of the IR it is given, while ptxas runs (a process of its own), and its
+    error, if any, is the one raised, as if it had run in place. Raises CompileError (a failing stage),
     ConfigError (a bad target).
     """
     if stop not in STAGES:
@@ -136,29 +138,45 @@ def compile_kernel(source: KernelSource | str, *, target: str | None = None, sto
         name = ir.StringAttr(kernel.attributes["sym_name"]).value
         params = _param_abi(kernel, spec)
         facts: dict = {}
-        ptx_text, assembled = None, None
-        for stage in STAGES[:STAGES.index(stop) + 1]:
-            start = time.perf_counter()
-            if stage == "cubin":
-                assembled = _assemble(name, chosen, ptx_text, dump_dir)
-            else:
-                report(f"running stage '{stage}' of {name}")
-                _run_stage(stage, module, name, dump_dir, collected, debug_timeout_ms, verify_protocol)
-                if stage == "fa4":
-                    kernel = _find_kernel(module, name)
-                    facts["smem_bytes"] = _int_attr(kernel, "fa4.smem_bytes", 0)
-                    facts["tmem_columns"] = _int_attr(kernel, "fa4.tmem_columns", 0)
-                elif stage == "nvvm":
-                    facts.update(_launch_facts(_find_kernel(module, name)))
-                elif stage == "ptx":
-                    ptx_text = _extract_ptx(module)
-            stage_seconds[stage] = round(time.perf_counter() - start, 4)
+        ptx_text, assembled, check = None, None, None
+        try:
+            for stage in STAGES[:STAGES.index(stop) + 1]:
+                start = time.perf_counter()
+                if stage == "cubin":
+                    # the protocol check runs while ptxas does (ptxas is a process of its own)
+                    assembled = _assemble(name, chosen, ptx_text, dump_dir,
+                                          meanwhile=check and (lambda: check.run(report)))
+                else:
+                    report(f"running stage '{stage}' of {name}")
+                    check = _run_stage(stage, module, name, dump_dir, collected, debug_timeout_ms,
+                                       verify_protocol, report) or check
+                    if stage == "fa4":
+                        kernel = _find_kernel(module, name)
+                        facts["smem_bytes"] = _int_attr(kernel, "fa4.smem_bytes", 0)
+                        facts["tmem_columns"] = _int_attr(kernel, "fa4.tmem_columns", 0)
+                    elif stage == "nvvm":
+                        facts.update(_launch_facts(_find_kernel(module, name)))
+                    elif stage == "ptx":
+                        ptx_text = _extract_ptx(module)
+                stage_seconds[stage] = round(time.perf_counter() - start, 4)
+            if check is not None:  # stopped before cubin
+                check.run(report)
+        except CompileError:
+            if check is not None:  # a protocol error comes first, as it would in one pass pipeline
+                check.run(report)
+            raise
+        finally:
+            if check is not None:
+                check.release()
+        if check is not None:  # stage fa4's work includes the check; it ran during stage cubin (if run)
+            stage_seconds["fa4"] = round(stage_seconds["fa4"] + check.seconds, 4)
         out = CompileResult(name=name, target=chosen.name, stop=stop, ptx=ptx_text)
         if stop in ("fa4", "nvvm", "llvm"):
             out.mlir = str(module)
         if assembled is not None:
             out.cubin, ptxas_report = assembled
             out.manifest = _manifest(name, chosen, facts, params, ptxas_report, spec, ptx_text, stage_seconds)
+            out.manifest["compiler"]["protocol_seconds"] = round(check.seconds, 4) if check is not None else 0.0
             out.manifest["debug"] = {"barrier_timeout_ms": debug_timeout_ms} if debug_timeout_ms else None
         return out
 
@@ -263,7 +281,9 @@ def stage_command(stage: str, input_path: str, debug_timeout_ms: int = 0, verify
 
 
 def _run_stage(stage: str, module: ir.Operation, name: str, dump_dir, collected: DiagnosticCollector,
-               debug_timeout_ms: int, verify_protocol: bool) -> None:
+               debug_timeout_ms: int, verify_protocol: bool, report=lambda what: None) -> _ProtocolCheck | None:
+    """Run ``stage`` on ``module``. Stage fa4 leaves fa4-verify-protocol to the ``_ProtocolCheck`` it
+    returns: the check runs on a copy of the IR it would have seen, later, while ptxas runs."""
     dump = _dump(dump_dir, f"{name}.{stage}-input.mlir", str(module)) if dump_dir else None
     repro = stage_command(stage, dump, debug_timeout_ms, verify_protocol) if dump else None
 
@@ -275,19 +295,81 @@ def _run_stage(stage: str, module: ir.Operation, name: str, dump_dir, collected:
         if errors:
             raise fail("the module would abort MLIR's serializer", errors)
     reported: list[Diagnostic] = []
-    pm = build_pass_manager(parse_pipeline(stage_pipeline(stage, debug_timeout_ms, verify_protocol)), report=reported)
+    steps = parse_pipeline(stage_pipeline(stage, debug_timeout_ms, verify_protocol), check_upstream=False)
+    at = next((i for i, s in enumerate(steps) if s.fa4_pass is not None and s.fa4_pass.name == _PROTOCOL), None)
+    head, tail = (steps, []) if at is None else (steps[:at], steps[at + 1:])
+
+    def run(part) -> None:
+        try:
+            build_pass_manager(part, report=reported).run(module)
+        except ir.MLIRError as exc:
+            failed = reported + [Diagnostic.from_mlir(d) for d in exc.error_diagnostics]
+            raise fail("a pass reported errors", list(dict.fromkeys(collected.diagnostics + failed))) from None
+
+    run(head)
+    check = None if at is None else _ProtocolCheck(module, name, steps[at], reported, collected, fail, dump)
     try:
-        pm.run(module)
-    except ir.MLIRError as exc:
-        failed = reported + [Diagnostic.from_mlir(d) for d in exc.error_diagnostics]
-        raise fail("a pass reported errors", list(dict.fromkeys(collected.diagnostics + failed))) from None
-    errors = [d for d in reported if d.severity == "error"]
-    if stage == "fa4":
-        errors += verify_fa4(module)
-    if errors:
-        raise fail("a pass reported errors", errors)
-    if dump:
+        if tail:
+            run(tail)
+        errors = [d for d in reported if d.severity == "error"]
+        if stage == "fa4":
+            errors += verify_fa4(module)
+        if errors:
+            raise fail("a pass reported errors", errors)
+    except CompileError:
+        if check is not None:  # a protocol error comes first, as in one pass pipeline
+            try:
+                check.run(report)
+            finally:
+                check.release()
+        raise
+    if dump and check is None:
         os.remove(dump)
+    return check
+
+
+_PROTOCOL = "fa4-verify-protocol"
+
+
+class _ProtocolCheck:
+    """fa4-verify-protocol on a copy of stage fa4's IR as that pass would have seen it, run later
+    (``run``) with the same diagnostics and the same stage-fa4 error if it fails. It changes nothing,
+    so the stages after it need not wait for it: ``compile_kernel`` runs it while ptxas runs, or
+    before it reports any later failure (a protocol error comes first, as in one pass pipeline)."""
+
+    def __init__(self, module: ir.Operation, name: str, step, reported: list[Diagnostic],
+                 collected: DiagnosticCollector, fail, dump: str | None):
+        self.copy = module.clone()
+        self.name, self.step, self.reported, self.fail, self.dump = name, step, list(reported), fail, dump
+        self.collected, self.before = collected, list(collected.diagnostics)
+        self.seconds, self.done = 0.0, False
+
+    def run(self, report) -> None:
+        """Raise the stage-fa4 CompileError if the protocol is not proven (once; later calls return)."""
+        if self.done:
+            return
+        self.done = True
+        start = time.perf_counter()
+        report(f"running stage 'fa4' of {self.name} ({_PROTOCOL})")
+        reported, since = list(self.reported), len(self.collected.diagnostics)
+        try:
+            build_pass_manager([self.step], report=reported).run(self.copy)
+        except ir.MLIRError as exc:
+            failed = reported + [Diagnostic.from_mlir(d) for d in exc.error_diagnostics]
+            emitted = self.before + self.collected.diagnostics[since:]
+            raise self.fail("a pass reported errors", list(dict.fromkeys(emitted + failed))) from None
+        finally:
+            self.seconds = time.perf_counter() - start
+        errors = [d for d in reported if d.severity == "error"]
+        if errors:
+            raise self.fail("a pass reported errors", errors)
+        if self.dump:
+            os.remove(self.dump)
+
+    def release(self) -> None:
+        if self.copy is not None:
+            self.copy.erase()
+            self.copy = None
 
 
 def _dump(dump_dir, filename: str, text: str) -> str:
@@ -304,12 +386,15 @@ def _extract_ptx(module: ir.Operation) -> str:
     raise CompileError("ptx", "gpu-module-to-binary produced no gpu.binary")
 
 
-def _assemble(name: str, target: Target, ptx_text: str, dump_dir) -> tuple[bytes, ptxas.PtxasReport]:
+def _assemble(name: str, target: Target, ptx_text: str, dump_dir,
+              meanwhile=None) -> tuple[bytes, ptxas.PtxasReport]:
+    """ptxas on ``ptx_text``; ``meanwhile()`` (the protocol check) runs while it does, and an error
+    it raises comes first."""
     with tempfile.TemporaryDirectory(prefix="fa4-ptxas-") as tmp:
         ptx_path, cubin_path = os.path.join(tmp, f"{name}.ptx"), os.path.join(tmp, f"{name}.cubin")
         Path(ptx_path).write_text(ptx_text)
         try:
-            report, _ = ptxas.assemble(ptx_path, target.name, cubin_path)
+            report, _ = ptxas.assemble(ptx_path, target.name, cubin_path, meanwhile=meanwhile)
         except ptxas.PtxasError as exc:
             dump = _dump(dump_dir, f"{name}.ptx", ptx_text) if dump_dir else None
             repro = None

@@ -61,12 +61,22 @@ def find_ptxas() -> str:
     raise PtxasError(f"ptxas not found: {INSTALL_HINT}")
 
 
-def assemble(ptx_path: str, arch: str, cubin_path: str) -> tuple[PtxasReport, str]:
-    """Run ``ptxas -arch=<arch> -v`` on ``ptx_path``; return the report and the raw log."""
+def assemble(ptx_path: str, arch: str, cubin_path: str, meanwhile=None) -> tuple[PtxasReport, str]:
+    """Run ``ptxas -arch=<arch> -v`` on ``ptx_path``; return the report and the raw log.
+
+    ``meanwhile()``, if given, runs in this process while ptxas runs in its own; if it raises,
+    ptxas is stopped and the exception propagates."""
     command = [find_ptxas(), f"-arch={arch}", "-v", ptx_path, "-o", cubin_path]
-    done = subprocess.run(command, capture_output=True, text=True)
-    log = done.stdout + done.stderr
-    if done.returncode != 0:
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            if meanwhile is not None:
+                meanwhile()
+        except BaseException:
+            proc.kill()
+            raise
+        stdout, stderr = proc.communicate()
+    log = stdout + stderr
+    if proc.returncode != 0:
         errors = [ln for ln in log.splitlines() if "error" in ln.lower()] or log.strip().splitlines()[-1:]
         raise PtxasError(f"ptxas rejected the PTX: {' | '.join(errors[:3])}", command, log)
     return parse_report(log), log

@@ -8,7 +8,6 @@ from fa4_mlir._mlir import ir
 from fa4_mlir.core.diagnostics import Diagnostic
 from fa4_mlir.passes.base import Fa4Pass
 from fa4_mlir.passes.scope import kernel_scopes, kernel_target
-from fa4_mlir.protocol import to_diagnostics, verify_kernel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +32,9 @@ class VerifyProtocolPass(Fa4Pass):
     max_errors: int = 3
 
     def run(self, module: ir.Operation) -> list[Diagnostic]:
+        # deferred: compile_kernel runs this pass while ptxas runs, so the import is off the critical path
+        from fa4_mlir.protocol import to_diagnostics, verify_kernel
+
         errors: list[Diagnostic] = []
         for option, value in (("witness", self.witness), ("max_errors", self.max_errors)):
             if value < 0 or (option == "max_errors" and value == 0):

@@ -6,7 +6,8 @@ the set of threads that execute its protocol ops, and every arrival counts its t
 that depend on kernel arguments or the CTA's place in the grid are terms, bound per scenario
 (``solve``): a loop whose bounds are terms binds them to run the scenario's trip count, and every
 other role sees the values bound; a branch on one takes the scenario's decision, kept consistent
-with the others. Regions without protocol ops or shared-memory accesses are skipped.
+with the others. Regions without protocol ops or shared-memory accesses are skipped, and so are
+ops without protocol semantics whose values nothing the interpreter runs reads (``mark_dead``).
 """
 
 from __future__ import annotations
@@ -165,11 +166,100 @@ def kernel_shape(mirror: Mirror, target_sm: int) -> KernelShape | None:
         cluster = int(np.prod(dims))
     elif any(a.cta_group == 2 for a in arrays) or _uses_pairs(mirror.body):
         cluster = 2
+    mark_dead(mirror)
     placed = all(col is not None for col, _, _ in tmem)
     span = max((col + cols for col, cols, _ in tmem), default=0) if placed else sum(c for _, c, _ in tmem)
     names = ", ".join(f"'{name}' {cols}" for _, cols, name in tmem)
     return KernelShape(mirror, target_sm, num_warps, cluster, arrays, array_of, roots, root_of, specialize, stages,
                        span, names)
+
+
+_YIELDS = ("scf.yield", "gpu.yield")
+# The operands these ops' semantics read (``semantics.HANDLERS``); every other op reads all of its
+# operands. The data operands left out (stored values, vote predicates) carry float work.
+_READS = {"llvm.store": (1,), "llvm.load": (0,), "fa4.tmem_store": (0,), "fa4.tmem_load": (0,),
+          "nvvm.vote.sync": (), "fa4.wgmma": (0, 1), "fa4.tcgen05_mma": (0, 1, 2), "fa4.tma_store": (1,)}
+
+
+def _opaque(n: Node) -> bool:
+    """Whether the interpreter gives ``n``'s results an opaque value and does nothing else with it
+    (``_Run.ops``): a region without protocol ops, or an op without semantics outside fa4."""
+    if n.name in _YIELDS:
+        return False
+    if n.regions:
+        return not n.relevant
+    return n.name not in _HANDLERS and not n.name.startswith("fa4.")
+
+
+def mark_dead(mirror: Mirror) -> None:
+    """Mark the opaque ops (``_opaque``) whose results nothing reads that the interpreter runs: it
+    skips them, and every value it does read is computed as before. Live values: the operands of
+    every other op (loop bounds, branch conditions, protocol operands, ...), of a live opaque op,
+    and, through ``scf.yield``, a loop-carried value or a result of ``scf.for`` / ``scf.if`` that is
+    live itself (float work in softmax loops is the bulk of what is skipped)."""
+    definer: dict[int, tuple] = {}  # value id -> ("op", node) | ("result", node, i) | ("arg", for node, i)
+    yields: dict[int, list[Node]] = {}  # id(scf op) -> the yield ending each of its regions
+    roots: list[int] = []
+    nodes: list[Node] = []
+
+    def visit(blocks: list[Block]) -> None:
+        for b in blocks:
+            for n in b.ops:
+                nodes.append(n)
+                if n.name in ("scf.for", "scf.if") and n.relevant:
+                    for i, r in enumerate(n.results):
+                        definer[r] = ("result", n, i)
+                    yields[id(n)] = [blk.ops[-1] for region in n.regions for blk in region
+                                     if blk.ops and blk.ops[-1].name == "scf.yield"]
+                    if n.name == "scf.for":
+                        roots.extend(n.operands[:3])
+                        for i, a in enumerate(n.regions[0][0].args[1:]):
+                            definer[a] = ("arg", n, i)
+                    else:
+                        roots.append(n.operands[0])
+                else:
+                    for r in n.results:
+                        definer[r] = ("op", n)
+                    if not _opaque(n) and not (n.name == "scf.yield" and parent_is_scf.get(id(b))):
+                        reads = _READS.get(n.name)
+                        roots.extend(n.operands if reads is None else [n.operands[i] for i in reads
+                                                                       if i < len(n.operands)])
+                if not n.relevant:
+                    continue  # the interpreter never enters its regions
+                for region in n.regions:
+                    for blk in region:
+                        parent_is_scf[id(blk)] = n.name in ("scf.for", "scf.if")
+                    visit(region)
+
+    parent_is_scf: dict[int, bool] = {}
+    visit(mirror.body)
+    live: set[int] = set()
+    alive: set[int] = set()  # ids of opaque nodes some live value needs
+    work = list(roots)
+    while work:
+        v = work.pop()
+        if v in live:
+            continue
+        live.add(v)
+        d = definer.get(v)
+        if d is None:
+            continue
+        if d[0] == "op":
+            if id(d[1]) not in alive:
+                alive.add(id(d[1]))
+                work.extend(d[1].operands)
+            continue
+        n, i = d[1], d[2]
+        for y in yields.get(id(n), ()):
+            if i < len(y.operands):
+                work.append(y.operands[i])
+        if n.name == "scf.for":  # the initial value, and the loop-carried argument and result
+            work.append(n.operands[3 + i])
+            work.append(n.regions[0][0].args[1 + i])
+            if i < len(n.results):
+                work.append(n.results[i])
+    for n in nodes:
+        n.dead = _opaque(n) and id(n) not in alive
 
 
 def _block_warps(mirror: Mirror) -> int:
@@ -306,6 +396,8 @@ class _Run:
 
     def ops(self, ops: list[Node], mask: np.ndarray) -> list:
         for n in ops:
+            if n.dead:
+                continue
             if n.name in ("scf.yield", "gpu.yield"):
                 return [self.get(v) for v in n.operands]
             if n.regions and not n.relevant:

@@ -43,6 +43,7 @@ class Node:
     result_types: list[str]
     relevant: bool = False  # a protocol op, a memory op, or a region holding one
     next_name: str = ""  # the op after this one in its block
+    dead: bool = False  # its value is opaque and nothing the interpreter runs reads it (extract.mark_dead)
 
 
 def _attr_value(attr: ir.Attribute):

@@ -72,6 +72,14 @@ class AccessLog:
         warps = self.sim.warps(e)
         async_read = not acc.write and acc.mode in ("mma", "store") and acc.resource.space == "smem"
         for records in self._lists(acc):
+            if not acc.write:  # a read conflicts with earlier writes only, and removes nothing
+                for old in records:
+                    if old.access.write and old.access.resource.overlaps(acc.resource):
+                        if not (self._in_order(old, rec) or self._known_ended(old, warps, clocks)):
+                            self._report(old, rec)
+                        elif async_read and old.access.mode == "sync":
+                            self._check_fenced(old, rec, warps, clocks)
+                continue
             keep = []
             for old in records:
                 if not (old.access.write or acc.write) or not old.access.resource.overlaps(acc.resource):

@@ -95,6 +95,7 @@ class Simulation:
         self.remote: list[tuple[Event, int, Barrier | None, Access | None, int]] = []
         self.arrived_gen: dict[int, int] = {}  # process index -> generation it waits for at a sync
         self.pc = [0] * len(kernel.processes)
+        self._warps: dict[int, tuple] = {}  # id(Threads) -> (the Threads, kept alive, and its warps)
 
     # ---- running ------------------------------------------------------------------------------
 
@@ -139,8 +140,13 @@ class Simulation:
 
     # ---- clocks ---------------------------------------------------------------------------------
 
-    def warps(self, e: Event) -> list[tuple[int, int]]:
-        return [(e.threads.cta, w) for w in e.threads.warps]
+    def warps(self, e: Event) -> tuple[tuple[int, int], ...]:
+        """(CTA, warp) of each executing warp; one tuple per ``Threads`` (the events of a run share them)."""
+        t = e.threads
+        out = self._warps.get(id(t))
+        if out is None:
+            out = self._warps[id(t)] = (t, tuple((t.cta, w) for w in t.warps))
+        return out[1]
 
     def tick(self, e: Event) -> list[np.ndarray]:
         """Advance the executing warps' own components; their clocks after the step."""
@@ -156,7 +162,11 @@ class Simulation:
             np.maximum(self.clock[key], clock, out=self.clock[key])
 
     def own_times(self, e: Event) -> dict[int, int]:
-        return {self.space.warp(*key): int(self.clock[key][self.space.warp(*key)]) for key in self.warps(e)}
+        out = {}
+        for key in self.warps(e):
+            c = self.space.warp(*key)
+            out[c] = int(self.clock[key][c])
+        return out
 
     def warp_condition(self, e: Event) -> Condition:
         """End condition "every executing warp's step so far is known"."""

@@ -118,6 +118,7 @@ _BINARY = {  # op -> f(a, b, a unsigned, b unsigned)
     "maxsi": lambda a, b, ua, ub: np.maximum(a, b),
 }
 _DIVISIONS = ("divui", "divsi", "remui", "remsi", "ceildivui", "ceildivsi", "floordivsi")
+_SHIFTS = ("shli", "shrui", "shrsi")
 
 
 def binary(op: str, a, b, width):
@@ -125,6 +126,12 @@ def binary(op: str, a, b, width):
     fn = _BINARY.get(op)
     if fn is None:
         return None
+    if type(a) is int and type(b) is int:  # the common case, without numpy's per-call cost
+        if (op in _DIVISIONS and b == 0) or (op in _SHIFTS and not 0 <= b < (width or 64)):
+            return None
+        if op in ("minsi", "maxsi"):
+            return wrap(min(a, b) if op == "minsi" else max(a, b), width)
+        return wrap(int(fn(a, b, unsigned(a, width), unsigned(b, width))), width)
     if op in _DIVISIONS and np.any(np.asarray(b) == 0):
         return None
     if op in ("shli", "shrui", "shrsi") and np.any((np.asarray(b) < 0) | (np.asarray(b) >= (width or 64))):

@@ -128,7 +128,6 @@ def _compile(args, builtin, progress) -> int:
 
     from fa4_mlir.core.compiler import CompileError, compile_kernel
     from fa4_mlir.errors import ArtifactError, ConfigError
-    from fa4_mlir.runtime import artifacts
 
     start = time.perf_counter()
     try:
@@ -162,6 +161,8 @@ def _compile(args, builtin, progress) -> int:
         if args.cache:  # nothing failed: the private dump folder is empty
             dump_dir.rmdir()
         if args.cache:
+            from fa4_mlir.runtime import artifacts  # only here: the runtime is not needed to compile
+
             key = (artifacts.ArtifactKey.for_config(args.kernel, config, args.timeout) if builtin is not None
                    else artifacts.ArtifactKey.for_file(args.kernel, result.target, args.timeout))
             stored = artifacts.store(key, result.write)

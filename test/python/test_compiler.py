@@ -143,6 +143,27 @@ def test_a_ptxas_failure_names_ptxas_and_keeps_the_ptx(tmp_path, monkeypatch):
     assert err.dump.endswith("copy_pipeline.ptx") and "-arch=sm_100a" in err.repro and err.dump in err.repro
 
 
+UNWAITED_MMA = os.path.join(os.path.dirname(__file__), "..", "fa4-compile", "Inputs", "unwaited-mma.mlir")
+
+
+@pytest.mark.parametrize("stop", ["nvvm", "cubin"])
+def test_a_protocol_error_comes_first_though_the_check_runs_during_ptxas(tmp_path, monkeypatch, stop):
+    """The protocol check runs on a copy of stage fa4's input while the later stages and ptxas run; a
+    protocol error is still the error raised (stage fa4, its input dumped), before a later failure."""
+    monkeypatch.setenv("FA4_PTXAS", _fake_ptxas(tmp_path, "echo 'ptxas fatal   : Unresolved extern' >&2; exit 1"))
+    with open(UNWAITED_MMA) as f:
+        source = f.read()
+    with pytest.raises(CompileError) as info:
+        compile_kernel(source, stop=stop, dump_dir=tmp_path / "dump", source_name="unwaited-mma.mlir")
+    err = info.value
+    assert err.stage == "fa4" and any("protocol error [race]: race on TMEM 'D'" in d for d in err.diagnostics)
+    assert err.dump.endswith(".fa4-input.mlir") and os.listdir(tmp_path / "dump") == [os.path.basename(err.dump)]
+    assert "fa4-verify-protocol" in err.repro
+    with pytest.raises(CompileError) as info:  # unchecked, the kernel reaches ptxas, which fails
+        compile_kernel(source, dump_dir=tmp_path / "unchecked", verify_protocol=False)
+    assert info.value.stage == "cubin"
+
+
 def test_a_missing_ptxas_says_how_to_get_one(monkeypatch):
     monkeypatch.setenv("FA4_PTXAS", "/no/such/ptxas")
     with pytest.raises(ptxas.PtxasError, match="FA4_PTXAS must name an executable ptxas, got '/no/such/ptxas'"):
