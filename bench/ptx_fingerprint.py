@@ -66,7 +66,7 @@ def configs() -> list[tuple[str, dict]]:
             causal=(i // 3) % 2 == 1, group=(1, 4, 8)[(i // 5) % 3])
     for kw in test_attention_hopper.SUPPORTED:
         add("attention", target="sm_90a", **kw)
-    for dt, d, c, g in itertools.product(("bf16", "fp16"), (64, 128, 256, 512), (False, True), (1, 4, 8)):
+    for dt, d, c, g in itertools.product(("bf16", "fp16"), (64, 96, 128, 192, 256, 512), (False, True), (1, 4, 8)):
         add("attention", target="sm_90a", dtype=dt, head_dim=d, causal=c, group=g)
     for d, bns in ATTENTION_SWEEP.items():
         for bn, c in itertools.product(bns, (False, True)):

@@ -18,7 +18,7 @@ from fa4_mlir.configs.support import Checked, Support
 from fa4_mlir.errors import ConfigError
 from fa4_mlir.target import Target
 
-HEAD_DIMS = {"sm_100a": (64, 96, 128), "sm_90a": (64, 128, 256, 512)}  # FA4 (sm_100a) and sm_90a kernels
+HEAD_DIMS = {"sm_100a": (64, 96, 128), "sm_90a": (64, 96, 128, 192, 256, 512)}  # FA4 (sm_100a) and sm_90a kernels
 FP8_HEAD_DIMS = {"sm_100a": (64, 128, 256, 512), "sm_90a": (64, 128, 256)}  # fp8_e4m3 Q, K, V (bf16 O)
 DEPTH512_HEAD_DIMS = (256, 512)  # sm_100a: the depth-256/512 pair-CTA kernel (``.depth512``)
 MAX_GROUP = 128  # a fused GQA tile holds 128 / group positions of group heads
@@ -28,7 +28,8 @@ EXP2_BATCH = 32  # softmax columns per exp2 batch; exp2_emulation counts per bat
 SM90_SMEM_BYTES = 232448  # the opt-in shared memory of one CTA on sm_90 (227 KiB)
 # keys per K/V tile by head dim: the fastest in bench/attention.py --block-n; at 512 the largest that fits
 # (Q 64 KiB + two K and two V stages of 1 KiB a key <= 227 KiB: at most 40 keys)
-SM90_KV_TILE = {64: 192, 128: 128, 256: 80, 512: 32}
+# (96: the 128 tile, whose second column block TMA half zero-fills; 192: the most keys that fit, 112)
+SM90_KV_TILE = {64: 192, 96: 128, 128: 128, 192: 112, 256: 80, 512: 32}
 # fp8_e4m3: multiples of 64 (V^T tiles of 64- or 128-key blocks), the fastest at 16k in bench/attention.py
 # --dtype fp8 --block-n (docs/PERF.md); at 256 the most that fits (128 at 128 spills)
 SM90_FP8_KV_TILE = {64: 256, 128: 192, 256: 128}
@@ -41,6 +42,7 @@ SM90_FP8_EXP2_EMULATION = {64: 2}
 # (docs/PERF.md: bf16 d256 and d512, fp8 d128; slower at d64, even at bf16 d128)
 SM90_LAZY_RESCALE = {"bf16": (256, 512), "fp16": (256, 512), "fp8_e4m3": (128,)}
 SM90_KV_STAGES = 2
+BLOCK_COLS = 64  # sm_90a: 16-bit columns of one 128-byte swizzle block
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
 
 
@@ -235,7 +237,10 @@ class AttentionConfig(Checked):
         if self.is_fp8:
             return HopperTile(self.head_dim, self.block_n or SM90_FP8_KV_TILE[self.head_dim], bm, elem_bytes=1,
                               token_scales=self.token_scales)
-        return HopperTile(self.head_dim, self.block_n or SM90_KV_TILE[self.head_dim], bm)
+        # Q, K, V and O tiles are whole 64-column blocks: head dim 96 is computed as 128, TMA zero-filling
+        # the columns past the tensors' 96 on loads and clipping them on O's store
+        padded = -(-self.head_dim // BLOCK_COLS) * BLOCK_COLS
+        return HopperTile(padded, self.block_n or SM90_KV_TILE[self.head_dim], bm)
 
     @property
     def fused_group(self) -> int:

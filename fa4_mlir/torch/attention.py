@@ -5,8 +5,8 @@
 where Hk divides H (GQA / MQA: query head h reads K/V head h // (H / Hk)). ``causal`` masks key j for
 query i when j > i (the top-left diagonal, as torch SDPA's ``is_causal``); the default scale is
 1 / sqrt(D). With ``return_lse`` it also returns the log-sum-exp of each row's scaled logits
-(B, H, Sq) in fp32. bf16 or fp16, head dims 64, 128, 256, 512 on sm_90 (64, 96, 128 on sm_100); any
-sequence lengths; each tensor with a unit innermost stride and other strides multiples of 16 bytes
+(B, H, Sq) in fp32. bf16 or fp16, head dims 64, 96, 128, 192, 256, 512 on sm_90 (64, 96, 128, 256, 512
+on sm_100); any sequence lengths; each tensor with a unit innermost stride and other strides multiples of 16 bytes
 (a slice of a packed QKV tensor works). The output is a new contiguous tensor; no autograd. On CPU
 tensors it runs the kernel in the PTX emulator when asked (``fa4_mlir.torch.emulated``).
 

@@ -40,7 +40,7 @@ def keys() -> list[ArtifactKey]:
     # test_attention_gpu.py's GROUPS, every head dim, both masks, both dtypes
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype=dt, head_dim=d, causal=c,
                                                                    group=g))
-               for dt in ("bf16", "fp16") for d in (64, 128, 256, 512) for c in (False, True) for g in (1, 4, 8)]
+               for dt in ("bf16", "fp16") for d in (64, 96, 128, 192, 256, 512) for c in (False, True) for g in (1, 4, 8)]
     # test_attention_fp8_gpu.py's FP8_GROUPS and bench/attention.py --dtype fp8 (group 1): fp8 e4m3, every fp8
     # head dim, both masks, tensor-wise and per-token scales
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(

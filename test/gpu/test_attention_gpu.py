@@ -16,13 +16,14 @@ from fa4_mlir.kernels.attention import launch_geometry
 
 # (batch, seq_q, seq_k, heads, kv heads, head dim, causal): tile multiples (128 rows, 64/128 keys),
 # single rows and keys, ragged lengths either way, GQA and MQA; head dim 512 (64-row tiles, O split
-# over the two consumer warpgroups).
+# over the two consumer warpgroups); head dims 96 (the 128 tile on zero-filled columns) and 192.
 SHAPES = [(1, 128, 128, 1, 1, 128, False), (2, 77, 200, 4, 4, 128, False), (1, 1, 1, 2, 2, 64, False),
           (1, 257, 129, 4, 1, 64, True), (2, 1000, 1000, 8, 2, 128, True), (1, 300, 700, 2, 2, 256, False),
           (1, 700, 300, 2, 2, 256, True), (1, 129, 1, 1, 1, 128, True), (3, 64, 4000, 2, 2, 64, False),
           (1, 2048, 2048, 4, 4, 128, True), (1, 333, 333, 8, 8, 256, True), (2, 511, 513, 8, 1, 128, False),
           (1, 300, 700, 2, 2, 512, False), (2, 700, 300, 8, 2, 512, True), (1, 1, 1, 1, 1, 512, True),
-          (1, 1024, 1024, 4, 1, 512, True)]
+          (1, 1024, 1024, 4, 1, 512, True), (1, 300, 257, 4, 1, 96, True), (2, 130, 1000, 2, 2, 96, False),
+          (1, 500, 333, 2, 2, 192, False), (1, 1000, 1000, 4, 1, 192, True)]
 # Small shapes on a few kernel configs per dtype (each config compiles once, about 2 s, in a fresh cache).
 EMULATOR_SHAPES = {
     "bf16": [(1, 128, 128, 1, 1, 128, False), (1, 1, 1, 2, 2, 128, False), (1, 129, 200, 4, 1, 64, True),
@@ -61,7 +62,7 @@ def test_matches_f64_reference_within_twice_the_same_precision_error(backend, dt
     drawn = []
     for _ in range(6):  # fresh random shapes every run, over the built head dims and groups
         hk, group = draw(1, 3), GROUPS[draw(0, len(GROUPS))]
-        drawn.append((draw(1, 3), draw(1, 1500), draw(1, 1500), hk * group, hk, (64, 128, 256, 512)[draw(0, 4)],
+        drawn.append((draw(1, 3), draw(1, 1500), draw(1, 1500), hk * group, hk, (64, 96, 128, 192, 256, 512)[draw(0, 6)],
                       bool(draw(0, 2))))
     # The emulator draws lengths for one of its configs.
     _, _, _, h, hk, d, causal = EMULATOR_SHAPES[dtype][draw(0, len(EMULATOR_SHAPES[dtype]))]
@@ -189,7 +190,7 @@ def test_errors_name_what_is_wrong(torch_gpu):
         ((q, k, k[:, :32]), {}, "k and v must have one shape"),
         ((q, wide[:, :, :2], wide[:, :, :2]), {}, r"head_dim=128"),
         ((q, k[:, :, :1].expand(1, 64, 3, 128), k[:, :, :1].expand(1, 64, 3, 128)), {}, "must divide q heads"),
-        ((q[..., :96], k[..., :96], k[..., :96]), {}, "head_dim must be one of"),
+        ((q[..., :80], k[..., :80], k[..., :80]), {}, "head_dim must be one of 64, 96, 128, 192, 256, 512"),
         ((q.transpose(1, 3).contiguous().transpose(1, 3), k, k), {}, "unit innermost stride"),
         ((q, k, k), {"softmax_scale": -1.0}, "softmax_scale must be finite and > 0"),
     ]

@@ -18,7 +18,7 @@ from fa4_mlir.kernels import attention
 from fa4_mlir.layouts import hopper_attention_layout, kernel_layout
 
 SUPPORTED = [dict(dtype=dt, head_dim=hd, causal=ca)
-             for dt, hd, ca in itertools.product(("bf16", "fp16"), (64, 128, 256, 512), (False, True))]
+             for dt, hd, ca in itertools.product(("bf16", "fp16"), (64, 96, 128, 192, 256, 512), (False, True))]
 SUPPORTED += [dict(group=4), dict(group=8, causal=True, head_dim=64), dict(head_dim=128, block_n=176),
               dict(head_dim=128, block_n=96, causal=True), dict(head_dim=256, block_n=64),
               dict(head_dim=512, group=8, causal=True)]
@@ -46,8 +46,8 @@ def test_every_config_assembles_without_spills_on_its_layout(ctx, kwargs):
     assert indices == placed.barrier_index
     ptx = result.ptx
     # the MMAs: S = Q K' as SS wgmma (n = BN), O += P V as RS wgmma (n = D, B transposed: V is mn-major;
-    # head dim 512: n = D / 2, each warpgroup its half of O's columns)
-    bn, d = config.hopper.bn, config.head_dim // (2 if config.hopper.split_o else 1)
+    # head dim 512: n = D / 2, each warpgroup its half of O's columns; head dim 96: the padded 128)
+    bn, d = config.hopper.bn, config.hopper.head_dim // (2 if config.hopper.split_o else 1)
     assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{config.dtype.replace('fp', 'f')}" in ptx
     rs = re.findall(rf"wgmma.mma_async.sync.aligned.m64n{d}k16\S+ \{{[^}}]+\}}, \{{%r\d+, %r\d+, %r\d+, %r\d+\}}, "
                     r"%rd\d+, p, 1, 1, 1;", ptx)
@@ -75,7 +75,10 @@ def test_kernel_declares_the_layout_barriers_and_regions():
 
 
 def test_tiles_tensor_maps_and_grid():
-    assert {d: AttentionConfig(target="sm_90a", head_dim=d).hopper.bn for d in (64, 128, 256, 512)} == SM90_KV_TILE
+    assert {d: AttentionConfig(target="sm_90a", head_dim=d).hopper.bn for d in (64, 96, 128, 192, 256, 512)} \
+        == SM90_KV_TILE
+    # head dim 96 is the 128 tile (two 64-column blocks, the second half zero-filled by TMA); 192 three blocks
+    assert [AttentionConfig(target="sm_90a", head_dim=d).hopper.head_dim for d in (96, 192)] == [128, 192]
     source = attention.build(AttentionConfig(target="sm_90a", head_dim=256))
     maps = {p.name: p.tensor_map for p in source.params if p.tensor_map}
     assert maps["q"].box == maps["o"].box == (64, 1, 64, 1)  # one warpgroup's 64 rows per 64-column block
@@ -102,7 +105,7 @@ def test_causal_ctas_take_the_longest_rows_first():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(head_dim=96), r"AttentionConfig.head_dim must be one of 64, 128, 256, 512 on sm_90a, got 96"),
+    (dict(head_dim=80), r"AttentionConfig.head_dim must be one of 64, 96, 128, 192, 256, 512 on sm_90a, got 80"),
     (dict(num_q=1), r"AttentionConfig.num_q must be 2 on sm_90a \(two consumer warpgroups of 64 rows\), got 1"),
     (dict(exp2_emulation=8), r"AttentionConfig.exp2_emulation must be 0 on sm_90a unless dtype is fp8_e4m3 \(only the fp8 "
                              r"kernel has a polynomial exp2 there\), got 8"),
@@ -153,6 +156,36 @@ def test_head_dim_512_matches_f64_reference_in_the_emulator(dtype, causal, b, sq
     o = np.full(q.shape, reference.POISON[dtype], np.uint16)
     lse = np.full((b, h, sq), np.nan, np.float32)
     scale = 0.05
+    launch_attention(kernel, config, q, k, v, o, lse, scale)
+    qf, kf, vf = (reference.to_f64(t, dtype) for t in (q, k, v))
+    ref, ref_lse = reference.attention(qf, kf, vf, causal, scale)
+    result = reference.compare(o, ref, reference.attention_yardstick(qf, kf, vf, causal, scale, dtype), dtype)
+    assert result.ok and result.unwritten == 0, result.summary()
+    assert float(np.abs(lse - ref_lse).max()) <= reference.lse_tolerance(ref_lse)
+
+
+# (dtype, head_dim, causal, batch, seq_q, seq_k, heads, kv heads): head dims 96 (the 128 tile on TMA's
+# zero-filled columns) and 192 (three column blocks, 112-key tiles), ragged lengths, GQA
+EMULATED_96_192 = [("bf16", 96, False, 1, 130, 200, 2, 1), ("fp16", 96, True, 1, 70, 300, 1, 1),
+                   ("fp16", 192, False, 1, 70, 250, 1, 1), ("bf16", 192, True, 2, 129, 130, 2, 2)]
+
+
+@pytest.mark.parametrize("dtype, d, causal, b, sq, sk, h, hk", EMULATED_96_192)
+def test_head_dims_96_and_192_match_f64_reference_in_the_emulator(dtype, d, causal, b, sq, sk, h, hk):
+    """O (every element of the D columns written; none past them: O is exactly (B, Sq, H, D)) and the
+    LSE against float64, within twice the error of the computation at the kernel's precision."""
+    from fa4_mlir import reference, runtime
+    from fa4_mlir.tools.fa4_emu import launch_attention
+
+    config = AttentionConfig(target="sm_90a", head_dim=d, causal=causal, dtype=dtype, group=h // hk)
+    assert config.hopper.head_dim == (128 if d == 96 else d)
+    kernel = runtime.load("attention", config, device="emulator")
+    rng = np.random.default_rng(sq * sk + d)
+    q = reference.random_bits(rng, (b, sq, h, d), dtype, 1.0)
+    k, v = (reference.random_bits(rng, (b, sk, hk, d), dtype, 1.0) for _ in range(2))
+    o = np.full(q.shape, reference.POISON[dtype], np.uint16)
+    lse = np.full((b, h, sq), np.nan, np.float32)
+    scale = 1 / math.sqrt(d)
     launch_attention(kernel, config, q, k, v, o, lse, scale)
     qf, kf, vf = (reference.to_f64(t, dtype) for t in (q, k, v))
     ref, ref_lse = reference.attention(qf, kf, vf, causal, scale)

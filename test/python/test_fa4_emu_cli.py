@@ -104,7 +104,8 @@ def test_a_kernel_the_emulator_cannot_run_is_exit_1(capsys, monkeypatch):
     (["attention", "--shape", "0x1x1x1"], "--shape of attention must be BxSQxSKxH with integers >= 1, got '0x1x1x1'"),
     (["attention", "--group", "4", "--shape", "1x64x64x3"], "attention H must be a multiple of the config's group (4"),
     (["copy-pipeline", "--stages", "0"], "CopyPipelineConfig.stages must be >= 1, got 0"),
-    (["attention", "--head-dim", "96"], "AttentionConfig.head_dim must be one of 64, 128, 256, 512 on sm_90a, got 96"),
+    (["attention", "--head-dim", "80"], "AttentionConfig.head_dim must be one of 64, 96, 128, 192, 256, 512 on sm_90a, "
+                                        "got 80"),
     (["gemm", "--tile", "128x256"], "--tile must be MxNxK with integers, got '128x256'"),
     (["copy-pipeline", "--target", "sm_80"], "target must be"),
 ])

@@ -121,9 +121,9 @@ def test_head_dims_follow_the_emulated_target():
     with emulator(target="sm_100a"), pytest.raises(
             LaunchError, match="head_dim must be one of 64, 96, 128, 256, 512 on sm_100a in the emulator, got 192"):
         fa4_torch.flash_attention(q, q, q)
-    q = torch.zeros(1, 8, 1, 96, dtype=torch.bfloat16)
+    q = torch.zeros(1, 8, 1, 80, dtype=torch.bfloat16)
     with emulator(target="sm_90a"), pytest.raises(
-            LaunchError, match="head_dim must be one of 64, 128, 256, 512 on sm_90a in the emulator, got 96"):
+            LaunchError, match="head_dim must be one of 64, 96, 128, 192, 256, 512 on sm_90a in the emulator, got 80"):
         fa4_torch.flash_attention(q, q, q)
 
 

@@ -21,6 +21,10 @@ row's tile. The epilogue divides by the row sum, writes O as 16-bit pairs over t
 Q rows (128B swizzle) and TMA-stores them (the store clips rows past ``seq_q``); the LSE is written
 per row when asked. GQA: the CTA of head ``h`` reads K/V head ``h / group``.
 
+Head dims 96 and 192: 192 is three 64-column blocks (112 keys a tile: the most that fit); 96 is computed
+as 128 (``HopperTile.head_dim`` is the padded dim), TMA zero-filling Q's and K's and V's columns past
+96 and clipping O's store there (a third of the MMA work is on zeros, the price of one tile shape).
+
 Head dim 512 (``HopperTile.split_o``): O of 64 rows x 512 columns in fp32 is 256 registers a thread of a
 warpgroup, past the 255 a thread can address (and the 240 of the budget). So both consumer warpgroups
 own the SAME 64 rows (the CTA tile is 64 rows): each computes the whole S = Q K_j' (512 deep) and the
@@ -150,8 +154,8 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     kv_up = name(kv_end + (t.bn - 1), "kv_up")
     n_tiles = name(dsl.Value(dsl.arith.divsi(kv_up.value, dsl.Value(t.bn).value)), "n_tiles")
     return types.SimpleNamespace(
-        c=c, t=t, d=c.head_dim, bn=t.bn, wg_rows=WG_ROWS, blocks=c.head_dim * t.elem_bytes // row,
-        split_o=t.split_o, o_cols=c.head_dim // 2 if t.split_o else c.head_dim, row=row, vrow=vrow,
+        c=c, t=t, d=t.head_dim, bn=t.bn, wg_rows=WG_ROWS, blocks=t.head_dim * t.elem_bytes // row,
+        split_o=t.split_o, o_cols=t.head_dim // 2 if t.split_o else t.head_dim, row=row, vrow=vrow,
         qscale=qscale, kscale=kscale,
         elem="e4m3" if t.fp8 else "bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs, o=os_, kring=kring, vring=vring,
         qbar=barriers["q_full"], kfull=barriers["k_full"], vfull=barriers["v_full"], kp=kp, vp=vp, head=head,
