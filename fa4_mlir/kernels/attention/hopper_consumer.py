@@ -13,7 +13,8 @@ butterfly shuffles.
 Per K/V tile the warpgroup waits for its turn (named barrier ``sched{w}``), issues S = Q K_j' and
 O += P_{j-1} V_{j-1}, hands the turn over, and while the P@V runs takes the softmax of S_j; then it
 waits for the P@V, rescales O by ``exp2((m_old - m_new) * scale_log2e)`` and packs P_j to 16 bits
-as the next RS wgmma's A fragments.
+as the next RS wgmma's A fragments. With ``g.lazy_rescale`` (``AttentionConfig.lazy_rescale``) a warp
+skips the rescale of a tile where none of its rows' maxima grew (a warp vote; the same numbers).
 
 At head dim 512 (``g.split_o``, see ``hopper.py``) both warpgroups own the CTA's 64 rows and take the
 same S and softmax; warpgroup ``w``'s O is columns ``[256 w, 256 w + 256)`` (``g.o_cols / 2`` values a
