@@ -96,7 +96,7 @@ def test_the_cases_cover_the_issues_shapes():
     assert {1, 100, 257} <= {c[4] for c in CASES} and {c[1] for c in CASES} == {False, True}
 
 
-SELECTED = [(i, c) for i, c in enumerate(ACTIVE) if FULL or i % 3 == 0]  # CI: every third case
+SELECTED = list(enumerate(ACTIVE))  # CI: every case under one seed
 
 
 @pytest.mark.parametrize("index, case", SELECTED,
