@@ -111,6 +111,14 @@ def build(config: AttentionConfig) -> KernelSource:
         declare(k, q_box, kv_box, o_box, scale_boxes, fp8=True)
     else:
         declare(k, q_box, kv_box, q_box)
+    build_roles(k, d)
+    return k.source(grid=f"(ceil(Sq / {config.cta_positions}), H / {g}, B) (launch_geometry)",
+                    config={f: getattr(config, f) for f in CONFIG_FIELDS})
+
+
+def build_roles(k, d: Dims) -> None:
+    """The FA4 kernel's body into ``k`` (its parameters declared): the prologue, both softmax
+    warpgroups, the correction warpgroup, the MMA warp and the load warp (also the MLA prefill's)."""
     with k.body() as arg:
         prod, soft = Producers(d, k), Softmax(d, k)
         x = prod.prologue(arg)
@@ -119,5 +127,3 @@ def build(config: AttentionConfig) -> KernelSource:
         soft.correction(x)
         prod.mma(x)
         prod.load(x)
-    return k.source(grid=f"(ceil(Sq / {config.cta_positions}), H / {g}, B) (launch_geometry)",
-                    config={f: getattr(config, f) for f in CONFIG_FIELDS})

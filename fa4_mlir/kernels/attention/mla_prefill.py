@@ -69,23 +69,14 @@ def launch_geometry(config: MLAConfig, batch: int, seq_q: int, heads: int, seq_k
 
 def build(config: MLAConfig) -> KernelSource:
     from fa4_mlir import dsl
+    from fa4_mlir.kernels.attention import build_roles
     from fa4_mlir.kernels.attention.dims import Dims
-    from fa4_mlir.kernels.attention.producers import Producers
-    from fa4_mlir.kernels.attention.softmax import Softmax
 
     config.validate()
     a = config.attention
     k = dsl.Kernel(NAME, "sm_100a", NUM_WARPS)
     k.declare_params(params(config))
-    d = Dims(a)
-    with k.body() as arg:
-        prod, soft = Producers(d, k), Softmax(d, k)
-        x = prod.prologue(arg)
-        soft.softmax(x, 0)
-        soft.softmax(x, 1)
-        soft.correction(x)
-        prod.mma(x)
-        prod.load(x)
+    build_roles(k, Dims(a))
     fields = {f: getattr(a, f) for f in CONFIG_FIELDS}
     rope = {"rope_dtype": config.rope} if a.is_fp8 else {}
     return k.source(grid=f"(ceil(Sq / {a.cta_positions}), H, B) (launch_geometry)",
