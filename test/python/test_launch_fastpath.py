@@ -111,6 +111,26 @@ def test_packed_launch_refuses_what_it_cannot_pass(lib):
         kernel.packed(grid, {**args, "a": GlobalTensor.contiguous(0x10000002, "bf16", (128, 64))})
     with pytest.raises(LaunchError, match="finite number"):
         kernel.packed(grid, {**args, "alpha": float("nan")})
+    with pytest.raises(LaunchError, match="argument 'a' of gemm must be a GlobalTensor for a PackedLaunch, got int"):
+        kernel.packed(grid, {**args, "a": 0x10000000})
+
+
+def test_packed_launch_refuses_a_bad_pointer_and_a_missing_libcuda(lib, monkeypatch):
+    """The LSE pointer of an attention plan must be a device address (int >= 0); without a libcuda that
+    ctypes can open there is no PackedLaunch (``Kernel.launch`` goes through cuda-python)."""
+    lib.param_count.value = 5
+    q = torch.randn(1, 128, 1, 128).bfloat16()
+    attention.flash_attention_op(q, q, q, False, None, True)
+    plan = next(iter(attention._plans.values()))
+    with pytest.raises(LaunchError, match=r"argument 'lse' of attention must be a device address \(int\), got -1"):
+        plan.launch.launch((q.data_ptr(), q.data_ptr(), q.data_ptr(), q.data_ptr(), -1), 0)
+    kernel = _gemm_kernel()
+    grid, _, args = _gemm_args(kernel, 0x10000000)
+    with monkeypatch.context() as patch:  # undone before the lib fixture clears the driver caches
+        patch.setattr(launcher, "libcuda", lambda: None)
+        with pytest.raises(LaunchError, match=r"PackedLaunch needs libcuda through ctypes \(libcuda.so.1\); use "
+                                              r"Kernel.launch"):
+            kernel.packed(grid, args)
 
 
 def test_kernel_launch_goes_through_ctypes(lib):
