@@ -158,15 +158,10 @@ def clear_driver_caches() -> None:
 
 def _tma_operand_gpu(t, dtype):
     from fa4_mlir.runtime.tensormap import GlobalTensor
+    from fa4_mlir.torch.tensors import tma_view
 
-    if t.dim() == 3:
-        t = t.unsqueeze(2)
-    strides = list(t.stride())
-    strides[3] = 1
-    for i in (2, 1, 0):
-        if t.shape[i] == 1:
-            strides[i] = strides[i + 1] * t.shape[i + 1]
-    return GlobalTensor(t.data_ptr(), dtype, tuple(t.shape), tuple(strides), t.device.index)
+    t, strides = tma_view(t)
+    return GlobalTensor(t.data_ptr(), dtype, tuple(t.shape), strides, t.device.index)
 
 
 def per_call_us(fn, n: int) -> float:

@@ -139,14 +139,18 @@ def check_fp8_rope(op: str, ropes: dict) -> None:
                               f"1 / (q_scale k_scale), which could overflow fp16), got {t.dtype}")
 
 
-def fold_scales(scale: float, q_rope: torch.Tensor, q_scale: float, k_scale: float) \
-        -> tuple[float, torch.Tensor]:
-    """fp8: one S accumulator takes both parts, so S is in the e4m3 parts' units: q_scale k_scale goes into
-    the softmax scale and q_rope is divided by it (rounded to bf16: one more rounding of the rope)."""
+def fold_scales(dtype: str, scale: float, q_rope: torch.Tensor, scales: tuple[float, float, float]) \
+        -> tuple[float, torch.Tensor, float | None]:
+    """What the kernel takes: (softmax scale, q_rope, v_scale), the latter None for 16-bit inputs. fp8: one
+    S accumulator takes both parts, so S is in the e4m3 parts' units: q_scale k_scale goes into the softmax
+    scale and q_rope is divided by it (rounded to bf16: one more rounding of the rope)."""
+    if dtype != "fp8_e4m3":
+        return scale, q_rope, None
+    q_scale, k_scale, v_scale = scales
     factor = q_scale * k_scale
     if factor != 1.0:
         q_rope = (q_rope.float() / factor).to(torch.bfloat16)
-    return scale * factor, q_rope
+    return scale * factor, q_rope, v_scale
 
 
 def _config(target: str, dtype: str, causal: bool, heads: int, split: bool) -> MLAConfig:
@@ -184,7 +188,7 @@ def mla_attention_op(q_nope: torch.Tensor, q_rope: torch.Tensor, kv_latent: torc
     b, sq, sk, h = _shapes(q_nope, q_rope, kv_latent, k_rope)
     target = where.target if isinstance(where, emulator) else runtime.device_target(where)
     check_dtype_target(dtype, target)
-    qs, ks, vs = check_scales(dtype, q_scale, k_scale, v_scale)
+    scales = check_scales(dtype, q_scale, k_scale, v_scale)
     scale = checked_scale(_OP, softmax_scale, LATENT + ROPE)
     fp8 = dtype == "fp8_e4m3"
     out, lse, done = attention_outputs((b, sq, h, LATENT), torch.bfloat16 if fp8 else q_nope.dtype, (b, h, sq),
@@ -194,10 +198,7 @@ def mla_attention_op(q_nope: torch.Tensor, q_rope: torch.Tensor, kv_latent: torc
     for name, t in tensors.items():
         check_tma_operand(_OP, name, t)
     lse_out = lse if return_lse else None
-    v_factor = None
-    if fp8:  # S in the latent's units: q_scale k_scale folded into the scale, the rope divided by it
-        scale, q_rope = fold_scales(scale, q_rope, qs, ks)
-        v_factor = vs
+    scale, q_rope, v_factor = fold_scales(dtype, scale, q_rope, scales)
     if isinstance(where, emulator):
         splits = split_count(b, sq, sk, h, bool(causal), EMULATOR_SMS) if target == "sm_90a" else 1
         config = _config(target, dtype, bool(causal), h, splits > 1)

@@ -76,7 +76,7 @@ def mla_prefill_op(q_nope, q_rope, k_nope, k_rope, v, causal: bool = False, soft
     dtype = fa4_dtype(q_nope, f"{_OP}: q_nope", ATTENTION_DTYPES)
     b, sq, sk, h, hk = _shapes(q_nope, q_rope, k_nope, k_rope, v)
     check_dtype_target(dtype, where.target if isinstance(where, emulator) else runtime.device_target(where), _OP)
-    qs, ks, vs = check_scales(dtype, q_scale, k_scale, v_scale, _OP)
+    scales = check_scales(dtype, q_scale, k_scale, v_scale, _OP)
     scale = checked_scale(_OP, softmax_scale, NOPE + ROPE)
     fp8 = dtype == "fp8_e4m3"
     out, lse, done = attention_outputs((b, sq, h, NOPE), torch.bfloat16 if fp8 else q_nope.dtype, (b, h, sq),
@@ -86,10 +86,7 @@ def mla_prefill_op(q_nope, q_rope, k_nope, k_rope, v, causal: bool = False, soft
     for name, t in tensors.items():
         check_tma_operand(_OP, name, t)
     lse_out = lse if return_lse else None
-    v_factor = None
-    if fp8:  # S in the e4m3 parts' units: q_scale k_scale folded into the scale, the rope divided by it
-        scale, q_rope = fold_scales(scale, q_rope, qs, ks)
-        v_factor = vs
+    scale, q_rope, v_factor = fold_scales(dtype, scale, q_rope, scales)
     rope = "bf16" if fp8 else ""
     if isinstance(where, emulator):
         config = MLAConfig(target=where.target, form="prefill", dtype=dtype, causal=bool(causal), group=h // hk,

@@ -81,9 +81,18 @@ def check_tma_operand(op: str, name: str, t: torch.Tensor) -> None:
 
 
 def tma_operand(t: torch.Tensor, dtype: str) -> GlobalTensor:
-    """``t`` as a kernel's 4-D (B, S, H, D) tensor-map operand (a 3-D (B, S, D) tensor gets a head
-    dimension of 1). A size-1 dimension's stride is arbitrary in torch; it gets the contiguous one,
-    which TMA accepts. CPU tensors (the emulator's operands) are described over host memory."""
+    """``t`` as a kernel's 4-D (B, S, H, D) tensor-map operand (``tma_view``). CPU tensors (the
+    emulator's operands) are described over host memory."""
+    t, strides = tma_view(t)
+    if t.device.type == "cpu":
+        return host_tensor(t, dtype, strides)
+    return GlobalTensor(t.data_ptr(), dtype, tuple(t.shape), strides, t.device.index)
+
+
+def tma_view(t: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
+    """``t`` as 4-D (B, S, H, D) (a 3-D (B, S, D) tensor gets a head dimension of 1) and its strides
+    for TMA: a size-1 dimension's stride is arbitrary in torch; it gets the contiguous one, which TMA
+    accepts."""
     if t.dim() == 3:
         t = t.unsqueeze(2)
     strides = list(t.stride())
@@ -91,9 +100,7 @@ def tma_operand(t: torch.Tensor, dtype: str) -> GlobalTensor:
     for i in (2, 1, 0):
         if t.shape[i] == 1:
             strides[i] = strides[i + 1] * t.shape[i + 1]
-    if t.device.type == "cpu":
-        return host_tensor(t, dtype, tuple(strides))
-    return GlobalTensor(t.data_ptr(), dtype, tuple(t.shape), tuple(strides), t.device.index)
+    return t, tuple(strides)
 
 
 def host_array(t: torch.Tensor) -> np.ndarray:

@@ -135,6 +135,24 @@ def test_unsupported_tile_is_named():
         AttentionConfig().hopper
 
 
+def _check_in_emulator(config: AttentionConfig, q, k, v, scale: float) -> None:
+    """Run ``config``'s kernel in the emulator on bit arrays q (B, Sq, H, D), k and v (B, Sk, Hk, D); O
+    (every element written) and the LSE against float64, within twice the error of the same computation
+    at the kernel's precision (``fa4_mlir.reference``)."""
+    from fa4_mlir import reference, runtime
+    from fa4_mlir.tools.fa4_emu import launch_attention
+
+    dtype, causal = config.dtype, config.causal
+    o = np.full(q.shape, reference.POISON[dtype], np.uint16)
+    lse = np.full((q.shape[0], q.shape[2], q.shape[1]), np.nan, np.float32)
+    launch_attention(runtime.load("attention", config, device="emulator"), config, q, k, v, o, lse, scale)
+    qf, kf, vf = (reference.to_f64(t, dtype) for t in (q, k, v))
+    ref, ref_lse = reference.attention(qf, kf, vf, causal, scale)
+    result = reference.compare(o, ref, reference.attention_yardstick(qf, kf, vf, causal, scale, dtype), dtype)
+    assert result.ok and result.unwritten == 0, result.summary()
+    assert float(np.abs(lse - ref_lse).max()) <= reference.lse_tolerance(ref_lse)
+
+
 # (dtype, causal, batch, seq_q, seq_k, heads, kv heads): ragged lengths (64-row CTAs, 32-key tiles),
 # several CTAs and K/V tiles (both rings wrap), GQA, a single row and key.
 EMULATED_512 = [("bf16", False, 1, 70, 45, 1, 1), ("bf16", True, 1, 130, 150, 2, 2), ("fp16", True, 1, 77, 100, 1, 1),
@@ -145,23 +163,13 @@ EMULATED_512 = [("bf16", False, 1, 70, 45, 1, 1), ("bf16", True, 1, 130, 150, 2,
 def test_head_dim_512_matches_f64_reference_in_the_emulator(dtype, causal, b, sq, sk, h, hk):
     """O (both warpgroups' column halves, every row written) and the LSE against float64, within twice
     the error of the same computation at the kernel's precision (``fa4_mlir.reference``)."""
-    from fa4_mlir import reference, runtime
-    from fa4_mlir.tools.fa4_emu import launch_attention
+    from fa4_mlir import reference
 
     config = AttentionConfig(target="sm_90a", head_dim=512, causal=causal, dtype=dtype, group=h // hk)
-    kernel = runtime.load("attention", config, device="emulator")
     rng = np.random.default_rng(sq * sk)
     q = reference.random_bits(rng, (b, sq, h, 512), dtype, 1.0)
     k, v = (reference.random_bits(rng, (b, sk, hk, 512), dtype, 1.0) for _ in range(2))
-    o = np.full(q.shape, reference.POISON[dtype], np.uint16)
-    lse = np.full((b, h, sq), np.nan, np.float32)
-    scale = 0.05
-    launch_attention(kernel, config, q, k, v, o, lse, scale)
-    qf, kf, vf = (reference.to_f64(t, dtype) for t in (q, k, v))
-    ref, ref_lse = reference.attention(qf, kf, vf, causal, scale)
-    result = reference.compare(o, ref, reference.attention_yardstick(qf, kf, vf, causal, scale, dtype), dtype)
-    assert result.ok and result.unwritten == 0, result.summary()
-    assert float(np.abs(lse - ref_lse).max()) <= reference.lse_tolerance(ref_lse)
+    _check_in_emulator(config, q, k, v, 0.05)
 
 
 # (dtype, head_dim, causal, batch, seq_q, seq_k, heads, kv heads): head dims 96 (the 128 tile on TMA's
@@ -174,24 +182,14 @@ EMULATED_96_192 = [("bf16", 96, False, 1, 130, 200, 2, 1), ("fp16", 96, True, 1,
 def test_head_dims_96_and_192_match_f64_reference_in_the_emulator(dtype, d, causal, b, sq, sk, h, hk):
     """O (every element of the D columns written; none past them: O is exactly (B, Sq, H, D)) and the
     LSE against float64, within twice the error of the computation at the kernel's precision."""
-    from fa4_mlir import reference, runtime
-    from fa4_mlir.tools.fa4_emu import launch_attention
+    from fa4_mlir import reference
 
     config = AttentionConfig(target="sm_90a", head_dim=d, causal=causal, dtype=dtype, group=h // hk)
     assert config.hopper.head_dim == (128 if d == 96 else d)
-    kernel = runtime.load("attention", config, device="emulator")
     rng = np.random.default_rng(sq * sk + d)
     q = reference.random_bits(rng, (b, sq, h, d), dtype, 1.0)
     k, v = (reference.random_bits(rng, (b, sk, hk, d), dtype, 1.0) for _ in range(2))
-    o = np.full(q.shape, reference.POISON[dtype], np.uint16)
-    lse = np.full((b, h, sq), np.nan, np.float32)
-    scale = 1 / math.sqrt(d)
-    launch_attention(kernel, config, q, k, v, o, lse, scale)
-    qf, kf, vf = (reference.to_f64(t, dtype) for t in (q, k, v))
-    ref, ref_lse = reference.attention(qf, kf, vf, causal, scale)
-    result = reference.compare(o, ref, reference.attention_yardstick(qf, kf, vf, causal, scale, dtype), dtype)
-    assert result.ok and result.unwritten == 0, result.summary()
-    assert float(np.abs(lse - ref_lse).max()) <= reference.lse_tolerance(ref_lse)
+    _check_in_emulator(config, q, k, v, 1 / math.sqrt(d))
 
 
 # (dtype, head_dim, causal, seq_q, seq_k): head dims with the lazy rescale, many K/V tiles (BN 80)
@@ -203,23 +201,17 @@ def test_the_lazy_rescale_in_the_emulator(dtype, d, causal, sq, sk):
     """Many key tiles, the last 160 keys scaled x3: a warp's 16 rows see a larger maximum in some tiles
     (it rescales O) and in none in others (it skips the rescale); O and the LSE against float64 within
     twice the error of the computation at the kernel's precision, as every attention test."""
-    from fa4_mlir import reference, runtime
-    from fa4_mlir.tools.fa4_emu import launch_attention
+    from fa4_mlir import reference
 
     config = AttentionConfig(target="sm_90a", head_dim=d, causal=causal, dtype=dtype)
     assert config.lazy_rescale and not AttentionConfig(target="sm_90a", head_dim=128, dtype=dtype).lazy_rescale
-    kernel = runtime.load("attention", config, device="emulator")
     rng = np.random.default_rng(sk)
     ramp = np.where(np.arange(sk) >= sk - 160, 3.0, 1.0).astype(np.float32)[None, :, None, None]
     q = reference.random_bits(rng, (1, sq, 1, d), dtype, 1.0)
     k = reference.from_f32(rng.standard_normal((1, sk, 1, d), dtype=np.float32) * ramp, dtype)
     v = reference.random_bits(rng, (1, sk, 1, d), dtype, 1.0)
-    o = np.full(q.shape, reference.POISON[dtype], np.uint16)
-    lse = np.full((1, 1, sq), np.nan, np.float32)
     scale = 1 / math.sqrt(d)
-    launch_attention(kernel, config, q, k, v, o, lse, scale)
-    qf, kf, vf = (reference.to_f64(t, dtype) for t in (q, k, v))
-    ref, ref_lse = reference.attention(qf, kf, vf, causal, scale)
+    qf, kf = (reference.to_f64(t, dtype) for t in (q, k))
     logits = np.einsum("bqhd,bkhd->bhqk", qf, kf) * scale * math.log2(math.e)
     if causal:
         logits[..., np.triu(np.ones((sq, sk), bool), 1)] = -np.inf
@@ -228,6 +220,4 @@ def test_the_lazy_rescale_in_the_emulator(dtype, d, causal, sq, sk):
     rows = growth.shape[-1] // 16 * 16
     warps = (growth[..., :rows].reshape(*growth.shape[:-1], -1, 16) > 0).any(-1)  # 16 rows a warp
     assert warps.any() and not warps.all()  # both branches of the warps' vote
-    result = reference.compare(o, ref, reference.attention_yardstick(qf, kf, vf, causal, scale, dtype), dtype)
-    assert result.ok and result.unwritten == 0, result.summary()
-    assert float(np.abs(lse - ref_lse).max()) <= reference.lse_tolerance(ref_lse)
+    _check_in_emulator(config, q, k, v, scale)
