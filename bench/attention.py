@@ -1,17 +1,22 @@
 """fa4 flash_attention against torch SDPA (cuDNN and flash backends) and FlashAttention-4, in one run.
 
     FA4_CACHE_DIR=.fa4-cache python bench/attention.py [--head-dims 64,128,256,512] [--seqlens 1024,4096,16384]
-        [--causal both|yes|no] [--repeats 200] [--json out.json] [--block-n 128,176]
+        [--causal both|yes|no] [--repeats 200] [--json out.json] [--block-n 128,176,3x128]
+        [--shapes fa3,gqa,short] [--dtype bf16|fp16|fp8]
 
-FA3's shapes: bf16, B * S = 16384 tokens, H * D = 2048, MHA. For each (D, S, causal): the median time
-(triton.testing.do_bench, CUDA events) of ``fa4_mlir.torch.flash_attention``, torch SDPA forced to the
-cuDNN backend, torch SDPA forced to the flash backend (FA2) and, when ``flash_attn.cute`` is
-installed, FlashAttention-4; past head dim 256 (the flash backend refuses it, cuDNN may), also SDPA
-forced to the memory-efficient and the math backends, what a user runs there. TFLOP/s = 4 * B * H *
-S^2 * D (halved when causal) / time, and the ratios fa4 / cuDNN, fa4 / flash (and fa4 / efficient,
-fa4 / math) from the same run. Each case is checked against SDPA first.
-``--block-n`` also times the sm_90a kernel with those keys per K/V tile (``AttentionConfig.block_n``;
-their artifacts come from ``test/gpu/build_artifacts.py --bench``); with ``--dtype fp8``,
+Row sets (``--shapes``): ``fa3``, FA3's shapes: B * S = 16384 tokens, H * D = 2048, MHA, for each head dim
+and seqlen; ``gqa``: 64 query heads over 8 K/V heads, d128, S 8k and 16k (B * S = 16k); ``short``: B32
+S512 d128 H16. For each row and mask: the median time (triton.testing.do_bench, CUDA events) of
+``fa4_mlir.torch.flash_attention``, torch SDPA forced to the cuDNN backend, torch SDPA forced to the flash
+backend (FA2) and, when ``flash_attn.cute`` is installed (``../shared/tools/peers/fetch.sh``),
+FlashAttention-4; past head dim 256 (the flash backend refuses it, cuDNN may), also SDPA forced to the
+memory-efficient and the math backends, what a user runs there. SDPA gets GQA's K/V expanded to every
+query head. TFLOP/s = 4 * B * H * S^2 * D (halved when causal) / time, and the ratios fa4 / FA4, fa4 /
+cuDNN, fa4 / flash (and fa4 / efficient, fa4 / math) from the same run. Each case is checked against
+SDPA first. ``--dtype fp16`` runs the same in fp16.
+``--block-n`` also times the sm_90a kernel with other tiles, each ``BN`` (keys per K/V tile,
+``AttentionConfig.block_n``) or ``NQxBN`` (``num_q`` consumer warpgroups of 64 rows; BN 0: the default),
+on the MHA rows; their artifacts come from ``test/gpu/build_artifacts.py --bench``. With ``--dtype fp8``,
 ``--exp2-emulation 0,8`` times those ``AttentionConfig.exp2_emulation`` counts (columns ``fp8_ex<n>``).
 
 ``--dtype fp8`` times our kernel in fp8 e4m3 against the same kernel in bf16 on the same inputs (quantized
@@ -33,7 +38,7 @@ import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from fa4_mlir import runtime
-from fa4_mlir.configs.attention import AttentionConfig, default_exp2_emulation
+from fa4_mlir.configs.attention import AttentionConfig, default_exp2_emulation, default_num_q
 from fa4_mlir.torch import flash_attention
 from fa4_mlir.torch.attention import launch
 
@@ -60,10 +65,33 @@ def peers(d: int):
     return out
 
 
-def variant(d: int, causal: bool, block_n: int):
-    """fn(q, k, v) running the bf16 kernel with ``block_n`` keys per tile."""
-    config = AttentionConfig(target="sm_90a", head_dim=d, causal=causal, block_n=block_n)
-    kernel = runtime.load("attention", config)
+def parse_tiles(text: str) -> list[tuple[int, int]]:
+    """``--block-n`` entries: ``BN`` (keys per tile, two consumer warpgroups) or ``NQxBN`` (``num_q``
+    consumer warpgroups of 64 rows, 0 keys: the head dim's default) as (num_q, block_n) pairs."""
+    tiles = []
+    for entry in filter(None, text.split(",")):
+        nq, _, bn = entry.rpartition("x")
+        tiles.append((int(nq or 2), int(bn)))
+    return tiles
+
+
+def tile_name(num_q: int, block_n: int, prefix: str = "") -> str:
+    return f"{prefix}bn{block_n}" if num_q == 2 else f"{prefix}q{num_q}bn{block_n}"
+
+
+def variant(d: int, causal: bool, tile: tuple[int, int], dtype: str = "bf16"):
+    """fn(q, k, v) running the 16-bit kernel with ``tile`` = (num_q, block_n); None where that tile is
+    not a config of this head dim or was not built (``build_artifacts.py --bench``)."""
+    from fa4_mlir.errors import ArtifactError, ConfigError
+
+    try:
+        config = AttentionConfig(target="sm_90a", dtype=dtype, head_dim=d, causal=causal, num_q=tile[0],
+                                 block_n=tile[1])
+        config.validate()
+        kernel = runtime.load("attention", config)
+    except (ConfigError, ArtifactError) as exc:
+        print(f"  variant {tile} at D{d}: {exc}"[:200])
+        return None
 
     def run(q, k, v):
         out = torch.empty_like(q)
@@ -72,10 +100,26 @@ def variant(d: int, causal: bool, block_n: int):
     return run
 
 
-def measure(d: int, s: int, causal: bool, repeats: int, block_ns=()) -> dict:
-    b, h = TOKENS // s, WIDTH // d
-    q, k, v = (torch.randn(b, s, h, d, device="cuda").bfloat16() for _ in range(3))
-    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+def shape_rows(kind: str, head_dims: list[int], seqlens: list[int]) -> list[tuple[int, int, int, int, int]]:
+    """(head dim, seqlen, batch, heads, kv heads) of a row set: ``fa3`` (B * S = 16k tokens, H * D = 2048,
+    MHA), ``gqa`` (64 query heads over 8 K/V heads, d128, S 8k and 16k, B * S = 16k), ``short`` (B32 S512,
+    d128, H16)."""
+    if kind == "gqa":
+        return [(128, s, TOKENS // s, 64, 8) for s in (8192, 16384)]
+    if kind == "short":
+        return [(128, 512, 32, 16, 16)]
+    return [(d, s, TOKENS // s, WIDTH // d, WIDTH // d) for d in head_dims for s in seqlens]
+
+
+def measure(d: int, s: int, causal: bool, repeats: int, tiles=(), b: int = 0, h: int = 0, hk: int = 0,
+            dtype: str = "bf16") -> dict:
+    b, h = b or TOKENS // s, h or WIDTH // d
+    hk = hk or h
+    tdt = torch.float16 if dtype == "fp16" else torch.bfloat16
+    q = torch.randn(b, s, h, d, device="cuda").to(tdt)
+    k, v = (torch.randn(b, s, hk, d, device="cuda").to(tdt) for _ in range(2))
+    # SDPA's backends get K/V expanded to every query head (the work is the same; GQA only saves reads)
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, *(x.repeat_interleave(h // hk, dim=2) for x in (k, v))))
     ours = flash_attention(q, k, v, causal=causal)
     cases = {"fa4-mlir": lambda: flash_attention(q, k, v, causal=causal)}
     errors = {}
@@ -89,16 +133,18 @@ def measure(d: int, s: int, causal: bool, repeats: int, block_ns=()) -> dict:
             cases[name] = (lambda fn=fn, args=args: fn(*args, causal))
         except Exception as exc:  # a backend that refuses the shape
             print(f"  {name} unavailable at D{d} S{s} causal={causal}: {type(exc).__name__}: {exc}"[:200])
-    for bn in block_ns:
-        fn = variant(d, causal, bn)
-        errors[f"bn{bn}"] = float((fn(q, k, v).float() - ours.float()).norm() / ours.float().norm())
-        cases[f"bn{bn}"] = (lambda fn=fn: fn(q, k, v))
+    for tile in (tiles if hk == h else ()):  # tile variants: MHA rows only
+        fn = variant(d, causal, tile, dtype)
+        if fn is not None:
+            name = tile_name(*tile)
+            errors[name] = float((fn(q, k, v).float() - ours.float()).norm() / ours.float().norm())
+            cases[name] = (lambda fn=fn: fn(q, k, v))
     if torch.isnan(ours).any() or any(e > 2e-2 for e in errors.values()):
         raise SystemExit(f"fa4 flash_attention disagrees at D{d} S{s} causal={causal}: {errors}")
     ms = {name: triton.testing.do_bench(fn, warmup=50, rep=repeats, return_mode="median") for name, fn in cases.items()}
     flops = 4 * b * h * s * s * d / (2 if causal else 1)
-    return {"head_dim": d, "seqlen": s, "batch": b, "heads": h, "causal": causal, "ms": ms,
-            "tflops": {n: flops / (t * 1e-3) / 1e12 for n, t in ms.items()}, "rel_err": errors}
+    return {"head_dim": d, "seqlen": s, "batch": b, "heads": h, "kv_heads": hk, "causal": causal, "dtype": dtype,
+            "ms": ms, "tflops": {n: flops / (t * 1e-3) / 1e12 for n, t in ms.items()}, "rel_err": errors}
 
 
 def _quantize(t: torch.Tensor, dim=None):
@@ -109,8 +155,9 @@ def _quantize(t: torch.Tensor, dim=None):
     return (t.float() / div).to(torch.float8_e4m3fn), scale
 
 
-def fp8_variant(d: int, causal: bool, block_n: int, softmax_scale: float, v_scale: float, exp2_emulation: int = -1):
-    """fn(q8, k8, v8) running the fp8 kernel (tensor-wise scales) with ``block_n`` keys per tile and
+def fp8_variant(d: int, causal: bool, tile: tuple[int, int], softmax_scale: float, v_scale: float,
+                exp2_emulation: int = -1):
+    """fn(q8, k8, v8) running the fp8 kernel (tensor-wise scales) with ``tile`` = (num_q, block_n) and
     ``exp2_emulation`` exponentials per 32 by polynomial (-1: the op's default), V^T made per call as the op
     does; None where that tile is not a config of this head dim."""
     from fa4_mlir.errors import ArtifactError, ConfigError
@@ -118,8 +165,8 @@ def fp8_variant(d: int, causal: bool, block_n: int, softmax_scale: float, v_scal
 
     try:
         emulation = default_exp2_emulation("sm_90a", "fp8_e4m3", d) if exp2_emulation < 0 else exp2_emulation
-        config = AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=causal, block_n=block_n,
-                                 exp2_emulation=emulation)
+        config = AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=causal, num_q=tile[0],
+                                 block_n=tile[1], exp2_emulation=emulation)
         config.validate()
         kernel = runtime.load("attention", config)
     except (ConfigError, ArtifactError):  # not a tile of this head dim, or not built (build_artifacts --bench)
@@ -132,7 +179,7 @@ def fp8_variant(d: int, causal: bool, block_n: int, softmax_scale: float, v_scal
     return run
 
 
-def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, block_ns=(), emulations=()) -> dict:
+def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, tiles=(), emulations=()) -> dict:
     """fp8 against bf16, our kernel both times (see the module docstring)."""
     from fa4_mlir.torch.attention import v_transposed
 
@@ -151,13 +198,13 @@ def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, 
         cases["fp8_tokens"] = lambda: flash_attention(qt8, kt8, v8, causal=causal, q_scale=qts, k_scale=kts,
                                                       v_scale=vs)
         outs["fp8_tokens"] = cases["fp8_tokens"]()
-    for bn in block_ns:  # fp8 tiles other than the head dim's default
-        fn = fp8_variant(d, causal, bn, qs * ks / d ** 0.5, vs)
+    for tile in tiles:  # fp8 tiles other than the head dim's default
+        fn = fp8_variant(d, causal, tile, qs * ks / d ** 0.5, vs)
         if fn is not None:
-            cases[f"fp8_bn{bn}"] = (lambda fn=fn: fn(q8, k8, v8))
-            outs[f"fp8_bn{bn}"] = fn(q8, k8, v8)
+            cases[tile_name(*tile, "fp8_")] = (lambda fn=fn: fn(q8, k8, v8))
+            outs[tile_name(*tile, "fp8_")] = fn(q8, k8, v8)
     for e in emulations:  # exp2 emulation counts (the head dim's default tile)
-        fn = fp8_variant(d, causal, 0, qs * ks / d ** 0.5, vs, e)
+        fn = fp8_variant(d, causal, (default_num_q("sm_90a", "fp8_e4m3", d, causal), 0), qs * ks / d ** 0.5, vs, e)
         if fn is not None:
             cases[f"fp8_ex{e}"] = (lambda fn=fn: fn(q8, k8, v8))
             outs[f"fp8_ex{e}"] = fn(q8, k8, v8)
@@ -186,8 +233,8 @@ def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, 
             "rel_err_vs_bf16": errors}
 
 
-def print_fp8(rows: list[dict], block_ns=(), emulations=()) -> None:
-    names = [n for n in ("bf16", "fp8", "fp8_tokens", "cudnn_fp8", *(f"fp8_bn{b}" for b in block_ns),
+def print_fp8(rows: list[dict], tiles=(), emulations=()) -> None:
+    names = [n for n in ("bf16", "fp8", "fp8_tokens", "cudnn_fp8", *(tile_name(*t, "fp8_") for t in tiles),
                          *(f"fp8_ex{e}" for e in emulations))
              if any(n in r["tflops"] for r in rows)]
     print("| D | S | causal | " + " | ".join(f"{n} TFLOP/s" for n in names) + " | fp8 / bf16 | "
@@ -202,6 +249,21 @@ def print_fp8(rows: list[dict], block_ns=(), emulations=()) -> None:
               + f" | {r['ms']['v_transpose']:.3f} of {r['ms']['fp8']:.3f} |")
 
 
+def print_rows(rows: list[dict], tiles=()) -> None:
+    names = [n for n in ("fa4-mlir", "cudnn", "flash", "fa4_cute", "efficient", "math", *(tile_name(*t) for t in tiles))
+             if any(n in r["tflops"] for r in rows)]
+    versus = [n for n in ("fa4_cute", "cudnn", "flash", "efficient", "math") if n in names]
+    print("| dtype | D | B | S | H/Hkv | causal | " + " | ".join(f"{n} TFLOP/s" for n in names) + " | "
+          + " | ".join(f"fa4-mlir / {n}" for n in versus) + " |")
+    print("|---" * (len(names) + len(versus) + 6) + "|")
+    for r in rows:
+        t = r["tflops"]
+        ratio = [f"{t['fa4-mlir'] / t[n]:.2f}" if n in t else "-" for n in versus]
+        print(f"| {r['dtype']} | {r['head_dim']} | {r['batch']} | {r['seqlen']} | {r['heads']}/{r['kv_heads']} | "
+              f"{'yes' if r['causal'] else 'no'} | " + " | ".join(f"{t[n]:.0f}" if n in t else "-" for n in names)
+              + " | " + " | ".join(ratio) + " |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--head-dims", "--head-dim", default="64,128,256", help="comma-separated (512: sm_90a)")
@@ -209,41 +271,32 @@ def main() -> int:
     parser.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     parser.add_argument("--repeats", type=int, default=200, help="ms of timed runs per case (do_bench rep)")
     parser.add_argument("--json")
-    parser.add_argument("--block-n", default="", help="also time these sm_90a keys-per-tile variants")
-    parser.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16",
-                        help="fp8: our fp8 e4m3 kernel against our bf16 one (and cuDNN fp8 SDPA when present)")
+    parser.add_argument("--block-n", default="",
+                        help="also time these sm_90a tiles: BN (keys per tile) or NQxBN (num_q consumer warpgroups, "
+                             "0: the default keys), comma-separated")
+    parser.add_argument("--shapes", default="fa3", help="row sets, comma-separated: fa3 (--head-dims x --seqlens), "
+                                                        "gqa (64/8 heads, d128, 8k and 16k), short (B32 S512 d128)")
+    parser.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default="bf16",
+                        help="bf16, fp16 (both against the peers) or fp8: our fp8 e4m3 kernel against our bf16 one "
+                             "(and cuDNN fp8 SDPA when present)")
     parser.add_argument("--token-scales", action="store_true", help="fp8: also per-token Q and K scales")
     parser.add_argument("--exp2-emulation", default="",
                         help="fp8: also time these exp2_emulation counts (exponentials per 32 by polynomial)")
     args = parser.parse_args()
-    block_ns = [int(x) for x in args.block_n.split(",") if x]
+    tiles = parse_tiles(args.block_n)
     masks = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
-    if args.dtype == "fp8":
-        emulations = [int(x) for x in args.exp2_emulation.split(",") if x]
-        rows = [measure_fp8(d, s, c, args.repeats, args.token_scales, block_ns, emulations) for c in masks
-                for d in map(int, args.head_dims.split(",")) for s in map(int, args.seqlens.split(","))]
-        print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | {datetime.date.today()} | "
-              f"{' '.join(sys.argv)}")
-        print_fp8(rows, block_ns, emulations)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(rows, f, indent=1)
-        return 0
-    rows = [measure(d, s, c, args.repeats, block_ns) for c in masks for d in map(int, args.head_dims.split(","))
-            for s in map(int, args.seqlens.split(","))]
-    names = [n for n in ("fa4-mlir", "cudnn", "flash", "fa4_cute", "efficient", "math", *(f"bn{b}" for b in block_ns))
-             if any(n in r["tflops"] for r in rows)]
+    head_dims, seqlens = list(map(int, args.head_dims.split(","))), list(map(int, args.seqlens.split(",")))
     print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | {datetime.date.today()} | "
           f"{' '.join(sys.argv)}")
-    versus = ["cudnn", "flash"] + [n for n in ("efficient", "math") if n in names]
-    print("| D | S | causal | " + " | ".join(f"{n} TFLOP/s" for n in names) + " | "
-          + " | ".join(f"fa4-mlir / {n}" for n in versus) + " |")
-    print("|---" * (len(names) + len(versus) + 3) + "|")
-    for r in rows:
-        t = r["tflops"]
-        ratio = [f"{t['fa4-mlir'] / t[n]:.2f}" if n in t else "-" for n in versus]
-        print(f"| {r['head_dim']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | "
-              + " | ".join(f"{t[n]:.0f}" if n in t else "-" for n in names) + " | " + " | ".join(ratio) + " |")
+    if args.dtype == "fp8":
+        emulations = [int(x) for x in args.exp2_emulation.split(",") if x]
+        rows = [measure_fp8(d, s, c, args.repeats, args.token_scales, tiles, emulations) for c in masks
+                for d in head_dims for s in seqlens]
+        print_fp8(rows, tiles, emulations)
+    else:
+        shapes = [row for kind in args.shapes.split(",") for row in shape_rows(kind, head_dims, seqlens)]
+        rows = [measure(d, s, c, args.repeats, tiles, b, h, hk, args.dtype) for c in masks for d, s, b, h, hk in shapes]
+        print_rows(rows, tiles)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -1,11 +1,13 @@
-"""fa4 gemm_residual against cuBLAS (torch.addmm, torch.mm) on one GPU, in one run.
+"""fa4 gemm_residual against cuBLAS (torch.addmm, torch.mm) and quack's gemm_add on one GPU, in one run.
 
     FA4_CACHE_DIR=.fa4-cache python bench/gemm.py [--b-layout kn|nk|both] [--repeats 300] [--json out.json]
+        [--quack tuned|untuned|off]
 
 For each shape (M, N, K), bf16: the median time (triton.testing.do_bench, CUDA events) of
 ``fa4 gemm_residual(a, b, c, alpha, beta)`` (D = alpha * A @ B + beta * C), ``torch.addmm(c, a, b,
 beta=beta, alpha=alpha)`` (the same function through cuBLAS) and ``torch.mm(a, b)`` (no epilogue),
-as TFLOP/s (2 * M * N * K flops) and the ratios fa4 / addmm and fa4 / mm from the same run. ``b`` is
+as TFLOP/s (2 * M * N * K flops) and the ratios fa4 / addmm and fa4 / mm from the same run; with
+quack installed (``../shared/tools/peers/fetch.sh``), also quack's fused ``gemm_add`` and fa4 / quack. ``b`` is
 (K, N) row-major (``kn``, what ``a @ b`` usually gets) or the transpose of a row-major (N, K) tensor
 (``nk``, an nn.Linear weight). Inputs are random normals; each case is checked against torch.addmm
 before it is timed.
@@ -47,13 +49,30 @@ def check(a, b, c) -> float:
     return rel
 
 
-def measure(m: int, n: int, k: int, layout: str, repeats: int) -> dict:
-    """Check, then time fa4, addmm and mm on one shape (fresh random operands)."""
+def quack_gemm_add(tuned: bool):
+    """quack's fused ``gemm_add`` (D = alpha A @ B + beta C, CuTe DSL) when installed (../shared/tools/peers),
+    else None; ``tuned``: quack's autotuner picks the tile per shape (its default; tens of seconds a shape)."""
+    try:
+        from quack.gemm_interface import gemm_add
+    except Exception:  # not installed
+        return None
+    return lambda a, b, c: gemm_add(a, b, c, alpha=ALPHA, beta=BETA, tuned=tuned)
+
+
+def measure(m: int, n: int, k: int, layout: str, repeats: int, quack=None) -> dict:
+    """Check, then time fa4, addmm, mm (and quack's gemm_add) on one shape (fresh random operands)."""
     a, b, c = operands(m, n, k, layout)
     rel = check(a, b, c)
     cases = {"fa4": lambda: torch.ops.fa4.gemm_residual(a, b, c, ALPHA, BETA),
              "addmm": lambda: torch.addmm(c, a, b, beta=BETA, alpha=ALPHA),
              "mm": lambda: torch.mm(a, b)}
+    if quack is not None:
+        theirs, want = quack(a, b, c).float(), torch.addmm(c, a, b, beta=BETA, alpha=ALPHA).float()
+        quack_rel = float((theirs - want).norm() / want.norm())
+        if quack_rel < 1e-2:
+            cases["quack"] = lambda: quack(a, b, c)
+        else:
+            print(f"  quack gemm_add disagrees with addmm at {m}x{n}x{k} {layout}: {quack_rel:.1e}; not timed")
     ms = {name: triton.testing.do_bench(fn, warmup=100, rep=repeats, return_mode="median")
           for name, fn in cases.items()}
     tflops = {name: 2 * m * n * k / (t * 1e-3) / 1e12 for name, t in ms.items()}
@@ -101,23 +120,29 @@ def main() -> None:
     parser.add_argument("--shapes", default=None, help="MxNxK,... instead of the default shapes")
     parser.add_argument("--json", default=None, help="also write the rows here")
     parser.add_argument("--sweep", action="store_true", help="also time the kernel's config variants (SWEEP)")
+    parser.add_argument("--quack", choices=("tuned", "untuned", "off"), default="tuned",
+                        help="quack's gemm_add as a peer when installed: autotuned per shape (its default) or not")
     args = parser.parse_args()
+    quack = None if args.quack == "off" else quack_gemm_add(args.quack == "tuned")
     shapes = SHAPES if not args.shapes else [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
     layouts = ("kn", "nk") if args.b_layout == "both" else (args.b_layout,)
     props = torch.cuda.get_device_properties(0)
     print(f"# {props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}, "
           f"{datetime.date.today()}, {' '.join(sys.argv)}")
-    print("| M x N x K (bf16) | B | fa4 TFLOP/s | addmm TFLOP/s | mm TFLOP/s | fa4/addmm | fa4/mm | rel err vs addmm |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| M x N x K (bf16) | B | fa4 TFLOP/s | addmm TFLOP/s | mm TFLOP/s | quack gemm_add TFLOP/s | fa4/addmm | "
+          "fa4/mm | fa4/quack | rel err vs addmm |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for layout in layouts:
         for m, n, k in shapes:
-            row = measure(m, n, k, layout, args.repeats)
+            row = measure(m, n, k, layout, args.repeats, quack)
             rows.append(row)
             tflops, rel = row["tflops"], row["rel_err"]
+            q = tflops.get("quack")
+            quack_cols = (f"{q:.0f}", f"{tflops['fa4'] / q:.3f}") if q else ("-", "-")
             print(f"| {m}x{n}x{k} | {layout} | {tflops['fa4']:.0f} | {tflops['addmm']:.0f} | {tflops['mm']:.0f} | "
-                  f"{tflops['fa4'] / tflops['addmm']:.3f} | {tflops['fa4'] / tflops['mm']:.3f} | {rel:.1e} |",
-                  flush=True)
+                  f"{quack_cols[0]} | {tflops['fa4'] / tflops['addmm']:.3f} | {tflops['fa4'] / tflops['mm']:.3f} | "
+                  f"{quack_cols[1]} | {rel:.1e} |", flush=True)
     swept = sweep(shapes, args.repeats) if args.sweep else []
     if args.json:
         with open(args.json, "w") as f:

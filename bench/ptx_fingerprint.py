@@ -56,7 +56,7 @@ def configs() -> list[tuple[str, dict]]:
         add("gemm", b_major=bm, **(dict(cta_group=2, tile_m=256) if pair else {}))
     import test_attention_hopper
     import test_attention_kernel
-    from build_artifacts import ATTENTION_SWEEP
+    from build_artifacts import TILE_SWEEP
     for kw in test_attention_kernel.SUPPORTED:
         add("attention", **kw)
     for kw in protocol_mutants.ATTENTION_CONFIGS.values():
@@ -68,9 +68,9 @@ def configs() -> list[tuple[str, dict]]:
         add("attention", target="sm_90a", **kw)
     for dt, d, c, g in itertools.product(("bf16", "fp16"), (64, 96, 128, 192, 256, 512), (False, True), (1, 4, 8)):
         add("attention", target="sm_90a", dtype=dt, head_dim=d, causal=c, group=g)
-    for d, bns in ATTENTION_SWEEP.items():
-        for bn, c in itertools.product(bns, (False, True)):
-            add("attention", target="sm_90a", head_dim=d, causal=c, block_n=bn)
+    for d, tiles in TILE_SWEEP["bf16"].items():
+        for (nq, bn), c in itertools.product(tiles, (False, True)):
+            add("attention", target="sm_90a", head_dim=d, causal=c, block_n=bn, **({"num_q": nq} if nq != 2 else {}))
     return out
 
 

@@ -257,15 +257,16 @@ def gemm_layout(c: GemmConfig) -> Layout:
 
 def hopper_attention_barriers(c: AttentionConfig) -> list[BarrierArray]:
     """The barriers of the sm_90a attention kernel, in its declaration order (the kernel reads them
-    from here). The consumer barriers count the 8 consumer warps: lane 0 of each arrives once the
-    wgmma group that read the stage retired."""
+    from here). The consumer barriers count the consumer warps (4 a warpgroup): lane 0 of each arrives
+    once the wgmma group that read the stage retired."""
     n = c.hopper.stages
+    warps = 4 * c.hopper.consumers
     return [BarrierArray("q_full", (1,), "tx", "load warp expect_tx (Q bytes) + TMA", "consumer warpgroups"),
             BarrierArray("k_full", (1,) * n, "tx", "load warp expect_tx (K tile bytes) + TMA", "consumer warpgroups"),
-            BarrierArray("k_empty", (8,) * n, "threads", "lane 0 of each consumer warp once S = Q K' retired",
+            BarrierArray("k_empty", (warps,) * n, "threads", "lane 0 of each consumer warp once S = Q K' retired",
                          "load warp"),
             BarrierArray("v_full", (1,) * n, "tx", "load warp expect_tx (V tile bytes) + TMA", "consumer warpgroups"),
-            BarrierArray("v_empty", (8,) * n, "threads", "lane 0 of each consumer warp once O += P V retired",
+            BarrierArray("v_empty", (warps,) * n, "threads", "lane 0 of each consumer warp once O += P V retired",
                          "load warp")]
 
 
@@ -286,7 +287,7 @@ def hopper_attention_layout(c: AttentionConfig) -> Layout:
                    SmemRegion("o", t.q_bytes, TILE_ALIGN, "128B", alias_of="q"),
                    SmemRegion("k", t.stages * t.kv_stage_bytes, TILE_ALIGN, "128B"),
                    SmemRegion("v", t.stages * t.kv_stage_bytes, TILE_ALIGN, "128B")]
-    config = {"BM": t.bm, "BN": t.bn, "num_kv_stages": t.stages, "consumers": 2, "target": c.target,
+    config = {"BM": t.bm, "BN": t.bn, "num_kv_stages": t.stages, "consumers": t.consumers, "target": c.target,
               "smem_budget": t.smem_bytes}
     return Layout("attention", config, tuple(regions + _tail(barriers)[:1]), tuple(barriers))
 

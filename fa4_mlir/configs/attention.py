@@ -42,13 +42,23 @@ SM90_FP8_EXP2_EMULATION = {64: 2}
 # (docs/PERF.md: bf16 d256 and d512, fp8 d128; slower at d64, even at bf16 d128)
 SM90_LAZY_RESCALE = {"bf16": (256, 512), "fp16": (256, 512), "fp8_e4m3": (128,)}
 SM90_KV_STAGES = 2
+# sm_90a consumer warpgroups of 64 query rows (``num_q``): 3 (a 192-row CTA tile, FA3's at head dim 64) only
+# where 160 registers a consumer thread (3 x 128 x 160 + 128 x 32 = 65536) hold S, O and P without spills
+SM90_NUM_Q_HEAD_DIMS = {2: (64, 96, 128, 192, 256, 512), 3: (64,)}
+SM90_NUM_Q3_MAX_BN = 128  # num_q 3: the most keys per tile whose S fits (ptxas spills at 144 and up), the default
+# the num_q the torch op (and the artifacts built for it) use per (dtype, head dim, causal), the faster in
+# bench/attention.py --block-n 3x128 (docs/PERF.md, H100: fp8 +2..7%; 16-bit non-causal +4..9% at 1k and 4k,
+# -1..2% at 16k; 16-bit causal -6% at 1k, so 2 there); absent: 2
+SM90_NUM_Q: dict[tuple[str, int, bool], int] = {("bf16", 64, False): 3, ("fp16", 64, False): 3,
+                                                ("fp8_e4m3", 64, False): 3, ("fp8_e4m3", 64, True): 3}
 BLOCK_COLS = 64  # sm_90a: 16-bit columns of one 128-byte swizzle block
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
 
 
 @dataclasses.dataclass(frozen=True)
 class HopperTile:
-    """The sm_90a attention tile: 128 query rows (two consumer warpgroups of 64), ``bn`` keys per
+    """The sm_90a attention tile: ``bm`` query rows (a consumer warpgroup per 64: 128, or 192 at head
+    dim 64), ``bn`` keys per
     K/V tile, ``stages`` K and V buffers each, Q resident (and reused for O); bf16/fp16 elements.
     From head dim 512 (``split_o``) the tile is 64 rows, which both warpgroups share. fp8 (``elem_bytes``
     1): Q, K and V^T tiles of 1-byte elements, and O (bf16, twice Q's bytes) in a region of its own;
@@ -91,6 +101,11 @@ class HopperTile:
         return self.bm * 4 if self.token_scales else 0
 
     @property
+    def consumers(self) -> int:
+        """Consumer warpgroups: one per 64 rows of ``bm``; split O: two on the same 64 rows."""
+        return 2 if self.split_o else self.bm // 64
+
+    @property
     def split_o(self) -> bool:
         """Both consumer warpgroups own the same 64 rows and each accumulates half of O's columns (``bm`` 64)."""
         return self.head_dim >= SM90_SPLIT_O_HEAD_DIM
@@ -130,7 +145,7 @@ class AttentionConfig(Checked):
     ones. ``group > 1`` is GQA; when it divides 128 the heads sharing a K/V head share the CTA
     (rows = 128 / group positions x group heads). ``exp2_emulation`` of every 32 exponentials use a
     degree-3 polynomial on the FMA pipe instead of ``ex2.approx`` (0: none). On sm_90a a CTA owns
-    128 query rows of one head, 64 per consumer warpgroup (``num_q = 2``), and exp2 is ``ex2.approx``
+    64 query rows of one head per consumer warpgroup (``num_q`` 2, or 3 at head dim 64: 128 or 192 rows), and exp2 is ``ex2.approx``
     (fp8: ``exp2_emulation`` as on sm_100a; ``default_exp2_emulation`` is the op's choice); at head dim
     512 it owns 64 rows, and each consumer warpgroup accumulates half of O's columns.
     """
@@ -155,8 +170,10 @@ class AttentionConfig(Checked):
         rules = (
             ("head_dim", self.head_dim in dims, f"one of {', '.join(map(str, dims))} on {self.target}"),
             ("causal", isinstance(self.causal, bool), "True or False"),
-            ("num_q", self.num_q == 2 if hopper or deep else self.num_q in (1, 2),
-             "2 on sm_90a (two consumer warpgroups of 64 rows)" if hopper else
+            ("num_q", type(self.num_q) is int and self.head_dim in SM90_NUM_Q_HEAD_DIMS.get(self.num_q, ()) if hopper else
+             self.num_q == 2 if deep else self.num_q in (1, 2),
+             f"2, or 3 at head dim {', '.join(map(str, SM90_NUM_Q_HEAD_DIMS[3]))}, on sm_90a (consumer warpgroups "
+             f"of 64 rows; three fit 160 registers a thread)" if hopper else
              "2 for head dim 256/512 (one pair tile; num_q does not apply)" if deep else "1 (BM 128) or 2 (BM 256)"),
             ("group", isinstance(self.group, int) and 1 <= self.group <= MAX_GROUP,
              f"in [1, {MAX_GROUP}] (query heads per K/V head)"),
@@ -170,6 +187,8 @@ class AttentionConfig(Checked):
              else self.block_n == 0,
              f"0 (the head dim's default) or a multiple of 16 in [{min_bn}, 256] on sm_90a" if hopper
              else "0 on sm_100a (the reference layout picks BN)"),
+            ("block_n", not (hopper and self.num_q == 3) or self.block_n <= SM90_NUM_Q3_MAX_BN,
+             f"<= {SM90_NUM_Q3_MAX_BN} with num_q 3 on sm_90a (160 registers a consumer thread: larger S tiles spill)"),
             ("token_scales", isinstance(self.token_scales, bool) and (self.is_fp8 or not self.token_scales),
              "False unless dtype is fp8_e4m3 (per-token scales dequantize fp8 Q and K)"),
             ("token_scales", not (self.token_scales and self.target == "sm_100a" and self.group > 32
@@ -233,14 +252,17 @@ class AttentionConfig(Checked):
         """The sm_90a kernel's tile and shared-memory plan."""
         if self.target != "sm_90a":
             raise ConfigError(f"AttentionConfig.hopper is the sm_90a tile; target must be sm_90a, got '{self.target}'")
-        bm = 64 if self.head_dim >= SM90_SPLIT_O_HEAD_DIM else 128  # split O: one 64-row tile per CTA
+        # a consumer warpgroup per 64 rows; split O: one 64-row tile per CTA, which both warpgroups share
+        bm = 64 if self.head_dim >= SM90_SPLIT_O_HEAD_DIM else 64 * self.num_q
+        default_bn = SM90_NUM_Q3_MAX_BN if self.num_q == 3 else \
+            (SM90_FP8_KV_TILE if self.is_fp8 else SM90_KV_TILE)[self.head_dim]
         if self.is_fp8:
-            return HopperTile(self.head_dim, self.block_n or SM90_FP8_KV_TILE[self.head_dim], bm, elem_bytes=1,
+            return HopperTile(self.head_dim, self.block_n or default_bn, bm, elem_bytes=1,
                               token_scales=self.token_scales)
         # Q, K, V and O tiles are whole 64-column blocks: head dim 96 is computed as 128, TMA zero-filling
         # the columns past the tensors' 96 on loads and clipping them on O's store
         padded = -(-self.head_dim // BLOCK_COLS) * BLOCK_COLS
-        return HopperTile(padded, self.block_n or SM90_KV_TILE[self.head_dim], bm)
+        return HopperTile(padded, self.block_n or default_bn, bm)
 
     @property
     def fused_group(self) -> int:
@@ -278,6 +300,12 @@ class AttentionConfig(Checked):
     def describe(self) -> str:
         return (f"AttentionConfig {self.target} {self.dtype} d{self.head_dim} {self.num_q}Q"
                 + (" token-scales" if self.token_scales else "") + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else ""))
+
+
+def default_num_q(target: str, dtype: str, head_dim: int, causal: bool) -> int:
+    """The ``num_q`` the torch op (and the artifacts built for it) use: sm_90a takes ``SM90_NUM_Q`` of the
+    (dtype, head dim, causal), else 2."""
+    return SM90_NUM_Q.get((dtype, head_dim, bool(causal)), 2) if target == "sm_90a" else 2
 
 
 def default_exp2_emulation(target: str, dtype: str, head_dim: int) -> int:

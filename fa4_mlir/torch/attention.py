@@ -31,7 +31,7 @@ import torch
 
 from fa4_mlir import knobs, runtime
 from fa4_mlir.configs.attention import (DEPTH512_HEAD_DIMS, FP8_HEAD_DIMS, HEAD_DIMS, AttentionConfig,
-                                       default_exp2_emulation)
+                                       default_exp2_emulation, default_num_q)
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import launch_geometry
 from fa4_mlir.runtime.launcher import libcuda
@@ -57,7 +57,7 @@ def _kernel(device: int, dtype: str, head_dim: int, causal: bool, group: int, to
     if found is None:
         target = runtime.device_target(device)
         config = AttentionConfig(target=target, dtype=dtype, head_dim=head_dim, causal=causal, group=group,
-                                 token_scales=token_scales,
+                                 token_scales=token_scales, num_q=default_num_q(target, dtype, head_dim, causal),
                                  exp2_emulation=default_exp2_emulation(target, dtype, head_dim))
         found = _kernels[key] = (config, runtime.load("attention", config, device=device, debug=key[-1] or False))
     return found
@@ -168,7 +168,8 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
     scales = Fp8Scales(v_factor, q_tokens, k_tokens) if dtype == "fp8_e4m3" else None
     if isinstance(where, emulator):
         config = AttentionConfig(target=target, dtype=dtype, head_dim=d, causal=bool(causal), group=h // hk,
-                                 token_scales=tokens, exp2_emulation=default_exp2_emulation(target, dtype, d))
+                                 token_scales=tokens, num_q=default_num_q(target, dtype, d, causal),
+                                 exp2_emulation=default_exp2_emulation(target, dtype, d))
         launch(config, where.load("attention", config), q, k, v, out, lse if return_lse else None, scale,
                emulated=where, scales=scales)
         return out, lse

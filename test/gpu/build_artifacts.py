@@ -14,15 +14,19 @@ import pathlib
 import sys
 
 from fa4_mlir import knobs
-from fa4_mlir.configs.attention import FP8_HEAD_DIMS, AttentionConfig, default_exp2_emulation
+from fa4_mlir.configs.attention import FP8_HEAD_DIMS, AttentionConfig, default_exp2_emulation, default_num_q
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.configs.mla import MLAConfig
 from fa4_mlir.runtime.artifacts import ArtifactKey, fetch
 
 HERE = pathlib.Path(__file__).parent
-ATTENTION_SWEEP = {64: (128, 176, 256), 128: (96, 144, 176, 192), 256: (64,), 512: (32,)}
-FP8_SWEEP = {64: (128, 192), 128: (128,), 256: (64,)}  # fp8 keys per tile besides the defaults (256 at 128 spills)
+# the (num_q, block_n) tiles bench/attention.py --block-n times besides the defaults, by dtype and head dim
+# (num_q 3: three consumer warpgroups, a 192-row tile; fp8 256 keys at head dim 128 spill)
+TILE_SWEEP = {"bf16": {64: ((2, 128), (2, 176), (2, 256), (3, 128), (3, 96)), 128: ((2, 96), (2, 144), (2, 176), (2, 192)),
+                       256: ((2, 64),), 512: ((2, 32),)},
+              "fp16": {64: ((3, 128),)},
+              "fp8_e4m3": {64: ((2, 128), (2, 192), (3, 128), (3, 64)), 128: ((2, 128),), 256: ((2, 64),)}}
 MLA_TILE_HEADS = (2, 8, 16, 64)  # the op's tile_heads for test_mla_gpu.py's heads 2, 8, 16, 128
 MLA_SWEEP = ((32, 2), (32, 3), (16, 4), (16, 8))  # (block_n, stages) bench/mla.py --sweep times beside the default
 FP8_EXP2_SWEEP = (0, 2, 4, 6, 8, 12)  # fp8 exponentials per 32 by polynomial (bench/attention.py --exp2-emulation)
@@ -39,13 +43,13 @@ def keys() -> list[ArtifactKey]:
                for d in ("bf16", "fp16") for b in ("k", "mn")]
     # test_attention_gpu.py's GROUPS, every head dim, both masks, both dtypes
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype=dt, head_dim=d, causal=c,
-                                                                   group=g))
+                                                                   group=g, num_q=default_num_q("sm_90a", dt, d, c)))
                for dt in ("bf16", "fp16") for d in (64, 96, 128, 192, 256, 512) for c in (False, True) for g in (1, 4, 8)]
     # test_attention_fp8_gpu.py's FP8_GROUPS and bench/attention.py --dtype fp8 (group 1): fp8 e4m3, every fp8
     # head dim, both masks, tensor-wise and per-token scales
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(
         target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=c, group=g, token_scales=t,
-        exp2_emulation=default_exp2_emulation("sm_90a", "fp8_e4m3", d)))
+        num_q=default_num_q("sm_90a", "fp8_e4m3", d, c), exp2_emulation=default_exp2_emulation("sm_90a", "fp8_e4m3", d)))
                for d in FP8_HEAD_DIMS["sm_90a"] for c in (False, True) for g in (1, 4) for t in (False, True)]
     # test_mla_gpu.py and bench/mla.py: the MLA op's kernels for its heads, both masks, both dtypes
     wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(dtype=dt, causal=c, tile_heads=th))
@@ -58,16 +62,16 @@ def keys() -> list[ArtifactKey]:
         wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(causal=c, block_n=bn, stages=st, split_kv=sp,
                                                                      tile_heads=64))  # bench/mla.py's 128 heads
                    for bn, st in MLA_SWEEP for c, sp in ((False, False), (False, True), (True, False))]
-    if "--bench" in sys.argv:  # the attention tiles bench/attention.py --block-n times
-        wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", head_dim=d, causal=c, block_n=bn))
-                   for d, bns in ATTENTION_SWEEP.items() for bn in bns for c in (False, True)]
-    if "--bench" in sys.argv:  # the fp8 tiles bench/attention.py --dtype fp8 --block-n times
-        wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d,
-                                                                       causal=c, block_n=bn))
-                   for d, bns in FP8_SWEEP.items() for bn in bns for c in (False, True)]
+    if "--bench" in sys.argv:  # the attention tiles bench/attention.py --block-n times (fp8: tensor-wise scales)
+        wanted += [ArtifactKey.for_config("attention", AttentionConfig(
+            target="sm_90a", dtype=dt, head_dim=d, causal=c, num_q=nq, block_n=bn,
+            exp2_emulation=default_exp2_emulation("sm_90a", dt, d)))
+                   for dt, tiles in TILE_SWEEP.items() for d, pairs in tiles.items() for nq, bn in pairs
+                   for c in (False, True)]
     if "--bench" in sys.argv:  # the fp8 exp2 emulation counts bench/attention.py --dtype fp8 --exp2-emulation times
         wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d,
-                                                                       causal=c, exp2_emulation=e))
+                                                                       causal=c, exp2_emulation=e,
+                                                                       num_q=default_num_q("sm_90a", "fp8_e4m3", d, c)))
                    for d in FP8_HEAD_DIMS["sm_90a"] for e in FP8_EXP2_SWEEP for c in (False, True)]
     if "--bench" in sys.argv:  # the variants bench/gemm.py --sweep times
         sys.path.insert(0, str(HERE.parent.parent / "bench"))

@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 
 from fa4_mlir import reference
-from fa4_mlir.configs.attention import AttentionConfig, default_exp2_emulation
+from fa4_mlir.configs import attention as attention_configs
+from fa4_mlir.configs.attention import AttentionConfig, default_exp2_emulation, default_num_q
 from fa4_mlir.errors import ConfigError, LaunchError
 from fa4_mlir.kernels.attention import hopper_fp8
 
@@ -62,10 +63,11 @@ def _compiled(config):
     return _COMPILED[config]
 
 
-def _op_config(d: int, causal: bool, group: int, tokens: bool) -> AttentionConfig:
-    """The config ``flash_attention`` runs for these fp8 inputs on sm_90a."""
+def _op_config(d: int, causal: bool, group: int, tokens: bool, num_q: int = 0) -> AttentionConfig:
+    """The config ``flash_attention`` runs for these fp8 inputs on sm_90a (``num_q`` 0: the op's choice)."""
     return AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=causal, group=group,
-                           token_scales=tokens, exp2_emulation=default_exp2_emulation("sm_90a", "fp8_e4m3", d))
+                           token_scales=tokens, num_q=num_q or default_num_q("sm_90a", "fp8_e4m3", d, causal),
+                           exp2_emulation=default_exp2_emulation("sm_90a", "fp8_e4m3", d))
 
 
 def _log_uniform(gen, shape):
@@ -89,6 +91,23 @@ def _bits(t):
 
 @pytest.mark.parametrize("case", RUN_CASES, ids=lambda c: "B{}-Sq{}-Sk{}-H{}/{}-D{}-causal{}-tokens{}".format(*c))
 def test_matches_f64_reference_of_the_dequantized_inputs(case):
+    _check_case(case)
+
+
+# head dim 64 with 192-row tiles (num_q 3, the op's choice: SM90_NUM_Q) and with 128-row tiles (num_q 2, set
+# through SM90_NUM_Q): per-token scales, causal, GQA, a partial second CTA, several K/V tiles
+NUM_Q_CASES = [((1, 200, 300, 2, 1, 64, True, True), 3), ((1, 100, 129, 1, 1, 64, False, False), 2)]
+
+
+@pytest.mark.parametrize("case, num_q", NUM_Q_CASES,
+                         ids=lambda c: "B{}-Sq{}-Sk{}-H{}/{}-D{}-causal{}-tokens{}".format(*c) if isinstance(c, tuple)
+                         else f"num_q{c}")
+def test_head_dim_64_tiles_match_f64_reference(case, num_q, monkeypatch):
+    monkeypatch.setitem(attention_configs.SM90_NUM_Q, ("fp8_e4m3", 64, case[6]), num_q)
+    _check_case(case, num_q=num_q)
+
+
+def _check_case(case, num_q: int = 0):
     from fa4_mlir.torch import flash_attention
     from fa4_mlir.torch.emulated import emulator
 
@@ -101,7 +120,9 @@ def test_matches_f64_reference_of_the_dequantized_inputs(case):
     vs = float(torch.rand(1, generator=gen)) * 4 + 0.1
     q, k, v = _quantized(gen, (b, sq, h, d), qs), _quantized(gen, (b, sk, hk, d), ks), _quantized(gen, (b, sk, hk, d), vs)
     scale = 1 / math.sqrt(d)
-    m = _compiled(_op_config(d, causal, h // hk, tokens)).manifest
+    config = _op_config(d, causal, h // hk, tokens)
+    assert not num_q or config.num_q == num_q
+    m = _compiled(config).manifest
     assert (m["spill_stores"], m["spill_loads"], m.get("stack_frame", 0)) == (0, 0, 0), m
     with emulator(target="sm_90a", seed=sq):
         out, lse = flash_attention(q, k, v, causal=causal, return_lse=True, v_scale=vs,
@@ -206,6 +227,7 @@ COPIED:
 
 
 FP8_CONFIGS = [dict(d=d, tokens=t, causal=c) for d in (64, 128, 256) for t in (False, True) for c in (False, True)]
+FP8_CONFIGS += [dict(d=64, tokens=t, causal=c, num_q=2) for t, c in ((False, False), (True, True))]  # 128-row tiles
 
 
 @pytest.mark.parametrize("kwargs", FP8_CONFIGS, ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
@@ -228,10 +250,12 @@ def test_every_fp8_config_verifies_and_assembles_without_spills_on_its_layout(ct
     assert f"wgmma.mma_async.sync.aligned.m64n{t.bn}k32.f32.e4m3.e4m3" in ptx  # S = Q K' (SS)
     rs = re.findall(rf"wgmma.mma_async.sync.aligned.m64n{d}k32.f32.e4m3.e4m3 \{{[^}}]+\}}, "
                     r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, p, 1, 1;", ptx)
-    assert len(rs) == 2 * 2 * t.bn // 32  # O += P V^T (RS, K-major V^T): two warpgroups, the loop and the last tile
-    assert ptx.count("cvt.rn.satfinite.e4m3x2.f32") == 2 * 2 * t.bn // 4  # 4 probabilities per cvt pair
+    n = t.consumers
+    assert n == config.num_q == kwargs.get("num_q", 3 if d == 64 else 2)  # the op's: 192-row tiles at 64
+    assert len(rs) == n * 2 * t.bn // 32  # O += P V^T (RS, K-major V^T): per warpgroup, the loop and the last tile
+    assert ptx.count("cvt.rn.satfinite.e4m3x2.f32") == n * 2 * t.bn // 4  # 4 probabilities per cvt pair
     # the polynomial exp2 (one rounding-down add each): per warpgroup, tile 0 and the loop, two rows of bn / 4
-    assert ptx.count("add.rm.ftz.f32") == 2 * 2 * 2 * len(emulated(t.bn // 4, emulation))
+    assert ptx.count("add.rm.ftz.f32") == n * 2 * 2 * len(emulated(t.bn // 4, emulation))
 
 
 def test_v_transposed_puts_each_key_where_the_accumulator_holds_it():

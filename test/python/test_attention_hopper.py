@@ -21,7 +21,8 @@ SUPPORTED = [dict(dtype=dt, head_dim=hd, causal=ca)
              for dt, hd, ca in itertools.product(("bf16", "fp16"), (64, 96, 128, 192, 256, 512), (False, True))]
 SUPPORTED += [dict(group=4), dict(group=8, causal=True, head_dim=64), dict(head_dim=128, block_n=176),
               dict(head_dim=128, block_n=96, causal=True), dict(head_dim=256, block_n=64),
-              dict(head_dim=512, group=8, causal=True)]
+              dict(head_dim=512, group=8, causal=True), dict(head_dim=64, num_q=3),
+              dict(head_dim=64, num_q=3, causal=True, dtype="fp16", block_n=96)]
 
 
 def _ids(kw):
@@ -38,7 +39,8 @@ def test_every_config_assembles_without_spills_on_its_layout(ctx, kwargs):
     result = compile_kernel(attention.build(config), stop="cubin", verify_protocol=False)
     m = result.manifest
     assert (m["spill_stores"], m["spill_loads"]) == (0, 0), m
-    assert m["threads"][0] == 384
+    t = config.hopper
+    assert m["threads"][0] == 128 * (t.consumers + 1) == (512 if config.num_q == 3 else 384)
     _, placed = place_layout(hopper_attention_layout(config), "sm_90a")
     assert m["smem_bytes"] == placed.smem_bytes
     indices = {n: int(i) for i, n in re.findall(r'index = (\d+) : i64, num_barriers = \d+ : i64, sym_name = "(\w+)"',
@@ -51,8 +53,13 @@ def test_every_config_assembles_without_spills_on_its_layout(ctx, kwargs):
     assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{config.dtype.replace('fp', 'f')}" in ptx
     rs = re.findall(rf"wgmma.mma_async.sync.aligned.m64n{d}k16\S+ \{{[^}}]+\}}, \{{%r\d+, %r\d+, %r\d+, %r\d+\}}, "
                     r"%rd\d+, p, 1, 1, 1;", ptx)
-    assert len(rs) == 2 * 2 * bn // 16  # two warpgroups, the loop and the last tile
-    assert re.search(r"setmaxnreg.inc.sync.aligned.u32\s+240;", ptx) and re.search(r"setmaxnreg.dec.sync.aligned.u32\s+24;", ptx)
+    assert len(rs) == t.consumers * 2 * bn // 16  # per consumer warpgroup: the loop and the last tile
+    consumer, load = (160, 32) if t.consumers == 3 else (240, 24)
+    assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{consumer};", ptx)
+    assert re.search(rf"setmaxnreg.dec.sync.aligned.u32\s+{load};", ptx)
+    # the MMA turns go round the consumer warpgroups: each syncs its own barrier, arrives at the next's
+    syncs, arrives = re.findall(r"bar.sync\s+(\d+), 256;", ptx), re.findall(r"bar.arrive\s+(\d+), 256;", ptx)
+    assert len(set(arrives)) == t.consumers and set(arrives) <= set(syncs), (syncs, arrives)  # (+ d512's q_dead)
 
 
 def _attrs(text: str, op: str) -> list[dict[str, str]]:
@@ -106,7 +113,12 @@ def test_causal_ctas_take_the_longest_rows_first():
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(head_dim=80), r"AttentionConfig.head_dim must be one of 64, 96, 128, 192, 256, 512 on sm_90a, got 80"),
-    (dict(num_q=1), r"AttentionConfig.num_q must be 2 on sm_90a \(two consumer warpgroups of 64 rows\), got 1"),
+    (dict(num_q=1), r"AttentionConfig.num_q must be 2, or 3 at head dim 64, on sm_90a \(consumer warpgroups of 64 "
+                    r"rows; three fit 160 registers a thread\), got 1"),
+    (dict(num_q=3), r"AttentionConfig.num_q must be 2, or 3 at head dim 64, .* got 3"),
+    (dict(num_q="3", head_dim=64), r"AttentionConfig.num_q must be 2, or 3 at head dim 64, .* got '3'"),
+    (dict(num_q=3, head_dim=64, block_n=144), r"AttentionConfig.block_n must be <= 128 with num_q 3 on sm_90a \(160 "
+                                              r"registers a consumer thread: larger S tiles spill\), got 144"),
     (dict(exp2_emulation=8), r"AttentionConfig.exp2_emulation must be 0 on sm_90a unless dtype is fp8_e4m3 \(only the fp8 "
                              r"kernel has a polynomial exp2 there\), got 8"),
     (dict(block_n=72), r"AttentionConfig.block_n must be 0 \(the head dim's default\) or a multiple of 16 in "
@@ -190,6 +202,23 @@ def test_head_dims_96_and_192_match_f64_reference_in_the_emulator(dtype, d, caus
     q = reference.random_bits(rng, (b, sq, h, d), dtype, 1.0)
     k, v = (reference.random_bits(rng, (b, sk, hk, d), dtype, 1.0) for _ in range(2))
     _check_in_emulator(config, q, k, v, 1 / math.sqrt(d))
+
+
+# (dtype, causal, batch, seq_q, seq_k, heads, kv heads): head dim 64 with three consumer warpgroups (num_q 3,
+# 192-row CTAs): a partial second CTA, the MMA turns going round three warpgroups over several K/V tiles, GQA
+EMULATED_NUM_Q3 = [("bf16", False, 1, 200, 300, 2, 1), ("fp16", True, 1, 250, 260, 1, 1)]
+
+
+@pytest.mark.parametrize("dtype, causal, b, sq, sk, h, hk", EMULATED_NUM_Q3)
+def test_three_consumer_warpgroups_match_f64_reference_in_the_emulator(dtype, causal, b, sq, sk, h, hk):
+    from fa4_mlir import reference
+
+    config = AttentionConfig(target="sm_90a", head_dim=64, num_q=3, causal=causal, dtype=dtype, group=h // hk)
+    assert (config.hopper.bm, config.hopper.consumers, config.cta_positions) == (192, 3, 192)
+    rng = np.random.default_rng(sq * sk + 3)
+    q = reference.random_bits(rng, (b, sq, h, 64), dtype, 1.0)
+    k, v = (reference.random_bits(rng, (b, sk, hk, 64), dtype, 1.0) for _ in range(2))
+    _check_in_emulator(config, q, k, v, 0.125)
 
 
 # (dtype, head_dim, causal, seq_q, seq_k): head dims with the lazy rescale, many K/V tiles (BN 80)

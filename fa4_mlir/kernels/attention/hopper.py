@@ -59,11 +59,11 @@ from fa4_mlir.kernels.source import KernelSource, TensorMapSpec
 from fa4_mlir.layouts import hopper_attention_barriers
 
 NAME = "attention"
-NUM_WARPS = 12
-LOAD_WARP = 8
 WG_ROWS = 64  # query rows of a consumer warpgroup: the M of one wgmma
 CONSUMER_REGISTERS = 240  # 2 x 128 x 240 + 128 x 24 = 64512 <= 65536
 PRODUCER_REGISTERS = 24
+# (consumer, load warpgroup) setmaxnreg budgets by consumer warpgroups: 3 x 128 x 160 + 128 x 32 = 65536
+REGISTERS = {2: (CONSUMER_REGISTERS, PRODUCER_REGISTERS), 3: (160, 32)}
 # the parameters' names in the printed IR (fa4-compile --emit fa4), as the text kernel had them
 _ARG_NAMES = {"q": "q_map", "k": "k_map", "v": "v_map", "o": "o_map"}
 _BARRIER_NAMES = {"q_full": "qbar"}
@@ -77,7 +77,8 @@ def build(config: AttentionConfig) -> KernelSource:
 
     config.validate()
     t = config.hopper
-    k = dsl.Kernel(NAME, config.target, NUM_WARPS)
+    n = t.consumers
+    k = dsl.Kernel(NAME, config.target, 4 * n + 4)
     if config.is_fp8:
         from fa4_mlir.kernels.attention import hopper_fp8
 
@@ -89,10 +90,11 @@ def build(config: AttentionConfig) -> KernelSource:
         declare(k, q_box, kv_box, o_box)
     with k.body() as arg:
         g = _prologue(dsl, k, config, arg)
-        for w in (0, 1):
-            with k.role(f"consumer{w}", warps=range(4 * w, 4 * w + 4), registers=CONSUMER_REGISTERS):
+        consumer_registers, load_registers = REGISTERS[n]
+        for w in range(n):
+            with k.role(f"consumer{w}", warps=range(4 * w, 4 * w + 4), registers=consumer_registers):
                 Consumer(k, g, w).build()
-        with k.role("load", warps=[LOAD_WARP], registers=PRODUCER_REGISTERS), k.elect_one():
+        with k.role("load", warps=[4 * n], registers=load_registers), k.elect_one():
             _load(dsl, k, g)
     return k.source(grid=f"(ceil(Sq / {t.bm}), H, B) (launch_geometry)",
                     config={**{f: getattr(config, f) for f in CONFIG_FIELDS}, "block_n": t.bn})
@@ -106,20 +108,21 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     for param, value in vars(arg).items():
         name(value, _ARG_NAMES.get(param, param))
     t = c.hopper
-    half = t.q_bytes // 2  # a warpgroup's 64 rows: its Q, then its O (split O: its half of O's column blocks)
+    wgs = range(t.consumers)
+    part = t.q_bytes // t.consumers  # a warpgroup's 64 rows: its Q, then its O (split O: its half of O's blocks)
     row, vrow = t.row_bytes, t.v_row_bytes  # bytes of a swizzled row of Q/K and of V (fp8: V^T) tiles
     q = name(k.smem_region("q", bytes=t.q_bytes, align=1024, swizzle=f"{row}B"), "q")
     if t.fp8:  # O (bf16) is twice Q's bytes: a region of its own
-        qs = [name(dsl.fa4.smem_alias(q, sym_name=f"q{w}", bytes=half, offset=w * half), f"q{w}") for w in (0, 1)]
+        qs = [name(dsl.fa4.smem_alias(q, sym_name=f"q{w}", bytes=part, offset=w * part), f"q{w}") for w in wgs]
+        o_part = t.o_bytes // t.consumers
         o = name(k.smem_region("o", bytes=t.o_bytes, align=1024, swizzle="128B"), "o")
-        os_ = [name(dsl.fa4.smem_alias(o, sym_name=f"o{w}", bytes=t.o_bytes // 2, offset=w * t.o_bytes // 2), f"o{w}")
-               for w in (0, 1)]
+        os_ = [name(dsl.fa4.smem_alias(o, sym_name=f"o{w}", bytes=o_part, offset=w * o_part), f"o{w}") for w in wgs]
     elif t.split_o:  # both warpgroups read all of Q; each writes its O columns over half of Q's blocks
         qs = [q, q]
-        os_ = [name(dsl.fa4.smem_alias(q, sym_name=f"o{w}", bytes=half, offset=w * half), f"o{w}") for w in (0, 1)]
+        os_ = [name(dsl.fa4.smem_alias(q, sym_name=f"o{w}", bytes=part, offset=w * part), f"o{w}") for w in wgs]
     else:
-        qs = [name(dsl.fa4.smem_alias(q, sym_name=f"q{w}", bytes=half, offset=w * half), f"q{w}") for w in (0, 1)]
-        os_ = [name(dsl.fa4.smem_alias(qs[w], sym_name=f"o{w}", bytes=half), f"o{w}") for w in (0, 1)]
+        qs = [name(dsl.fa4.smem_alias(q, sym_name=f"q{w}", bytes=part, offset=w * part), f"q{w}") for w in wgs]
+        os_ = [name(dsl.fa4.smem_alias(qs[w], sym_name=f"o{w}", bytes=part), f"o{w}") for w in wgs]
     kring = name(k.smem_region("k", bytes=t.stages * t.kv_stage_bytes, align=1024, swizzle=f"{row}B"), "kring")
     vring = name(k.smem_region("v", bytes=t.stages * t.kv_stage_bytes, align=1024, swizzle=f"{vrow}B"), "vring")
     qscale = kscale = None
@@ -154,7 +157,7 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     kv_up = name(kv_end + (t.bn - 1), "kv_up")
     n_tiles = name(dsl.Value(dsl.arith.divsi(kv_up.value, dsl.Value(t.bn).value)), "n_tiles")
     return types.SimpleNamespace(
-        c=c, t=t, d=t.head_dim, bn=t.bn, wg_rows=WG_ROWS, blocks=t.head_dim * t.elem_bytes // row,
+        c=c, t=t, d=t.head_dim, bn=t.bn, wg_rows=WG_ROWS, consumers=t.consumers, blocks=t.head_dim * t.elem_bytes // row,
         split_o=t.split_o, o_cols=t.head_dim // 2 if t.split_o else t.head_dim, row=row, vrow=vrow,
         qscale=qscale, kscale=kscale,
         elem="e4m3" if t.fp8 else "bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs, o=os_, kring=kring, vring=vring,
@@ -172,7 +175,7 @@ def _load(dsl, k, g) -> None:
 
     zero = dsl.Value(0).value
     dsl.fa4.mbarrier_arrive_expect_tx(g.qbar, zero, tx_bytes=g.t.q_bytes + g.t.q_scale_bytes)
-    starts = (g.q_start,) if g.split_o else (g.q_start, g.q_start + WG_ROWS)
+    starts = (g.q_start,) if g.split_o else [g.q_start + w * WG_ROWS for w in range(g.consumers)]
     per_block = g.row // g.t.elem_bytes  # elements of a swizzled row
     for blk in range(g.blocks):
         column = dsl.Value(blk * per_block).value

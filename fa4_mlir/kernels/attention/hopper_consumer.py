@@ -2,7 +2,7 @@
 the load warp, and passes what they made as ``g``: the config, the tile, the parameters, regions,
 barriers, rings and the CTA's coordinates).
 
-Warpgroup ``w`` owns query rows ``[64 w, 64 w + 64)`` of the CTA's 128. Its accumulators live in
+Warpgroup ``w`` owns query rows ``[64 w, 64 w + 64)`` of the CTA's 128 (or 192). Its accumulators live in
 registers as ``!llvm.struct<(f32, ...)>`` (what ``fa4.wgmma`` takes and returns): S with ``BN / 2``
 values a thread, O with ``D / 2``. Thread ``t`` of the warpgroup holds rows ``r0 = 16 (t / 32) +
 (t % 32) / 4`` and ``r0 + 8``; of every 4 consecutive values, the first two are row r0's and the last
@@ -11,7 +11,8 @@ layout). A row's values are spread over the 4 threads of a quad, so its maximum 
 butterfly shuffles.
 
 Per K/V tile the warpgroup waits for its turn (named barrier ``sched{w}``), issues S = Q K_j' and
-O += P_{j-1} V_{j-1}, hands the turn over, and while the P@V runs takes the softmax of S_j; then it
+O += P_{j-1} V_{j-1}, hands the turn to the next warpgroup (round robin over ``g.consumers``: two, or
+three with a 192-row tile), and while the P@V runs takes the softmax of S_j; then it
 waits for the P@V, rescales O by ``exp2((m_old - m_new) * scale_log2e)`` and packs P_j to 16 bits
 as the next RS wgmma's A fragments. With ``g.lazy_rescale`` (``AttentionConfig.lazy_rescale``) a warp
 skips the rescale of a tile where none of its rows' maxima grew (a warp vote; the same numbers).
@@ -75,7 +76,8 @@ class Consumer:
         name(ks.stage, f"{p}ki")
         name(vs.stage, f"{p}vi")
         o_zero = name(dsl.llvm.mlir_zero(self.oacc), f"{p}o_zero")
-        if self.w == 1:  # warpgroup 0 takes the first turn
+        last = self.w == g.consumers - 1
+        if last:  # warpgroup 0 takes the first turn
             self._sched("arrive")
 
         # tile 0: S = Q K_0', softmax, P
@@ -137,7 +139,7 @@ class Consumer:
         self._sched("sync")
         vs.consumer_wait()
         o = self._pv(vs, ov.value, [f.value for f in fv])
-        if self.w == 0:  # warpgroup 1's last turn hands nothing over: each sched0 sync has its arrival
+        if not last:  # the last warpgroup's last turn hands nothing over: each sched0 sync has its arrival
             self._sched("arrive")
         dsl.fa4.wgmma_wait(pending=0)
         o = dsl.fa4.wgmma_fence_acc(o)
@@ -208,11 +210,13 @@ class Consumer:
         return o
 
     def _sched(self, kind: str) -> None:
-        """Wait for this warpgroup's turn to issue MMAs (sync) or hand the turn to the other (arrive)."""
+        """Wait for this warpgroup's turn to issue MMAs (sync) or hand the turn to the next one, round
+        robin (arrive): ``sched{w}`` counts warpgroup w's sync and its predecessor's arrival."""
         if kind == "sync":
             dsl.fa4.named_barrier(sym_name=f"sched{self.w}", threads=2 * WG_THREADS)
         else:
-            dsl.fa4.named_barrier(sym_name=f"sched{1 - self.w}", threads=2 * WG_THREADS, kind="arrive")
+            following = (self.w + 1) % self.g.consumers
+            dsl.fa4.named_barrier(sym_name=f"sched{following}", threads=2 * WG_THREADS, kind="arrive")
 
     def _release(self, state) -> None:
         """Lane 0 of each warp frees the state's stage (its wgmma group retired)."""
