@@ -200,7 +200,7 @@ def build_inputs(case: dict, manifest: dict, rng) -> tuple[dict, dict, dict, lis
     scale = 1 / math.sqrt(d)
     bind = {"q": tmap("q", (b, sq, h, d)), "k": tmap("k", (b, sk, h // g, d)),
             "v": tmap("v", (b, sk, h // g, d)), "o": tmap("o", (b, sq, h, d)), "lse": {"array": "lse"},
-            "seq_q": sq, "seq_k": sk, "num_heads": h, "write_lse": 1,
+            "seq_q": sq, "seq_k": sk, "num_heads": h, "group": g, "write_lse": 1,
             "scale_log2e": float(np.float32(scale * math.log2(math.e)))}
     grid = [-(-sq // 128), h, b]  # sm_90a: 128 query rows of one head a CTA (attention.launch_geometry)
     return arrays, bind, grid, [("o", [b, sq, h, d], dt), ("lse", [b, h, sq], "f32")], \

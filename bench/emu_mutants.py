@@ -211,9 +211,10 @@ def _attention_launch(ps, causal: bool, d: int, sq: int, sk: int, boost_from: in
 
     def make_args():
         o, lse = np.zeros((1, sq, 1, d), np.uint16), np.zeros((1, 1, sq), np.float32)
-        args = [tensor_map(q, ps[0]), tensor_map(k, ps[1]), tensor_map(v, ps[2]), tensor_map(o, ps[3]), lse, sq, sk, 1,
-                scale * math.log2(math.e), 1]
-        return args, {"o": o, "lse": lse}
+        named = {"q": tensor_map(q, ps[0]), "k": tensor_map(k, ps[1]), "v": tensor_map(v, ps[2]),
+                 "o": tensor_map(o, ps[3]), "lse": lse, "seq_q": sq, "seq_k": sk, "num_heads": 1, "group": 1,
+                 "scale_log2e": scale * math.log2(math.e), "write_lse": 1}  # group: sm_90a's launch argument
+        return [named[p["name"]] for p in ps], {"o": o, "lse": lse}
 
     def check(outs):
         return {"o": _worst(np.abs(f64(outs["o"][0, :, 0]) - ref_o) / 2e-2),

@@ -7,12 +7,18 @@ sha256 with the launch facts the manifest takes from the kernel source (paramete
 
     python bench/ptx_fingerprint.py --write test/python/data/ptx_fingerprints.json   # the baseline
     python bench/ptx_fingerprint.py --check test/python/data/ptx_fingerprints.json [--only KERNEL] [--match TEXT]
+    python bench/ptx_fingerprint.py --update test/python/data/ptx_fingerprints.json --only KERNEL --match TEXT
 
 ``--check`` exits 1 naming every configuration whose fingerprint differs. The baseline was written at
 3b57ed4, before the port (all kernels as MLIR text); the sm_90a head dim 512 configurations, new
 since, were added with their first PTX. test/python/test_ptx_fingerprints.py checks the
 ported kernels in CI. The sm_90a attention configurations of head dims 256 and 512 were fingerprinted
 again for the consumers' lazy rescale (``AttentionConfig.lazy_rescale``, issue 25; a deliberate change).
+Every sm_90a attention configuration was fingerprinted again when the kernel took the GQA group at launch
+(``AttentionConfig.runtime_group``, issue 25): an i32 ``group`` parameter after ``num_heads``, the K/V head
+``head / group`` read from it (``ld.param`` + ``div.u32`` where group 1 used the head and groups 4 and 8 a
+shift), and the config's ``"group": "runtime"``; configurations that differ only in group now share one
+PTX. ``--update`` rewrites only the selected configurations' entries.
 """
 
 from __future__ import annotations
@@ -97,6 +103,8 @@ def main(argv=None) -> int:
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", metavar="FILE", help="fingerprint every configuration into FILE")
     mode.add_argument("--check", metavar="FILE", help="compare against FILE; exit 1 on a difference")
+    mode.add_argument("--update", metavar="FILE", help="fingerprint the selected configurations (--only, --match) "
+                      "again into FILE, keeping its other entries")
     p.add_argument("--only", choices=("copy-pipeline", "gemm", "attention"), help="one kernel's configurations")
     p.add_argument("--match", metavar="TEXT", help="only configurations whose name contains TEXT "
                    "(e.g. 'target=sm_90a')")
@@ -105,11 +113,16 @@ def main(argv=None) -> int:
     for kind, kw in configs():
         if args.only in (None, kind) and (args.match or "") in key(kind, kw):
             found[key(kind, kw)] = fingerprint(kind, kw)
-    if args.write:
-        with open(args.write, "w", encoding="utf-8") as f:
-            json.dump(found, f, indent=0, sort_keys=True)
+    if args.write or args.update:
+        path = args.write or args.update
+        entries = found
+        if args.update:
+            with open(path, encoding="utf-8") as f:
+                entries = {**json.load(f), **found}
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(entries, f, indent=0, sort_keys=True)
             f.write("\n")
-        print(f"{len(found)} configurations in {time.perf_counter() - start:.0f} s -> {args.write}")
+        print(f"{len(found)} configurations in {time.perf_counter() - start:.0f} s -> {path}")
         return 0
     with open(args.check, encoding="utf-8") as f:
         baseline = json.load(f)

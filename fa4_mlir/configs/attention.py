@@ -147,7 +147,9 @@ class AttentionConfig(Checked):
     degree-3 polynomial on the FMA pipe instead of ``ex2.approx`` (0: none). On sm_90a a CTA owns
     64 query rows of one head per consumer warpgroup (``num_q`` 2, or 3 at head dim 64: 128 or 192 rows), and exp2 is ``ex2.approx``
     (fp8: ``exp2_emulation`` as on sm_100a; ``default_exp2_emulation`` is the op's choice); at head dim
-    512 it owns 64 rows, and each consumer warpgroup accumulates half of O's columns.
+    512 it owns 64 rows, and each consumer warpgroup accumulates half of O's columns. The sm_90a kernel
+    takes the group at launch (``runtime_group``: its ``group`` parameter), so there ``group`` only
+    describes the call: every group runs the kernel of ``canonical()`` (group 1).
     """
 
     target: str = "sm_100a"
@@ -263,6 +265,18 @@ class AttentionConfig(Checked):
         # the columns past the tensors' 96 on loads and clipping them on O's store
         padded = -(-self.head_dim // BLOCK_COLS) * BLOCK_COLS
         return HopperTile(padded, self.block_n or default_bn, bm)
+
+    @property
+    def runtime_group(self) -> bool:
+        """Whether the kernel takes the group as a launch argument (its i32 ``group`` parameter) rather
+        than compiling it in: sm_90a, where a CTA holds one head and only the K/V head it reads depends
+        on the group. On sm_100a GQA may fuse the group's heads into one tile, whose shape depends on it."""
+        return self.target == "sm_90a"
+
+    def canonical(self) -> AttentionConfig:
+        """The config that names this one's kernel: with ``runtime_group``, the same config at group 1
+        (configs that differ only in group share one kernel and one artifact); else ``self``."""
+        return dataclasses.replace(self, group=1) if self.runtime_group and self.group != 1 else self
 
     @property
     def fused_group(self) -> int:

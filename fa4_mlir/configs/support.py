@@ -28,6 +28,12 @@ class Checked:
     def describe(self) -> str:
         raise NotImplementedError
 
+    def canonical(self):
+        """The config that names this one's kernel: configs whose kernels are one and the same (a
+        field the kernel takes at launch instead of compiling it in) share one artifact
+        (``fa4_mlir.runtime.artifacts.ArtifactKey.for_config``). ``self`` unless a subclass says otherwise."""
+        return self
+
     def validate(self):
         """Raise ConfigError with the reason if ``supported()`` is false; return self."""
         support = self.supported()

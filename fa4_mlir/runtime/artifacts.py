@@ -118,6 +118,11 @@ class ArtifactKey:
 
     @classmethod
     def for_config(cls, kernel: str, config, debug_timeout_ms: int = 0) -> ArtifactKey:
+        """The key of ``config``'s kernel: of its ``canonical()`` form where it has one, so configs
+        whose kernels are one (sm_90a attention of any GQA group) share one artifact."""
+        canonical = getattr(config, "canonical", None)
+        if canonical is not None:
+            config = canonical()
         fields = tuple(sorted(dataclasses.asdict(config).items()))
         return cls(kernel, config.target, fields, debug_timeout_ms)
 

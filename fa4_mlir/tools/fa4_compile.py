@@ -16,6 +16,11 @@ A failing stage leaves its input in ``OUT/dump/`` and prints the fa4-opt or ptxa
 reproduces it. ``--cache`` writes the artifact into the runtime's cache (``FA4_CACHE_DIR``) under
 the key the runtime looks for. Errors are one ``fa4-compile: error:`` line (plus the compiler's
 diagnostics), exit 1.
+
+``attention --target sm_90a --group N``: the sm_90a kernel takes the GQA group at launch (its i32
+``group`` parameter; the manifest's config says ``"group": "runtime"``), so every N builds the same
+kernel and ``--cache`` stores it under the group-1 key (``AttentionConfig.canonical``); N is still
+checked, and ``--run-emulator`` launches it with that group. On sm_100a the group is compiled in.
 """
 
 from __future__ import annotations

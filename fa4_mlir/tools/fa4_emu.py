@@ -218,16 +218,17 @@ def launch_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.ndarray
                      lse: np.ndarray | None, scale: float, *, seed: int = 0):
     """``o = softmax(scale q k') v`` for (B, S, H, D) arrays of ``config.dtype`` bits, and the (B, H, Sq)
     float32 ``lse`` unless None (as torch.ops.fa4.flash_attention launches it)."""
-    from fa4_mlir.kernels.attention import launch_geometry
+    from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry
     from fa4_mlir.runtime import GlobalTensor
 
     b, sq, h, _ = q.shape
-    sk = k.shape[1]
+    sk, hk = k.shape[1], k.shape[2]
     e = config.dtype
     return kernel.launch(launch_geometry(config, b, sq, h, sk),
                          {"q": GlobalTensor.host(q, e), "k": GlobalTensor.host(k, e), "v": GlobalTensor.host(v, e),
                           "o": GlobalTensor.host(o, e), "lse": lse, "seq_q": sq, "seq_k": sk, "num_heads": h,
-                          "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None)}, seed=seed)
+                          **gqa_arguments(config, h, hk), "scale_log2e": scale * math.log2(math.e),
+                          "write_lse": int(lse is not None)}, seed=seed)
 
 
 def launch_mla_attention(kernel, config, q_nope: np.ndarray, q_rope: np.ndarray, kv: np.ndarray,

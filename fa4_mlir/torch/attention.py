@@ -2,13 +2,14 @@
 
 ``flash_attention(q, k, v, causal=False, softmax_scale=None, return_lse=False)`` computes
 ``softmax(softmax_scale * q k') v`` per batch and head for q (B, Sq, H, D) and k, v (B, Sk, Hk, D),
-where Hk divides H (GQA / MQA: query head h reads K/V head h // (H / Hk)). ``causal`` masks key j for
-query i when j > i (the top-left diagonal, as torch SDPA's ``is_causal``); the default scale is
-1 / sqrt(D). With ``return_lse`` it also returns the log-sum-exp of each row's scaled logits
-(B, H, Sq) in fp32. bf16 or fp16, head dims 64, 96, 128, 192, 256, 512 on sm_90 (64, 96, 128, 256, 512
-on sm_100); any sequence lengths; each tensor with a unit innermost stride and other strides multiples of 16 bytes
-(a slice of a packed QKV tensor works). The output is a new contiguous tensor; no autograd. On CPU
-tensors it runs the kernel in the PTX emulator when asked (``fa4_mlir.torch.emulated``).
+where Hk divides H (GQA / MQA: query head h reads K/V head h // (H / Hk); on sm_90 one compiled kernel
+serves every group, passed at launch). ``causal`` masks key j for query i when j > i (the top-left
+diagonal, as torch SDPA's ``is_causal``); the default scale is 1 / sqrt(D). With ``return_lse`` it
+also returns the log-sum-exp of each row's scaled logits (B, H, Sq) in fp32. bf16 or fp16, head dims
+64, 96, 128, 192, 256, 512 on sm_90 (64, 96, 128, 256, 512 on sm_100); any sequence lengths; each
+tensor with a unit innermost stride and other strides multiples of 16 bytes (a slice of a packed QKV
+tensor works). The output is a new contiguous tensor; no autograd. On CPU tensors it runs the kernel
+in the PTX emulator when asked (``fa4_mlir.torch.emulated``).
 
 fp8 (``torch.float8_e4m3fn`` q, k, v; head dims ``FP8_HEAD_DIMS``) computes attention of the
 dequantized inputs ``q * q_scale``, ``k * k_scale``, ``v * v_scale`` and returns bf16. ``q_scale`` and
@@ -33,7 +34,7 @@ from fa4_mlir import knobs, runtime
 from fa4_mlir.configs.attention import (DEPTH512_HEAD_DIMS, FP8_HEAD_DIMS, HEAD_DIMS, AttentionConfig,
                                        default_exp2_emulation, default_num_q)
 from fa4_mlir.errors import LaunchError
-from fa4_mlir.kernels.attention import launch_geometry
+from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry
 from fa4_mlir.runtime.launcher import libcuda
 from fa4_mlir.runtime.tensormap import GlobalTensor
 from fa4_mlir.torch.emulated import _active, emulator, placement
@@ -234,7 +235,8 @@ def _arguments(config: AttentionConfig, q, k, v, out, lse, scale: float, scales:
     v_op = _v_operand(config, v)
     args = {"q": tma_operand(q, dtype), "k": tma_operand(k, dtype), "v": tma_operand(v_op, dtype),
             "o": tma_operand(out, config.out_dtype), "seq_q": sq, "seq_k": sk, "num_heads": h,
-            "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None)}
+            **gqa_arguments(config, h, k.shape[2]), "scale_log2e": scale * math.log2(math.e),
+            "write_lse": int(lse is not None)}
     if scales is not None:
         args["v_scale"] = scales.v_scale
         if scales.q_tokens is not None:

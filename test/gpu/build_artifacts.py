@@ -41,16 +41,17 @@ def keys() -> list[ArtifactKey]:
     wanted.append(ArtifactKey.for_file(HERE.parent.parent / "examples" / "row_center.py", "sm_90a"))  # dsl tutorial
     wanted += [ArtifactKey.for_config("gemm", GemmConfig(dtype=d, target="sm_90a", b_major=b))
                for d in ("bf16", "fp16") for b in ("k", "mn")]
-    # test_attention_gpu.py's GROUPS, every head dim, both masks, both dtypes
+    # test_attention_gpu.py: every head dim, both masks, both dtypes; one artifact serves every GQA group
+    # (the sm_90a kernel takes the group at launch: AttentionConfig.runtime_group); the op's num_q
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype=dt, head_dim=d, causal=c,
-                                                                   group=g, num_q=default_num_q("sm_90a", dt, d, c)))
-               for dt in ("bf16", "fp16") for d in (64, 96, 128, 192, 256, 512) for c in (False, True) for g in (1, 4, 8)]
-    # test_attention_fp8_gpu.py's FP8_GROUPS and bench/attention.py --dtype fp8 (group 1): fp8 e4m3, every fp8
-    # head dim, both masks, tensor-wise and per-token scales
+                                                                   num_q=default_num_q("sm_90a", dt, d, c)))
+               for dt in ("bf16", "fp16") for d in (64, 96, 128, 192, 256, 512) for c in (False, True)]
+    # test_attention_fp8_gpu.py and bench/attention.py --dtype fp8: fp8 e4m3, every fp8 head dim, both masks,
+    # tensor-wise and per-token scales (every group, as above)
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(
-        target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=c, group=g, token_scales=t,
+        target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=c, token_scales=t,
         num_q=default_num_q("sm_90a", "fp8_e4m3", d, c), exp2_emulation=default_exp2_emulation("sm_90a", "fp8_e4m3", d)))
-               for d in FP8_HEAD_DIMS["sm_90a"] for c in (False, True) for g in (1, 4) for t in (False, True)]
+               for d in FP8_HEAD_DIMS["sm_90a"] for c in (False, True) for t in (False, True)]
     # test_mla_gpu.py and bench/mla.py: the MLA op's kernels for its heads, both masks, both dtypes
     wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(dtype=dt, causal=c, tile_heads=th))
                for dt in ("bf16", "fp16") for c in (False, True) for th in MLA_TILE_HEADS]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from fa4_mlir.configs.attention import SM90_KV_TILE, AttentionConfig
-from fa4_mlir.errors import ConfigError
+from fa4_mlir.errors import ConfigError, LaunchError
 from fa4_mlir.kernels import attention
 from fa4_mlir.layouts import hopper_attention_layout, kernel_layout
 
@@ -104,6 +104,43 @@ def test_tiles_tensor_maps_and_grid():
     assert "ceil(Sq / 64)" in source.grid
 
 
+def test_the_group_is_a_launch_argument():
+    """sm_90a: the i32 ``group`` after ``num_heads``, K/V head = head / group once per CTA; configs that
+    differ only in group are one kernel (one artifact key, the manifest's config says "runtime"). sm_100a
+    compiles the group in (a fused GQA tile's shape depends on it): no such parameter, a key per group."""
+    from fa4_mlir.kernels.attention.abi import params
+    from fa4_mlir.runtime.artifacts import ArtifactKey
+
+    source = attention.build(AttentionConfig(target="sm_90a", group=4))
+    names = [p.name for p in source.params]
+    assert names[names.index("num_heads") + 1] == "group" and source.params[names.index("group")].kind == "i32"
+    assert source.config["group"] == "runtime"
+    assert "%kvh = arith.divui %head, %group" in source.mlir
+    configs = [AttentionConfig(target="sm_90a", head_dim=d, causal=True, dtype="fp16", group=g)
+               for d in (64, 512) for g in (1, 3, 8)]
+    assert {c.canonical() for c in configs} == {AttentionConfig(target="sm_90a", head_dim=d, causal=True, dtype="fp16")
+                                               for d in (64, 512)}
+    assert len({ArtifactKey.for_config("attention", c) for c in configs}) == 2
+    box = source.params[0].tensor_map
+    assert "group" not in [p.name for p in params(box, box, box)]  # the sm_100a kernels' parameters
+    sm100 = [AttentionConfig(group=g) for g in (1, 4)]
+    assert not sm100[1].runtime_group and sm100[1].canonical() is sm100[1]
+    assert len({ArtifactKey.for_config("attention", c) for c in sm100}) == 2
+
+
+def test_gqa_arguments_and_their_errors():
+    sm90, sm100 = AttentionConfig(target="sm_90a"), AttentionConfig(group=4)
+    assert attention.gqa_arguments(sm90, 8, 2) == {"group": 4} and attention.gqa_arguments(sm90, 8, 8) == {"group": 1}
+    assert attention.gqa_arguments(sm100, 8, 2) == {}  # compiled in
+    for heads, kv_heads, got in ((8, 3, "3"), (8, 0, "0"), (4, 8, "8"), (8, True, "True"), (8, 2.0, "2.0")):
+        with pytest.raises(LaunchError, match=rf"attention: kv_heads must be an int >= 1 that divides heads "
+                                              rf"\({heads}\), got {got}$"):
+            attention.gqa_arguments(sm90, heads, kv_heads)
+    with pytest.raises(LaunchError, match=r"attention: heads / kv_heads must be the config's group \(4, compiled "
+                                          r"into the sm_100a kernel\), got 8 / 4 = 2"):
+        attention.gqa_arguments(sm100, 8, 4)
+
+
 def test_causal_ctas_take_the_longest_rows_first():
     causal = attention.build(AttentionConfig(target="sm_90a", causal=True)).mlir
     plain = attention.build(AttentionConfig(target="sm_90a")).mlir
@@ -182,6 +219,23 @@ def test_head_dim_512_matches_f64_reference_in_the_emulator(dtype, causal, b, sq
     q = reference.random_bits(rng, (b, sq, h, 512), dtype, 1.0)
     k, v = (reference.random_bits(rng, (b, sk, hk, 512), dtype, 1.0) for _ in range(2))
     _check_in_emulator(config, q, k, v, 0.05)
+
+
+def test_one_kernel_runs_two_groups_in_the_emulator():
+    """The group is a launch argument: the kernel loaded once (one artifact for every group) runs H = 8
+    query heads over 8 K/V heads (group 1) and over 2 (group 4: heads 0-3 read K/V head 0, 4-7 head 1),
+    both against float64."""
+    from fa4_mlir import reference, runtime
+
+    configs = [AttentionConfig(target="sm_90a", head_dim=64, causal=True, group=g) for g in (1, 4)]
+    kernel = runtime.load("attention", configs[0], device="emulator")
+    assert runtime.load("attention", configs[1], device="emulator") is kernel
+    rng = np.random.default_rng(8)
+    q = reference.random_bits(rng, (1, 70, 8, 64), "bf16", 1.0)
+    for config in configs:
+        hk = 8 // config.group
+        k, v = (reference.random_bits(rng, (1, 100, hk, 64), "bf16", 1.0) for _ in range(2))
+        _check_in_emulator(config, q, k, v, 0.125)
 
 
 # (dtype, head_dim, causal, batch, seq_q, seq_k, heads, kv heads): head dims 96 (the 128 tile on TMA's

@@ -181,6 +181,24 @@ def test_flash_attention_reuses_its_plan_with_the_new_addresses(lib, return_lse)
         attention.flash_attention_op(q.transpose(1, 3).contiguous().transpose(1, 3), k, v, False, None, return_lse)
 
 
+def test_flash_attention_gqa_plans_pass_the_group(lib):
+    """sm_90a GQA on the fast path: the plan key holds K's shape (its K/V heads), so each head count has
+    its plan, whose packed ``group`` (the parameter after ``num_heads``) is H / H_kv; one kernel serves
+    every group. A head count that does not divide H is a new layout: the full path's error."""
+    lib.param_count.value = 11  # q, k, v, o, lse, seq_q, seq_k, num_heads, group, scale_log2e, write_lse
+    q = torch.randn(1, 128, 8, 128).bfloat16()
+    for hk in (8, 2, 2, 1):
+        k, v = (torch.randn(1, 128, hk, 128).bfloat16() for _ in range(2))
+        out, _ = attention.flash_attention_op(q, k, v, False, None, False)
+        words = _words(lib, 11)
+        assert words[:4] == [q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr()]
+        assert [w & 0xFFFFFFFF for w in words[5:9]] == [128, 128, 8, 8 // hk]
+    assert len(attention._plans) == 3 and len(runtime._loaded) == 1
+    k = torch.randn(1, 128, 3, 128).bfloat16()
+    with pytest.raises(LaunchError, match=r"flash_attention: k/v heads must divide q heads \(8\), got 3"):
+        attention.flash_attention_op(q, k, k, False, None, False)
+
+
 def test_env_state_follows_the_environment(monkeypatch):
     monkeypatch.delenv("FA4_DEBUG", raising=False)
     monkeypatch.delenv("FA4_DEVICE", raising=False)

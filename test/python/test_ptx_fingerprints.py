@@ -3,9 +3,10 @@ shipped configuration's PTX sha256 and launch facts against the baseline written
 (test/python/data/ptx_fingerprints.json, bench/ptx_fingerprint.py). Every kernel is ported: all 247
 configurations are checked with FA4_FULL_FINGERPRINTS=1 (added after the port, against their first PTX:
 the 19 of sm_90a head dim 512 and the 32 of head dims 96 and 192; the sm_90a head dims 256 and 512 again
-for the lazy rescale); by default every sixth, so that CI stays inside its time (the kernels' own tests
-build every configuration anyway). The six sm_90a configurations of three consumer warpgroups (num_q 3)
-were added with their first PTX."""
+for the lazy rescale; all 123 sm_90a attention configurations again for the GQA group as a launch
+argument, ``bench/ptx_fingerprint.py --update``); by default every sixth, so that CI stays inside its
+time (the kernels' own tests build every configuration anyway). The six sm_90a configurations of three
+consumer warpgroups (num_q 3) were added with their first PTX."""
 
 from __future__ import annotations
 

@@ -275,7 +275,7 @@ def test_pointer_arguments_take_arrays_or_none():
     q = np.zeros((1, 8, 2, 64), np.uint16)
     args = {"q": GlobalTensor.host(q, "bf16"), "k": GlobalTensor.host(q, "bf16"), "v": GlobalTensor.host(q, "bf16"),
             "o": GlobalTensor.host(q.copy(), "bf16"), "lse": 1 << 20, "seq_q": 8, "seq_k": 8, "num_heads": 2,
-            "scale_log2e": 1.0, "write_lse": 0}
+            "group": 1, "scale_log2e": 1.0, "write_lse": 0}
     with pytest.raises(LaunchError, match="argument 'lse' of attention must be a NumPy array \\(global memory on the "
                                           "emulator\\) or None, got int"):
         kernel.launch((1, 2, 1), args)

@@ -87,6 +87,21 @@ def launch_geometry(config: AttentionConfig, batch: int, seq_q: int, heads: int,
     return (2 * tiles if config.is_depth512 else tiles), ys, batch  # head dim 256/512: a CTA pair per tile
 
 
+def gqa_arguments(config: AttentionConfig, heads: int, kv_heads: int) -> dict[str, int]:
+    """The launch's GQA argument for ``heads`` query heads over ``kv_heads`` K/V heads: ``{"group": heads
+    // kv_heads}`` where the kernel takes the group at launch (sm_90a, ``config.runtime_group``), else ``{}``
+    (sm_100a compiles the group in: it must be the config's). LaunchError unless kv_heads divides heads."""
+    if not isinstance(kv_heads, int) or isinstance(kv_heads, bool) or kv_heads < 1 or heads % kv_heads:
+        raise LaunchError(f"attention: kv_heads must be an int >= 1 that divides heads ({heads}), got {kv_heads!r}")
+    group = heads // kv_heads
+    if config.runtime_group:
+        return {"group": group}
+    if group != config.group:
+        raise LaunchError(f"attention: heads / kv_heads must be the config's group ({config.group}, compiled into the "
+                          f"{config.target} kernel), got {heads} / {kv_heads} = {group}")
+    return {}
+
+
 def build(config: AttentionConfig) -> KernelSource:
     """The kernel for ``config``: sm_90a goes to ``hopper``; sm_100a is built through ``fa4_mlir.dsl``
     (imported here, so that this package and ``launch_geometry`` import without MLIR)."""

@@ -19,7 +19,9 @@ Keys at or past a row's limit (``seq_k``; causal: the row's own position + 1, FA
 diagonal) are masked to -inf, only in tiles that reach the limit. Causal CTAs stop at their last
 row's tile. The epilogue divides by the row sum, writes O as 16-bit pairs over the warpgroup's dead
 Q rows (128B swizzle) and TMA-stores them (the store clips rows past ``seq_q``); the LSE is written
-per row when asked. GQA: the CTA of head ``h`` reads K/V head ``h / group``.
+per row when asked. GQA: the CTA of head ``h`` reads K/V head ``h / group``, the group a launch argument
+(the i32 ``group`` parameter; one kernel for every group, ``AttentionConfig.runtime_group``): a CTA holds one
+head whatever the group, so only that division depends on it.
 
 Head dims 96 and 192: 192 is three 64-column blocks (112 keys a tile: the most that fit); 96 is computed
 as 128 (``HopperTile.head_dim`` is the padded dim), TMA zero-filling Q's and K's and V's columns past
@@ -83,11 +85,11 @@ def build(config: AttentionConfig) -> KernelSource:
         from fa4_mlir.kernels.attention import hopper_fp8
 
         q_box, kv_box, o_box, v_box, scale_boxes = hopper_fp8.boxes(config)
-        declare(k, q_box, kv_box, o_box, scale_boxes, fp8=True, v_box=v_box)
+        declare(k, q_box, kv_box, o_box, scale_boxes, fp8=True, v_box=v_box, runtime_group=True)
     else:
         q_box = o_box = TensorMapSpec(config.dtype, (BLOCK, 1, WG_ROWS, 1), "128B")
         kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, t.bn, 1), "128B")
-        declare(k, q_box, kv_box, o_box)
+        declare(k, q_box, kv_box, o_box, runtime_group=True)
     with k.body() as arg:
         g = _prologue(dsl, k, config, arg)
         consumer_registers, load_registers = REGISTERS[n]
@@ -97,7 +99,7 @@ def build(config: AttentionConfig) -> KernelSource:
         with k.role("load", warps=[4 * n], registers=load_registers), k.elect_one():
             _load(dsl, k, g)
     return k.source(grid=f"(ceil(Sq / {t.bm}), H, B) (launch_geometry)",
-                    config={**{f: getattr(config, f) for f in CONFIG_FIELDS}, "block_n": t.bn})
+                    config={**{f: getattr(config, f) for f in CONFIG_FIELDS}, "group": "runtime", "block_n": t.bn})
 
 
 def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
@@ -147,7 +149,7 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         qt = name(dsl.ctaid("x"), "qt")
     head = name(dsl.ctaid("y"), "head")
     bz = name(dsl.ctaid("z"), "bz")
-    kvh = name(head // c.group, "kvh")
+    kvh = name(head // arg.group, "kvh")  # the group is a launch argument: one division per CTA
     q_start = name(qt * t.bm, "q_start")
     if c.causal:  # tiles past the CTA's last row are skipped by every role alike
         q_end = name(q_start + t.bm, "q_end")
