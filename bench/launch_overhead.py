@@ -1,22 +1,32 @@
-"""Host cost of one launch, piece by piece (microseconds per call, median of 5 runs of N calls,
-with a synchronize at the end of each run).
+"""Host cost of one launch, piece by piece (microseconds per call).
 
-    FA4_CACHE_DIR=.fa4-cache python bench/launch_overhead.py [--only fa4]
+    FA4_CACHE_DIR=.fa4-cache python bench/launch_overhead.py [--only fa4] [--check-gpu-bound]
+
+The headline column, "host": the host time of a call while the GPU is provably busy. Before each
+timed batch the stream gets a long GPU spin (``torch.cuda._sleep``, sized from a calibration so that
+it outlasts the batch), then N calls (default 300: the launch queue holds about 1000 entries before
+the host blocks) are timed with ``perf_counter``, and the synchronize comes after the timed region.
+An event recorded right after the spin must still be pending when the timed region ends (the spin
+was running, so no call waited for the GPU); a batch where it is not is timed again with a longer
+spin. The median per call over the batches. The column "loop": the older measure, the median of 5
+runs of 2000 calls with one synchronize at the end of each, which a GPU slower than the host bounds.
 
 ``torch.ops.fa4.flash_attention`` (bf16, B1 S128 H1 D128) and ``torch.ops.fa4.gemm_residual`` (bf16,
 128^3) on the fast path (a stored plan: fa4_mlir.torch.fastpath) and with it off (every check, the
 tensor maps from the per-kernel cache, the launch through cuda-python: the code before the fast
-path), next to PyTorch's floor: a ``torch.library.Library`` no-op (the dispatcher and one
-``new_empty``), two ``torch.empty``, ``torch.clone``. Then the parts of
-``torch.ops.fa4.copy_pipeline``: the whole op, a no-op custom op, the memoised ``runtime.load``, the
-two tensor-map encodings, and ``Kernel.launch`` with pre-encoded maps. Each kernel is small, so a
-launch's host time, not the GPU, sets the pace (``--check-gpu-bound`` prints the GPU time per call
-from CUDA events for the two ops, to confirm).
+path), next to PyTorch's floor: ``torch.library.Library`` no-ops (the dispatcher and one
+``new_empty``; flash_attention's schema with its two outputs' ``torch.empty`` on the
+CompositeExplicitAutograd key, as the op is registered, and on the CUDA key), two ``torch.empty``,
+``torch.clone``; then the op bodies below the dispatcher and ``PackedLaunch.launch`` alone. With
+``--only all``, the parts of ``torch.ops.fa4.copy_pipeline`` (loop column only): the whole op, a no-op
+custom op, the memoised ``runtime.load``, the two tensor-map encodings, and ``Kernel.launch`` with
+pre-encoded maps. ``--check-gpu-bound`` prints the GPU time per call of the two ops from CUDA events.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import statistics
 import time
@@ -49,6 +59,72 @@ _lib.impl("noop_attention", lambda q, k, v, causal=False, softmax_scale=None, re
           k_scale=None, v_scale=None: (torch.empty(q.shape, dtype=q.dtype, device=q.device),
                                        torch.empty((0,), dtype=torch.float32, device=q.device)),
           "CompositeExplicitAutograd")
+# The same on the CUDA key: what registering the op there instead would save
+_lib.define("noop_attention_cuda(Tensor q, Tensor k, Tensor v, bool causal=False, float? softmax_scale=None, "
+            "bool return_lse=False, Tensor? q_scale=None, Tensor? k_scale=None, float? v_scale=None) "
+            "-> (Tensor, Tensor)")
+_lib.impl("noop_attention_cuda", lambda q, k, v, causal=False, softmax_scale=None, return_lse=False, q_scale=None,
+          k_scale=None, v_scale=None: (torch.empty(q.shape, dtype=q.dtype, device=q.device),
+                                       torch.empty((0,), dtype=torch.float32, device=q.device)),
+          "CUDA")
+
+
+class Spin:
+    """``torch.cuda._sleep`` sized in milliseconds: its cycles per millisecond measured once."""
+
+    def __init__(self) -> None:
+        cycles = 20_000_000
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(1000)  # load the spin kernel
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        torch.cuda.synchronize()
+        self.cycles_per_ms = cycles / start.elapsed_time(end)
+
+    def __call__(self, ms: float) -> None:
+        torch.cuda._sleep(int(ms * self.cycles_per_ms))
+
+
+_spin: Spin | None = None
+
+
+def host_us(fn, n: int = 300, batches: int = 9) -> tuple[float, int]:
+    """Host time per call of ``fn`` with the GPU busy: the median over ``batches`` batches of ``n``
+    calls, each behind a GPU spin that must still run when the batch's timed region ends (checked
+    with an event recorded after the spin; a batch that outran its spin is timed again behind a
+    spin twice as long). Also how many batches were retimed."""
+    global _spin
+    if _spin is None:
+        _spin = Spin()
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    torch.cuda.synchronize()
+    spin_ms = max(5.0, 4e3 * (time.perf_counter() - start))  # 4x an unhurried batch (which includes the GPU)
+    per_call, retimed = [], 0
+    while len(per_call) < batches:
+        _spin(spin_ms)
+        spinning = torch.cuda.Event()
+        spinning.record()
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        elapsed = time.perf_counter() - start
+        busy = not spinning.query()  # after the timed region: the spin was still running at its end
+        torch.cuda.synchronize()
+        if not busy:
+            retimed += 1
+            if retimed > 20:
+                raise RuntimeError(f"host_us: the GPU spin ({spin_ms:.0f} ms) ended before {n} calls did, "
+                                   f"20 times")
+            spin_ms *= 2
+            continue
+        per_call.append(elapsed / n * 1e6)
+    return statistics.median(per_call), retimed
 
 
 def per_call_us(fn, n: int = 2000) -> float:
@@ -92,7 +168,7 @@ def gpu_us(fn, n: int = 200) -> float:
     return start.elapsed_time(end) / n * 1e3
 
 
-def ops_table(check_gpu_bound: bool) -> None:
+def ops_table(check_gpu_bound: bool, calls: int = 300) -> None:
     q = torch.randn(1, 128, 1, 128, device="cuda").bfloat16()
     a, b, c = (torch.randn(128, 128, device="cuda").bfloat16() for _ in range(3))
     fa4 = {
@@ -100,17 +176,29 @@ def ops_table(check_gpu_bound: bool) -> None:
         "torch.ops.fa4.gemm_residual (bf16 128^3)": lambda: torch.ops.fa4.gemm_residual(a, b, c, 1.0, 1.0),
     }
     print(f"device: {driver.device_name(0)}; torch {torch.__version__}\n")
-    print("| what | us per call |\n|---|---|")
+    print("host: us per call with the GPU busy (the headline); loop: us per call of a synchronized loop; "
+          "retimed: batches that outran their GPU spin (timed again behind a longer one)\n")
+    print("| what | host | loop | retimed |\n|---|---|---|---|")
+
+    def row(name, fn):
+        host, retimed = host_us(fn, calls)
+        print(f"| {name} | {host:.1f} | {per_call_us(fn):.1f} | {retimed} |", flush=True)
+
     for name, fn in fa4.items():
-        print(f"| {name} | {per_call_us(fn):.1f} |", flush=True)
+        row(name, fn)
+    held = collections.deque(maxlen=8)  # outputs kept a while, as a model does: new addresses every call
+    row("torch.ops.fa4.flash_attention, outputs held (a new output address every call)",
+        lambda: held.append(torch.ops.fa4.flash_attention(q, q, q)))
+    held.clear()
     fast_path = hasattr(attention, "_plans")  # False: run on the code before the fast path
     with fast_path_off() if fast_path else contextlib.nullcontext():
         for name, fn in fa4.items() if fast_path else ():
-            print(f"| {name}, fast path off (the code before) | {per_call_us(fn):.1f} |", flush=True)
+            row(f"{name}, fast path off (the code before)", fn)
     floor = {
         "Library.impl no-op (CUDA key; the dispatcher + new_empty)": lambda: torch.ops.fa4_bench.noop_lib(q, 1.0),
-        "flash_attention's schema, body = its two torch.empty (the op's floor)":
+        "flash_attention's schema, body = its two torch.empty (the op's floor, its key)":
             lambda: torch.ops.fa4_bench.noop_attention(q, q, q),
+        "the same on the CUDA key": lambda: torch.ops.fa4_bench.noop_attention_cuda(q, q, q),
         "torch.empty x2": lambda: (torch.empty((1, 128, 1, 128), dtype=torch.bfloat16, device=q.device),
                                    torch.empty((0,), dtype=torch.float32, device=q.device)),
         "torch.clone": lambda: torch.clone(q),
@@ -118,18 +206,21 @@ def ops_table(check_gpu_bound: bool) -> None:
         "gemm_residual, no dispatcher": lambda: ops.gemm_residual(a, b, c, 1.0, 1.0),
     }
     for name, fn in floor.items():
-        print(f"| {name} | {per_call_us(fn):.1f} |", flush=True)
+        row(name, fn)
     if fast_path:
         torch.ops.fa4.flash_attention(q, q, q)
         plan = next(iter(attention._plans.values()))
         out = torch.empty_like(q)
         addresses = (q.data_ptr(), q.data_ptr(), q.data_ptr(), out.data_ptr(), out.data_ptr())
         stream = torch.cuda.current_stream().cuda_stream
-        print(f"| PackedLaunch.launch alone (attention) | "
-              f"{per_call_us(lambda: plan.launch.launch(addresses, stream)):.1f} |")
+        row("PackedLaunch.launch alone (attention)", lambda: plan.launch.launch(addresses, stream))
+        other = torch.empty_like(q)
+        moved = [(q.data_ptr(),) * 3 + (o.data_ptr(),) * 2 for o in (out, other)]
+        row("PackedLaunch.launch alone (attention), o and lse moved every call",
+            lambda: plan.launch.launch(moved.reverse() or moved[0], stream))
     if check_gpu_bound:
         for name, fn in fa4.items():
-            print(f"| GPU time of {name} | {gpu_us(fn):.1f} |")
+            print(f"| GPU time of {name} | | {gpu_us(fn):.1f} | |")
     print()
 
 
@@ -137,8 +228,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=("fa4", "all"), default="all", help="fa4: only the two ops' table")
     parser.add_argument("--check-gpu-bound", action="store_true", help="also the GPU time per call of the ops")
+    parser.add_argument("--calls", type=int, default=300,
+                        help="calls per timed batch of the host column (at most 400: the launch queue's room)")
     opts = parser.parse_args()
-    ops_table(opts.check_gpu_bound)
+    if not 1 <= opts.calls <= 400:
+        parser.error(f"--calls must be in 1..400 (the launch queue holds about 1000 launches), got {opts.calls}")
+    ops_table(opts.check_gpu_bound, opts.calls)
     if opts.only == "fa4":
         return
     x = torch.randn(128, 64, device="cuda").bfloat16()

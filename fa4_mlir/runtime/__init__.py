@@ -16,8 +16,8 @@ trap instead of hanging. Loaded kernels are kept per process: a repeated ``load`
 
 A launch repeated with new buffers of one layout can be packed once: ``kernel.packed(grid, args)``
 checks ``args`` and encodes their tensor maps, and its ``launch(addresses, stream)`` writes only the
-new addresses and calls ``cuLaunchKernel`` through ctypes (``fa4_mlir.runtime.launcher``; the torch
-ops' fast path). ``Kernel.launch`` too calls the driver through ctypes where libcuda opens.
+addresses that changed since its last launch and calls ``cuLaunchKernelEx`` through ctypes
+(``fa4_mlir.runtime.launcher``; the torch ops' fast path). ``Kernel.launch`` too calls the driver through ctypes where libcuda opens.
 
 ``device="emulator"`` loads the artifact's PTX into the CPU emulator (``fa4_mlir.emu``) instead: an
 ``EmulatedKernel`` whose ``launch`` takes NumPy memory (``GlobalTensor.host``) and returns the

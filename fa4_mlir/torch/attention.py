@@ -142,10 +142,9 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
         if plan is not None:
             qp, kp, vp = q.data_ptr(), k.data_ptr(), v.data_ptr()
             if not (qp | kp | vp) % TMA_ALIGN:  # else the full path raises the alignment error
-                out = torch.empty(plan.out_shape, dtype=plan.out_dtype, device=plan.device)
-                lse = torch.empty(plan.aux_shape, dtype=torch.float32, device=plan.device)
-                op = out.data_ptr()
-                plan.launch.launch((qp, kp, vp, op, lse.data_ptr() if return_lse else op), current_stream(plan.index))
+                out, lse = torch.empty_like(plan.out_like), torch.empty_like(plan.aux_like)
+                plan.run((qp, kp, vp, out.data_ptr(), lse.data_ptr() if return_lse else plan.unused),
+                         current_stream(plan.index))
                 return out, lse
     where = placement("flash_attention", {"q": q, "k": k, "v": v, **{
         n: t for n, t in (("q_scale", q_scale), ("k_scale", k_scale)) if isinstance(t, torch.Tensor)}})
@@ -178,11 +177,11 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
     if key is not None and scales is None and libcuda() is not None:
         grid, args, _ = _arguments(config, q, k, v, out, lse if return_lse else None, scale, None)
         lse_ptr = (lse if return_lse else out).data_ptr()
-        plan = Plan(kernel.packed(grid, {**args, "lse": lse_ptr}, _SLOTS), out.shape, out.dtype, tuple(lse.shape),
-                    q.device)
+        # Without return_lse the kernel does not touch its lse pointer: later calls pass this one again
+        # (no write), whatever their output's address.
+        plan = Plan(kernel.packed(grid, {**args, "lse": lse_ptr}, _SLOTS), out, lse, unused=lse_ptr)
         _plans.put(key, plan)
-        plan.launch.launch((q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse_ptr),
-                           current_stream(plan.index))
+        plan.run((q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse_ptr), current_stream(plan.index))
         return out, lse
     launch(config, kernel, q, k, v, out, lse if return_lse else None, scale, scales=scales)
     return out, lse

@@ -8,11 +8,18 @@ layout runs the full op (every check, every error message) and stores the plan; 
 same key checks the one thing left, the addresses' 16-byte alignment (else it takes the full path,
 which raises the error), allocates the outputs and launches the plan's ``PackedLaunch``
 (``fa4_mlir.runtime.launcher``). Plans are kept per op, the oldest dropped first past ``PLANS``.
+
+Every microsecond here is per call (the budget of a whole ``torch.ops.fa4.*`` call is 15 us with the
+dispatcher's ~6): the key is one tuple, an output is ``torch.empty_like`` of a stored template (half the
+cost of ``torch.empty(shape, dtype=, device=)``, which parses its arguments), and the launch rewrites
+only the addresses that changed since the plan's last launch. bench/host_path_stubbed.py measures it.
 """
 
 from __future__ import annotations
 
 import os
+
+import torch
 
 PLANS = 256  # plans kept per op
 _ENV_NAMES = ("FA4_DEVICE", "FA4_DEBUG", "FA4_DEBUG_TIMEOUT_MS")
@@ -31,14 +38,31 @@ def env_state() -> tuple:
 
 
 class Plan:
-    """What a fast call needs: the ``PackedLaunch``, the outputs' shapes and dtype, and the device
-    (``torch.device`` for allocating, its index for the current stream)."""
+    """What a fast call needs: the ``PackedLaunch`` (``launch``) and its bound ``launch`` method
+    (``run``), the outputs' templates (``out_like``, ``aux_like``: see ``template``), the device index
+    (for the current stream) and ``unused``, the address a call passes for a pointer the kernel does
+    not dereference (attention's lse without return_lse): the one packed, so it is never rewritten."""
 
-    __slots__ = ("launch", "out_shape", "out_dtype", "aux_shape", "device", "index")
+    __slots__ = ("launch", "run", "out_like", "aux_like", "index", "unused")
 
-    def __init__(self, launch, out_shape: tuple, out_dtype, aux_shape: tuple | None, device) -> None:
-        self.launch, self.out_shape, self.out_dtype, self.aux_shape = launch, tuple(out_shape), out_dtype, aux_shape
-        self.device, self.index = device, device.index
+    def __init__(self, launch, out: torch.Tensor, aux: torch.Tensor | None = None, unused: int = 0) -> None:
+        self.launch, self.run = launch, launch.launch
+        self.out_like, self.aux_like = template(out), None if aux is None else template(aux)
+        self.index, self.unused = out.device.index, unused
+
+
+def template(t: torch.Tensor) -> torch.Tensor:
+    """A tensor whose ``torch.empty_like`` is a new tensor like ``t`` (shape, strides, dtype, device)
+    that holds none of ``t``'s memory: a zero-size tensor for an empty ``t``, else one element
+    expanded to ``t``'s shape (``empty_like`` of a tensor with repeated elements is contiguous), where
+    ``t`` is contiguous (checked on the meta device, no allocation)."""
+    if t.numel() == 0:
+        return t.new_empty(t.shape)
+    meta = torch.empty((1,), dtype=t.dtype, device="meta").expand(t.shape)
+    if torch.empty_like(meta).stride() != t.stride():
+        raise ValueError(f"template: t must be a contiguous tensor, got strides {t.stride()} for shape "
+                         f"{tuple(t.shape)}")
+    return t.new_empty((1,)).expand(t.shape)
 
 
 class Plans(dict):

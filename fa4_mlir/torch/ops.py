@@ -142,8 +142,8 @@ def gemm_residual(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, alpha: floa
     if plan is not None:
         ap, bp, cp = a.data_ptr(), b.data_ptr(), c.data_ptr()
         if not (ap | bp | cp) % TMA_ALIGN:  # else the full path raises the alignment error
-            out = torch.empty(plan.out_shape, dtype=plan.out_dtype, device=plan.device)
-            plan.launch.launch((ap, bp, cp, out.data_ptr()), current_stream(plan.index))
+            out = torch.empty_like(plan.out_like)
+            plan.run((ap, bp, cp, out.data_ptr()), current_stream(plan.index))
             return out
     where = placement("gemm_residual", {"a": a, "b": b, "c": c})
     dtype = fa4_dtype(a, "gemm_residual: a")
@@ -169,9 +169,9 @@ def gemm_residual(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, alpha: floa
     if libcuda() is None:
         kernel.launch(grid, args, stream=current_stream(where))
         return out
-    plan = Plan(kernel.packed(grid, args, ("a", "b", "c", "d")), out.shape, out.dtype, None, out.device)
+    plan = Plan(kernel.packed(grid, args, ("a", "b", "c", "d")), out)
     _plans.put(key, plan)
-    plan.launch.launch((a.data_ptr(), b.data_ptr(), c.data_ptr(), out.data_ptr()), current_stream(where))
+    plan.run((a.data_ptr(), b.data_ptr(), c.data_ptr(), out.data_ptr()), current_stream(where))
     return out
 
 

@@ -32,10 +32,14 @@ def global_tensor(t: torch.Tensor, dtype: str) -> GlobalTensor:
     return GlobalTensor(t.data_ptr(), dtype, tuple(t.shape), tuple(t.stride()), t.device.index)
 
 
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # looked up once: the fast path calls it
+
+
 def current_stream(device: int) -> int:
     """The raw handle of PyTorch's current stream on ``device`` (the cheap accessor, where present)."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+    if _RAW_STREAM is not None:
+        return _RAW_STREAM(device)
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def checked_scale(op: str, softmax_scale: float | None, depth: int) -> float:

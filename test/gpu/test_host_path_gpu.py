@@ -1,8 +1,8 @@
 """The host path of ``torch.ops.fa4.flash_attention`` and ``torch.ops.fa4.gemm_residual`` on a real GPU:
 the fast path (a reused plan, new addresses written into its packed parameters; fa4_mlir.torch.fastpath)
-gives what the full path gives, CUDA graphs capture and replay the ops (equal to the eager call), and
-``torch.compile(fullgraph=True)`` traces them without a graph break (equal to eager). Host time per
-call is bench/launch_overhead.py's."""
+gives what the full path gives and rewrites only the addresses that moved, CUDA graphs capture and
+replay the ops (equal to the eager call), and ``torch.compile(fullgraph=True)`` traces them without a
+graph break (equal to eager). Host time per call is bench/launch_overhead.py's."""
 
 from __future__ import annotations
 
@@ -35,12 +35,77 @@ def test_fast_path_equals_the_full_path(torch_gpu):
         attention._plans.clear()  # the full path: checks, encode, pack
         again, again_lse = torch.ops.fa4.flash_attention(q, k, v, True, None, True)
         assert torch.equal(again, out) and torch.equal(again_lse, lse)
+    # Without return_lse a planned call passes the lse pointer the plan was built with (never written)
+    attention._plans.clear()
+    no_lse = [torch.ops.fa4.flash_attention(q, k, v, False, None, False)[0] for q, k, v in inputs]
+    for (q, k, v), out in zip(inputs, no_lse):
+        attention._plans.clear()
+        assert torch.equal(torch.ops.fa4.flash_attention(q, k, v, False, None, False)[0], out)
     for (a, b, c), out in zip(gemm_inputs, gemm_outs):
         ops._plans.clear()
         assert torch.equal(torch.ops.fa4.gemm_residual(a, b, c, 0.5, 2.0), out)
     ref = torch.addmm(gemm_inputs[0][2].float(), gemm_inputs[0][0].float(), gemm_inputs[0][1].float(), beta=2.0,
                       alpha=0.5)
     assert torch.allclose(gemm_outs[0].float(), ref, atol=0.1, rtol=0.02)
+
+
+class _CountingLib:
+    """A PackedLaunch's libcuda that counts cuTensorMapReplaceAddress calls (the rest passes through)."""
+
+    def __init__(self, lib):
+        self._lib, self.replaces = lib, 0
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+    def cuTensorMapReplaceAddress(self, tensor_map, address):
+        self.replaces += 1
+        return self._lib.cuTensorMapReplaceAddress(tensor_map, address)
+
+
+@pytest.mark.parametrize("op", ["flash_attention", "gemm_residual"])
+def test_fast_path_writes_only_the_moved_addresses(torch_gpu, monkeypatch, op):
+    """A planned call rewrites exactly the tensor maps whose address changed since the plan's last
+    launch: none in a steady loop (an output freed before the next call gets its block back from the
+    caching allocator), the input's and the output's when they move; every result equals the full
+    path's."""
+    from fa4_mlir.torch import attention, ops
+
+    torch = torch_gpu
+    if op == "flash_attention":
+        plans, first, other = attention._plans, _attention_inputs(torch, 0), _attention_inputs(torch, 1)
+
+        def call(q, k, v):
+            return torch.ops.fa4.flash_attention(q, k, v, True, None, True)
+    else:
+        plans, first, other = ops._plans, _gemm_inputs(torch, 0), _gemm_inputs(torch, 1)
+
+        def call(a, b, c):
+            return (torch.ops.fa4.gemm_residual(a, b, c, 0.5, 2.0),)
+    moved = (other[0], *first[1:])  # the first input elsewhere, the others where they were
+    wanted = {}
+    for inputs in (first, moved):
+        plans.clear()  # the full path
+        wanted[inputs[0].data_ptr()] = [t.clone() for t in call(*inputs)]
+    plan = next(iter(plans.values()))
+    counting = _CountingLib(plan.launch._lib)
+    monkeypatch.setattr(plan.launch, "_lib", counting)
+    kept, skipped = [], 0
+    for inputs, keep in [(first, False)] * 4 + [(moved, True), (moved, False), (moved, False), (first, True)]:
+        before, replaces = plan.launch._addresses, counting.replaces
+        outs = call(*inputs)
+        now = plan.launch._addresses
+        assert now == tuple(t.data_ptr() for t in (*inputs, *outs))
+        moved_maps = sum(x != y for x, y in zip(before[:4], now[:4]))  # q, k, v, o / a, b, c, d: tensor maps
+        assert counting.replaces - replaces == moved_maps
+        skipped += before == now
+        torch.cuda.synchronize()
+        assert all(torch.equal(got, want) for got, want in zip(outs, wanted[inputs[0].data_ptr()])), (
+            f"{op}: a planned call differs from the full path")
+        if keep:
+            kept.append(outs)  # its output's block stays taken: the next call's output moves
+        del outs  # (no other name may hold an output: its block must be free for the next call)
+    assert skipped, f"{op}: no call found every address unchanged (the caching allocator gave other blocks)"
 
 
 @pytest.mark.parametrize("op", ["flash_attention", "gemm_residual"])

@@ -89,9 +89,48 @@ def test_packed_launch_passes_the_new_addresses_and_the_packed_scalars(lib):
         tiles["num_m"], tiles["num_n"], tiles["k_tiles"], 1]
     assert (_f32(words[7]), _f32(words[8])) == (1.5, -2.0)
     assert list((ctypes.c_uint * 3).in_dll(lib, "last_grid")) == [*grid, 1, 1]
+    assert tuple((ctypes.c_uint * 3).in_dll(lib, "last_block")) == kernel.threads
+    assert ctypes.c_uint.in_dll(lib, "last_smem").value == kernel.smem_bytes
     assert ctypes.c_void_p.in_dll(lib, "last_stream").value == 77
     packed.launch((0x20000000, 0x10000000, 0x10100000, 0x10200000), 0)  # only d moved
     assert _count(lib, "replaces") == 1 and _words(lib, 4)[3] == 0x20000000
+
+
+def test_packed_launch_writes_only_what_changed(lib):
+    """Addresses equal to the last launch's are not written again (no cuTensorMapReplaceAddress); one
+    that changes is, also after a launch that refused an address half-way through its writes."""
+    kernel = _gemm_kernel()
+    grid, _, args = _gemm_args(kernel, 0x10000000)
+    packed = kernel.packed(grid, args)
+    lib.param_count.value = 4
+    first = (0x10000000, 0x10100000, 0x10200000, 0x10300000)
+    replaces, launches = _count(lib, "replaces"), _count(lib, "launches")
+    for _ in range(3):
+        packed.launch(first, 0)
+    assert _count(lib, "replaces") == replaces and _count(lib, "launches") == launches + 3
+    moved = (0x40000000, 0x10100000, 0x10200000, 0x10300000)
+    packed.launch(moved, 0)
+    packed.launch(moved, 0)
+    assert _count(lib, "replaces") == replaces + 1 and _words(lib, 4) == list(moved)
+    with pytest.raises(LaunchError, match="argument 'b' of gemm.* address must be 16-byte aligned"):
+        packed.launch((0x50000000, 0x10100008, 0x10200000, 0x10300000), 0)  # a written, then b refused
+    packed.launch(moved, 0)  # a is written back
+    assert _words(lib, 4) == list(moved)
+    packed.launch(list(first), 0)  # a list: compared slot by slot
+    assert _words(lib, 4) == list(first)
+
+
+def test_launch_config_matches_cuda_h():
+    """launcher.LaunchConfig, which the fast path hands cuLaunchKernelEx, has CUlaunchConfig's layout (as
+    cuda-python compiles it from cuda.h): the same bytes for the same fields."""
+    cu = pytest.importorskip("cuda.bindings.driver")
+    ours = launcher.LaunchConfig((ctypes.c_uint * 3)(7, 8, 9), (ctypes.c_uint * 3)(384, 2, 3), 200000, 0x1234)
+    theirs = cu.CUlaunchConfig()
+    theirs.gridDimX, theirs.gridDimY, theirs.gridDimZ = 7, 8, 9
+    theirs.blockDimX, theirs.blockDimY, theirs.blockDimZ = 384, 2, 3
+    theirs.sharedMemBytes, theirs.hStream = 200000, cu.CUstream(0x1234)
+    size = ctypes.sizeof(launcher.LaunchConfig)
+    assert size == 56 and bytes(ours) == ctypes.string_at(theirs.getPtr(), size)
 
 
 def test_packed_launch_refuses_what_it_cannot_pass(lib):
@@ -150,7 +189,7 @@ def test_gemm_residual_reuses_its_plan_with_the_new_addresses(lib):
         a2, b2, c2 = a.clone(), b.clone(), c.clone()  # new addresses, one layout
         outs.append(ops.gemm_residual(a2, b2, c2, 1.0, 1.0))
         assert _words(lib, 4) == [a2.data_ptr(), b2.data_ptr(), c2.data_ptr(), outs[-1].data_ptr()]
-        assert outs[-1].shape == (128, 128) and outs[-1].dtype == torch.bfloat16
+        assert (outs[-1].shape, outs[-1].stride(), outs[-1].dtype) == ((128, 128), (128, 1), torch.bfloat16)
     assert len(ops._plans) == 1
     ops.gemm_residual(a, b.t().contiguous().t(), c, 1.0, 1.0)  # B K-major: another layout, another kernel
     ops.gemm_residual(a, b, c, 2.0, 1.0)  # another alpha
@@ -163,12 +202,18 @@ def test_gemm_residual_reuses_its_plan_with_the_new_addresses(lib):
 
 @pytest.mark.parametrize("return_lse", [False, True])
 def test_flash_attention_reuses_its_plan_with_the_new_addresses(lib, return_lse):
+    """The outputs of a planned call are new tensors as the full path makes them; without return_lse
+    the lse pointer (not dereferenced by the kernel) stays the one packed by the first call."""
     lib.param_count.value = 5
+    first_out = None
     for _ in range(3):
         q, k, v = (torch.randn(1, 128, 2, 128).bfloat16() for _ in range(3))
         out, lse = attention.flash_attention_op(q, k, v, False, None, return_lse)
-        assert out.shape == q.shape and lse.shape == ((1, 2, 128) if return_lse else (0,))
-        lse_word = lse.data_ptr() if return_lse else out.data_ptr()
+        assert (out.shape, out.stride(), out.dtype) == (q.shape, (32768, 256, 128, 1), torch.bfloat16)
+        assert (lse.shape, lse.stride(), lse.dtype) == (((1, 2, 128), (256, 128, 1)) if return_lse else
+                                                        ((0,), (1,))) + (torch.float32,)
+        first_out = first_out or out.data_ptr()
+        lse_word = lse.data_ptr() if return_lse else first_out
         assert _words(lib, 5) == [q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse_word]
     assert len(attention._plans) == 1
     with emulator(target="sm_90a"):  # a requested emulator is part of the key (the stubbed placement ignores it)
@@ -215,3 +260,18 @@ def test_plans_are_bounded(monkeypatch):
     for key in range(5):
         plans.put(key, key)
     assert sorted(plans) == [2, 3, 4]
+
+
+@pytest.mark.parametrize("shape", [(1, 128, 1, 128), (2, 3, 4, 5), (1, 1, 1, 1), (3, 1, 128), (128, 256), (0,)])
+def test_template_gives_the_output_without_its_memory(shape):
+    """``torch.empty_like(fastpath.template(t))`` is a new tensor with t's shape, strides and dtype; the
+    template holds at most one element."""
+    for dtype in (torch.bfloat16, torch.float32):
+        t = torch.empty(shape, dtype=dtype)
+        like = fastpath.template(t)
+        made = torch.empty_like(like)
+        assert (made.shape, made.stride(), made.dtype, made.device) == (t.shape, t.stride(), dtype, t.device)
+        assert like.untyped_storage().nbytes() <= like.element_size()
+        assert made.data_ptr() != t.data_ptr() or t.numel() == 0
+    with pytest.raises(ValueError, match=r"template: t must be a contiguous tensor, got strides \(1, 64\)"):
+        fastpath.template(torch.empty(128, 64).t())
