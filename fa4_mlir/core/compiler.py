@@ -23,6 +23,7 @@ from fa4_mlir._mlir import gpu, ir
 from fa4_mlir.core import ptxas
 from fa4_mlir.core.context import make_context
 from fa4_mlir.core.diagnostics import Diagnostic, DiagnosticCollector
+from fa4_mlir.core.gc_pause import gc_paused
 from fa4_mlir.core.guards import check_parsable, check_serializable
 from fa4_mlir.core.pipeline import build_pass_manager, parse_pipeline
 from fa4_mlir.core.verify import verify_fa4
@@ -284,48 +285,79 @@ def _run_stage(stage: str, module: ir.Operation, name: str, dump_dir, collected:
                debug_timeout_ms: int, verify_protocol: bool, report=lambda what: None) -> _ProtocolCheck | None:
     """Run ``stage`` on ``module``. Stage fa4 leaves fa4-verify-protocol to the ``_ProtocolCheck`` it
     returns: the check runs on a copy of the IR it would have seen, later, while ptxas runs."""
-    dump = _dump(dump_dir, f"{name}.{stage}-input.mlir", str(module)) if dump_dir else None
-    repro = stage_command(stage, dump, debug_timeout_ms, verify_protocol) if dump else None
+    stage_input = _StageInput(module, dump_dir, f"{name}.{stage}-input.mlir")
+    repro = None if stage_input.path is None else stage_command(stage, stage_input.path, debug_timeout_ms,
+                                                                verify_protocol)
 
     def fail(message: str, diagnostics: list[Diagnostic]) -> CompileError:
-        return CompileError(stage, message, [str(d) for d in diagnostics], dump, repro)
+        return CompileError(stage, message, [str(d) for d in diagnostics], stage_input.write(), repro)
 
-    if stage == "ptx":
-        errors = check_serializable(module)
-        if errors:
-            raise fail("the module would abort MLIR's serializer", errors)
-    reported: list[Diagnostic] = []
-    steps = parse_pipeline(stage_pipeline(stage, debug_timeout_ms, verify_protocol), check_upstream=False)
-    at = next((i for i, s in enumerate(steps) if s.fa4_pass is not None and s.fa4_pass.name == _PROTOCOL), None)
-    head, tail = (steps, []) if at is None else (steps[:at], steps[at + 1:])
-
-    def run(part) -> None:
-        try:
-            build_pass_manager(part, report=reported).run(module)
-        except ir.MLIRError as exc:
-            failed = reported + [Diagnostic.from_mlir(d) for d in exc.error_diagnostics]
-            raise fail("a pass reported errors", list(dict.fromkeys(collected.diagnostics + failed))) from None
-
-    run(head)
-    check = None if at is None else _ProtocolCheck(module, name, steps[at], reported, collected, fail, dump)
+    check = None
     try:
-        if tail:
-            run(tail)
-        errors = [d for d in reported if d.severity == "error"]
-        if stage == "fa4":
-            errors += verify_fa4(module)
-        if errors:
-            raise fail("a pass reported errors", errors)
-    except CompileError:
-        if check is not None:  # a protocol error comes first, as in one pass pipeline
+        if stage == "ptx":
+            errors = check_serializable(module)
+            if errors:
+                raise fail("the module would abort MLIR's serializer", errors)
+        reported: list[Diagnostic] = []
+        steps = parse_pipeline(stage_pipeline(stage, debug_timeout_ms, verify_protocol), check_upstream=False)
+        at = next((i for i, s in enumerate(steps) if s.fa4_pass is not None and s.fa4_pass.name == _PROTOCOL),
+                  None)
+        head, tail = (steps, []) if at is None else (steps[:at], steps[at + 1:])
+
+        def run(part) -> None:
             try:
-                check.run(report)
-            finally:
-                check.release()
-        raise
-    if dump and check is None:
-        os.remove(dump)
+                build_pass_manager(part, report=reported).run(module)
+            except ir.MLIRError as exc:
+                failed = reported + [Diagnostic.from_mlir(d) for d in exc.error_diagnostics]
+                emitted = list(dict.fromkeys(collected.diagnostics + failed))
+                raise fail("a pass reported errors", emitted) from None
+
+        run(head)
+        check = None if at is None else _ProtocolCheck(module, name, steps[at], reported, collected, fail,
+                                                       stage_input)
+        try:
+            if tail:
+                run(tail)
+            errors = [d for d in reported if d.severity == "error"]
+            if stage == "fa4":
+                errors += verify_fa4(module)
+            if errors:
+                raise fail("a pass reported errors", errors)
+        except CompileError:
+            if check is not None:  # a protocol error comes first, as in one pass pipeline
+                try:
+                    check.run(report)
+                finally:
+                    check.release()
+            raise
+    finally:
+        if check is None:  # else the check keeps the input until it has run
+            stage_input.release()
     return check
+
+
+class _StageInput:
+    """A stage's input, kept as a copy (under 1 ms) and printed to ``dump_dir`` only if the stage
+    fails: printing it before every stage took about 10 ms a stage. ``dump_dir`` is still created
+    up front, so an output folder that cannot be written fails the compile at once, as before."""
+
+    def __init__(self, module: ir.Operation, dump_dir, filename: str):
+        self.copy, self.path, self.written = None, None, False
+        if dump_dir:
+            Path(dump_dir).mkdir(parents=True, exist_ok=True)
+            self.copy, self.path = module.clone(), str(Path(dump_dir) / filename)
+
+    def write(self) -> str | None:
+        """The dump's path, once it is written (None without ``dump_dir``)."""
+        if self.copy is not None and not self.written:
+            Path(self.path).write_text(str(self.copy))
+            self.written = True
+        return self.path
+
+    def release(self) -> None:
+        if self.copy is not None:
+            self.copy.erase()
+            self.copy = None
 
 
 _PROTOCOL = "fa4-verify-protocol"
@@ -338,9 +370,10 @@ class _ProtocolCheck:
     before it reports any later failure (a protocol error comes first, as in one pass pipeline)."""
 
     def __init__(self, module: ir.Operation, name: str, step, reported: list[Diagnostic],
-                 collected: DiagnosticCollector, fail, dump: str | None):
+                 collected: DiagnosticCollector, fail, stage_input: _StageInput):
         self.copy = module.clone()
-        self.name, self.step, self.reported, self.fail, self.dump = name, step, list(reported), fail, dump
+        self.name, self.step, self.reported, self.fail = name, step, list(reported), fail
+        self.stage_input = stage_input  # written by ``fail`` if the check fails
         self.collected, self.before = collected, list(collected.diagnostics)
         self.seconds, self.done = 0.0, False
 
@@ -353,7 +386,8 @@ class _ProtocolCheck:
         report(f"running stage 'fa4' of {self.name} ({_PROTOCOL})")
         reported, since = list(self.reported), len(self.collected.diagnostics)
         try:
-            build_pass_manager([self.step], report=reported).run(self.copy)
+            with gc_paused():  # about 0.1 s of collections otherwise (gc_pause's docstring)
+                build_pass_manager([self.step], report=reported).run(self.copy)
         except ir.MLIRError as exc:
             failed = reported + [Diagnostic.from_mlir(d) for d in exc.error_diagnostics]
             emitted = self.before + self.collected.diagnostics[since:]
@@ -363,13 +397,12 @@ class _ProtocolCheck:
         errors = [d for d in reported if d.severity == "error"]
         if errors:
             raise self.fail("a pass reported errors", errors)
-        if self.dump:
-            os.remove(self.dump)
 
     def release(self) -> None:
         if self.copy is not None:
             self.copy.erase()
             self.copy = None
+        self.stage_input.release()
 
 
 def _dump(dump_dir, filename: str, text: str) -> str:

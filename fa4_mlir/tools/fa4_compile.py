@@ -26,6 +26,8 @@ checked, and ``--run-emulator`` launches it with that group. On sm_100a the grou
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import tempfile
 import time
@@ -130,18 +132,45 @@ def _error(message: str) -> int:
 
 
 def _compile(args, builtin, progress) -> int:
+    from fa4_mlir.core.gc_pause import gc_paused
 
+    # imports, build and stages allocate in bursts (gc_pause's docstring); not the emulator
+    with gc_paused(), _blas_single_threaded(not args.run_emulator):
+        code, config = _compile_and_write(args, builtin, progress)
+    if code == 0 and args.run_emulator:
+        return _run_emulator(args.kernel, config)
+    return code
+
+
+@contextlib.contextmanager
+def _blas_single_threaded(wanted: bool):
+    """OPENBLAS_NUM_THREADS=1 (unless set) for a numpy first imported in the body. The protocol check
+    imports numpy while ptxas runs and does no linear algebra on it; OpenBLAS would start a thread per
+    core that busy-waits for work for about 0.1 s, on the core ptxas needs. The emulator multiplies
+    matrices, so ``--run-emulator`` keeps the default."""
+    if not wanted or "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
+        yield
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        yield
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
+
+
+def _compile_and_write(args, builtin, progress) -> tuple[int, object]:
+    """Exit code, and the config of a built-in kernel (else None)."""
     from fa4_mlir.core.compiler import CompileError, compile_kernel
     from fa4_mlir.errors import ArtifactError, ConfigError
 
-    start = time.perf_counter()
+    start, config = time.perf_counter(), None
     try:
         if builtin is not None:
             config_cls, build = builtin
             options = {k[len("cfg_"):]: v for k, v in vars(args).items() if k.startswith("cfg_")}
             short = _shorthands(args)
             if isinstance(short, str):
-                return _error(short)
+                return _error(short), None
             options.update(short)
             if args.target:  # else the config's default target (sm_100a; mla-attention: sm_90a)
                 options["target"] = args.target
@@ -157,7 +186,7 @@ def _compile(args, builtin, progress) -> int:
             try:
                 source = Path(args.kernel).read_text()
             except (OSError, UnicodeDecodeError) as exc:
-                return _error(f"cannot read '{args.kernel}': {getattr(exc, 'strerror', None) or exc}")
+                return _error(f"cannot read '{args.kernel}': {getattr(exc, 'strerror', None) or exc}"), None
             name = args.kernel
         dump_dir = _dump_dir(args, name)
         result = compile_kernel(source, target=args.target, stop=args.emit, source_name=name, dump_dir=dump_dir,
@@ -175,7 +204,7 @@ def _compile(args, builtin, progress) -> int:
         else:
             written = result.write(args.output)
     except (ConfigError, ArtifactError) as exc:
-        return _error(str(exc))
+        return _error(str(exc)), None
     except CompileError as exc:
         _error(str(exc))
         for line in exc.diagnostics:
@@ -184,11 +213,11 @@ def _compile(args, builtin, progress) -> int:
             print(f"  input of the failing stage: {exc.dump}", file=sys.stderr)
         if exc.repro:
             print(f"  reproduce with: {exc.repro}", file=sys.stderr)
-        return 1
+        return 1, None
     except OSError as exc:
         where = knobs.cache_dir() if args.cache else args.output
         path = f" (at '{exc.filename}')" if exc.filename and str(exc.filename) != str(where) else ""
-        return _error(f"cannot write to '{where}': {exc.strerror or exc}{path}")
+        return _error(f"cannot write to '{where}': {exc.strerror or exc}{path}"), None
     seconds = time.perf_counter() - start
     m = result.manifest
     if m:
@@ -206,9 +235,7 @@ def _compile(args, builtin, progress) -> int:
             print(summary(layout, result.target))
     for path in written:
         print(f"  wrote {path}")
-    if args.run_emulator:
-        return _run_emulator(args.kernel, config)
-    return 0
+    return 0, config
 
 
 def _run_emulator(kernel: str, config) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import shlex
@@ -14,6 +15,7 @@ import pytest
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.core import ptxas
 from fa4_mlir.core.compiler import STAGE_PIPELINES, STAGES, CompileError, compile_kernel
+from fa4_mlir.core.gc_pause import gc_paused
 from fa4_mlir.errors import ConfigError
 from fa4_mlir.kernels import copy_pipeline
 from fa4_mlir.placement import place_smem
@@ -123,8 +125,27 @@ def test_a_failing_stage_dumps_its_input_and_the_repro_reruns_it(tmp_path):
 
 
 def test_a_stage_that_succeeds_leaves_no_dump(tmp_path):
-    compile_kernel(copy_pipeline.build(CopyPipelineConfig()), dump_dir=tmp_path)
-    assert list(tmp_path.iterdir()) == []
+    # A stage's input is printed only if the stage fails; the folder is made up front (a bad -o fails at once).
+    compile_kernel(copy_pipeline.build(CopyPipelineConfig()), dump_dir=tmp_path / "dump")
+    assert list(tmp_path.iterdir()) == [tmp_path / "dump"] and list((tmp_path / "dump").iterdir()) == []
+
+
+def test_the_gc_pause_nests_and_the_compile_restores_the_gc():
+    with gc_paused():
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.freeze()  # what a caller froze stays frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with gc_paused():
+            pass
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+    compile_kernel(copy_pipeline.build(CopyPipelineConfig()))  # the protocol check runs with the GC paused
+    assert gc.isenabled()
 
 
 def _fake_ptxas(tmp_path, body: str) -> str:
