@@ -16,7 +16,8 @@ cuDNN, fa4 / flash (and fa4 / efficient, fa4 / math) from the same run. Each cas
 SDPA first. ``--dtype fp16`` runs the same in fp16.
 ``--block-n`` also times the sm_90a kernel with other tiles, each ``BN`` (keys per K/V tile,
 ``AttentionConfig.block_n``) or ``NQxBN`` (``num_q`` consumer warpgroups of 64 rows; BN 0: the default),
-on the MHA rows; their artifacts come from ``test/gpu/build_artifacts.py --bench``. With ``--dtype fp8``,
+either prefixed ``P`` for the persistent kernel (``AttentionConfig.persistent``; ``P`` alone: the default
+tile); their artifacts come from ``test/gpu/build_artifacts.py --bench``. With ``--dtype fp8``,
 ``--exp2-emulation 0,8`` times those ``AttentionConfig.exp2_emulation`` counts (columns ``fp8_ex<n>``).
 
 ``--dtype fp8`` times our kernel in fp8 e4m3 against the same kernel in bf16 on the same inputs (quantized
@@ -65,28 +66,30 @@ def peers(d: int):
     return out
 
 
-def parse_tiles(text: str) -> list[tuple[int, int]]:
-    """``--block-n`` entries: ``BN`` (keys per tile, two consumer warpgroups) or ``NQxBN`` (``num_q``
-    consumer warpgroups of 64 rows, 0 keys: the head dim's default) as (num_q, block_n) pairs."""
+def parse_tiles(text: str) -> list[tuple[int, int, bool]]:
+    """``--block-n`` entries: ``BN`` (keys per tile, two consumer warpgroups), ``NQxBN`` (``num_q``
+    consumer warpgroups of 64 rows; BN 0: the head dim's default), either prefixed with ``P`` for the
+    persistent kernel (``P`` alone: the default tile), as (num_q, block_n, persistent) triples."""
     tiles = []
     for entry in filter(None, text.split(",")):
-        nq, _, bn = entry.rpartition("x")
-        tiles.append((int(nq or 2), int(bn)))
+        persistent = entry.startswith("P")
+        nq, _, bn = entry.removeprefix("P").rpartition("x")
+        tiles.append((int(nq or 2), int(bn or 0), persistent))
     return tiles
 
 
-def tile_name(num_q: int, block_n: int, prefix: str = "") -> str:
-    return f"{prefix}bn{block_n}" if num_q == 2 else f"{prefix}q{num_q}bn{block_n}"
+def tile_name(num_q: int, block_n: int, persistent: bool = False, prefix: str = "") -> str:
+    return prefix + ("p" if persistent else "") + (f"bn{block_n}" if num_q == 2 else f"q{num_q}bn{block_n}")
 
 
-def variant(d: int, causal: bool, tile: tuple[int, int], dtype: str = "bf16"):
-    """fn(q, k, v) running the 16-bit kernel with ``tile`` = (num_q, block_n); None where that tile is
-    not a config of this head dim or was not built (``build_artifacts.py --bench``)."""
+def variant(d: int, causal: bool, tile: tuple[int, int, bool], dtype: str = "bf16"):
+    """fn(q, k, v) running the 16-bit kernel with ``tile`` = (num_q, block_n, persistent); None where that
+    tile is not a config of this head dim or was not built (``build_artifacts.py --bench``)."""
     from fa4_mlir.errors import ArtifactError, ConfigError
 
     try:
         config = AttentionConfig(target="sm_90a", dtype=dtype, head_dim=d, causal=causal, num_q=tile[0],
-                                 block_n=tile[1])
+                                 block_n=tile[1], persistent=tile[2])
         config.validate()
         kernel = runtime.load("attention", config)
     except (ConfigError, ArtifactError) as exc:
@@ -133,7 +136,7 @@ def measure(d: int, s: int, causal: bool, repeats: int, tiles=(), b: int = 0, h:
             cases[name] = (lambda fn=fn, args=args: fn(*args, causal))
         except Exception as exc:  # a backend that refuses the shape
             print(f"  {name} unavailable at D{d} S{s} causal={causal}: {type(exc).__name__}: {exc}"[:200])
-    for tile in (tiles if hk == h else ()):  # tile variants: MHA rows only
+    for tile in tiles:  # other tiles of the kernel (GQA too: the group is a launch argument)
         fn = variant(d, causal, tile, dtype)
         if fn is not None:
             name = tile_name(*tile)
@@ -166,7 +169,7 @@ def fp8_variant(d: int, causal: bool, tile: tuple[int, int], softmax_scale: floa
     try:
         emulation = default_exp2_emulation("sm_90a", "fp8_e4m3", d) if exp2_emulation < 0 else exp2_emulation
         config = AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=causal, num_q=tile[0],
-                                 block_n=tile[1], exp2_emulation=emulation)
+                                 block_n=tile[1], persistent=tile[2], exp2_emulation=emulation)
         config.validate()
         kernel = runtime.load("attention", config)
     except (ConfigError, ArtifactError):  # not a tile of this head dim, or not built (build_artifacts --bench)
@@ -201,10 +204,11 @@ def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, 
     for tile in tiles:  # fp8 tiles other than the head dim's default
         fn = fp8_variant(d, causal, tile, qs * ks / d ** 0.5, vs)
         if fn is not None:
-            cases[tile_name(*tile, "fp8_")] = (lambda fn=fn: fn(q8, k8, v8))
-            outs[tile_name(*tile, "fp8_")] = fn(q8, k8, v8)
+            cases[tile_name(*tile, prefix="fp8_")] = (lambda fn=fn: fn(q8, k8, v8))
+            outs[tile_name(*tile, prefix="fp8_")] = fn(q8, k8, v8)
     for e in emulations:  # exp2 emulation counts (the head dim's default tile)
-        fn = fp8_variant(d, causal, (default_num_q("sm_90a", "fp8_e4m3", d, causal), 0), qs * ks / d ** 0.5, vs, e)
+        fn = fp8_variant(d, causal, (default_num_q("sm_90a", "fp8_e4m3", d, causal), 0, False), qs * ks / d ** 0.5,
+                         vs, e)
         if fn is not None:
             cases[f"fp8_ex{e}"] = (lambda fn=fn: fn(q8, k8, v8))
             outs[f"fp8_ex{e}"] = fn(q8, k8, v8)
@@ -234,7 +238,7 @@ def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, 
 
 
 def print_fp8(rows: list[dict], tiles=(), emulations=()) -> None:
-    names = [n for n in ("bf16", "fp8", "fp8_tokens", "cudnn_fp8", *(tile_name(*t, "fp8_") for t in tiles),
+    names = [n for n in ("bf16", "fp8", "fp8_tokens", "cudnn_fp8", *(tile_name(*t, prefix="fp8_") for t in tiles),
                          *(f"fp8_ex{e}" for e in emulations))
              if any(n in r["tflops"] for r in rows)]
     print("| D | S | causal | " + " | ".join(f"{n} TFLOP/s" for n in names) + " | fp8 / bf16 | "

@@ -261,7 +261,11 @@ def hopper_attention_barriers(c: AttentionConfig) -> list[BarrierArray]:
     once the wgmma group that read the stage retired."""
     n = c.hopper.stages
     warps = 4 * c.hopper.consumers
+    q_empty = [BarrierArray("q_empty", (warps,), "threads", "lane 0 of each consumer warp once its tile's last "
+                            "S = Q K' retired (persistent: the next tile's Q may load)", "load warp")] \
+        if c.hopper.persistent else []
     return [BarrierArray("q_full", (1,), "tx", "load warp expect_tx (Q bytes) + TMA", "consumer warpgroups"),
+            *q_empty,
             BarrierArray("k_full", (1,) * n, "tx", "load warp expect_tx (K tile bytes) + TMA", "consumer warpgroups"),
             BarrierArray("k_empty", (warps,) * n, "threads", "lane 0 of each consumer warp once S = Q K' retired",
                          "load warp"),
@@ -274,7 +278,7 @@ def hopper_attention_layout(c: AttentionConfig) -> Layout:
     c.validate()
     t = c.hopper
     barriers = hopper_attention_barriers(c)
-    if t.fp8:  # rows of min(128, D) bytes, V^T blocks of 64 or 128 keys, O (bf16) of its own, scale buffers
+    if t.fp8 or t.persistent:  # fp8: rows of min(128, D) bytes, V^T blocks of 64 or 128 keys, scale buffers; O its own
         row, vrow = t.row_bytes, t.v_row_bytes
         regions = [SmemRegion("q", t.q_bytes, TILE_ALIGN, f"{row}B"),
                    SmemRegion("o", t.o_bytes, TILE_ALIGN, "128B"),

@@ -62,7 +62,8 @@ class HopperTile:
     K/V tile, ``stages`` K and V buffers each, Q resident (and reused for O); bf16/fp16 elements.
     From head dim 512 (``split_o``) the tile is 64 rows, which both warpgroups share. fp8 (``elem_bytes``
     1): Q, K and V^T tiles of 1-byte elements, and O (bf16, twice Q's bytes) in a region of its own;
-    with ``token_scales`` the q scales of the tile and a k-scale buffer per K stage (fp32)."""
+    with ``token_scales`` the q scales of the tile and a k-scale buffer per K stage (fp32). ``persistent``:
+    a CTA per resident slot walks the tiles (``hopper.py``), with O in a region of its own."""
 
     head_dim: int
     bn: int
@@ -70,6 +71,7 @@ class HopperTile:
     stages: int = SM90_KV_STAGES
     elem_bytes: int = 2
     token_scales: bool = False
+    persistent: bool = False
 
     @property
     def fp8(self) -> bool:
@@ -88,8 +90,9 @@ class HopperTile:
 
     @property
     def o_bytes(self) -> int:
-        """fp8: the bf16 O tile's own region (0: O goes over the dead Q)."""
-        return self.bm * self.head_dim * 2 if self.fp8 else 0
+        """fp8, or persistent: the O tile's own region, 16-bit (0: O goes over the dead Q). A persistent CTA
+        loads the next tile's Q while the last one's O is written and stored."""
+        return self.bm * self.head_dim * 2 if self.fp8 or self.persistent else 0
 
     @property
     def k_scale_bytes(self) -> int:
@@ -161,6 +164,7 @@ class AttentionConfig(Checked):
     exp2_emulation: int = 0
     block_n: int = 0  # sm_90a: keys per K/V tile (0: SM90_KV_TILE of the head dim)
     token_scales: bool = False  # fp8: per-token Q and K dequantization scales (else tensor-wise)
+    persistent: bool = False  # sm_90a: one CTA per resident slot walks the tiles (``HopperTile.persistent``)
 
     def __post_init__(self):
         lookup_dtype(self.dtype, field="AttentionConfig.dtype", allowed=("bf16", "fp16", "fp8_e4m3"))
@@ -191,6 +195,10 @@ class AttentionConfig(Checked):
              else "0 on sm_100a (the reference layout picks BN)"),
             ("block_n", not (hopper and self.num_q == 3) or self.block_n <= SM90_NUM_Q3_MAX_BN,
              f"<= {SM90_NUM_Q3_MAX_BN} with num_q 3 on sm_90a (160 registers a consumer thread: larger S tiles spill)"),
+            ("persistent", isinstance(self.persistent, bool) and (hopper or not self.persistent),
+             "False unless target is sm_90a (the persistent tile walk is the sm_90a kernel's)"),
+            ("persistent", not (self.persistent and self.head_dim >= SM90_SPLIT_O_HEAD_DIM),
+             f"False at head dim {SM90_SPLIT_O_HEAD_DIM} (both warpgroups share one 64-row tile there)"),
             ("token_scales", isinstance(self.token_scales, bool) and (self.is_fp8 or not self.token_scales),
              "False unless dtype is fp8_e4m3 (per-token scales dequantize fp8 Q and K)"),
             ("token_scales", not (self.token_scales and self.target == "sm_100a" and self.group > 32
@@ -260,11 +268,11 @@ class AttentionConfig(Checked):
             (SM90_FP8_KV_TILE if self.is_fp8 else SM90_KV_TILE)[self.head_dim]
         if self.is_fp8:
             return HopperTile(self.head_dim, self.block_n or default_bn, bm, elem_bytes=1,
-                              token_scales=self.token_scales)
+                              token_scales=self.token_scales, persistent=self.persistent)
         # Q, K, V and O tiles are whole 64-column blocks: head dim 96 is computed as 128, TMA zero-filling
         # the columns past the tensors' 96 on loads and clipping them on O's store
         padded = -(-self.head_dim // BLOCK_COLS) * BLOCK_COLS
-        return HopperTile(padded, self.block_n or default_bn, bm)
+        return HopperTile(padded, self.block_n or default_bn, bm, persistent=self.persistent)
 
     @property
     def runtime_group(self) -> bool:
@@ -313,7 +321,7 @@ class AttentionConfig(Checked):
 
     def describe(self) -> str:
         return (f"AttentionConfig {self.target} {self.dtype} d{self.head_dim} {self.num_q}Q"
-                + (" token-scales" if self.token_scales else "") + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else ""))
+                + (" persistent" if self.persistent else "") + (" token-scales" if self.token_scales else "") + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else ""))
 
 
 def default_num_q(target: str, dtype: str, head_dim: int, causal: bool) -> int:

@@ -224,10 +224,11 @@ def launch_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.ndarray
     b, sq, h, _ = q.shape
     sk, hk = k.shape[1], k.shape[2]
     e = config.dtype
-    return kernel.launch(launch_geometry(config, b, sq, h, sk),
+    return kernel.launch(launch_geometry(config, b, sq, h, sk, kernel.resident_ctas),
                          {"q": GlobalTensor.host(q, e), "k": GlobalTensor.host(k, e), "v": GlobalTensor.host(v, e),
                           "o": GlobalTensor.host(o, e), "lse": lse, "seq_q": sq, "seq_k": sk, "num_heads": h,
-                          **gqa_arguments(config, h, hk), "scale_log2e": scale * math.log2(math.e),
+                          **gqa_arguments(config, h, hk), **({"batch": b} if config.persistent else {}),
+                          "scale_log2e": scale * math.log2(math.e),
                           "write_lse": int(lse is not None)}, seed=seed)
 
 

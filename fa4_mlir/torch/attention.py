@@ -175,7 +175,8 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
         return out, lse
     config, kernel = _kernel(where, dtype, d, bool(causal), h // hk, tokens)
     if key is not None and scales is None and libcuda() is not None:
-        grid, args, _ = _arguments(config, q, k, v, out, lse if return_lse else None, scale, None)
+        grid, args, _ = _arguments(config, q, k, v, out, lse if return_lse else None, scale, None,
+                                   kernel.resident_ctas)
         lse_ptr = (lse if return_lse else out).data_ptr()
         # Without return_lse the kernel does not touch its lse pointer: later calls pass this one again
         # (no write), whatever their output's address.
@@ -212,7 +213,7 @@ def launch(config: AttentionConfig, kernel: runtime.Kernel, q, k, v, out, lse, s
     """Run ``kernel`` (built for ``config``) on checked (B, S, H, D) tensors into ``out`` (and ``lse``
     unless None) on the current stream, or in ``emulated`` (kernel loaded there, CPU tensors);
     benchmarks use it to time other tile choices. fp8 kernels take ``scales``."""
-    grid, args, v_op = _arguments(config, q, k, v, out, lse, scale, scales)  # v_op: alive until the launch
+    grid, args, v_op = _arguments(config, q, k, v, out, lse, scale, scales, kernel.resident_ctas)  # v_op: alive
     if emulated is not None:
         emulated.run(kernel, grid, {**args, "lse": None if lse is None else lse.detach().numpy()})
         return
@@ -220,22 +221,23 @@ def launch(config: AttentionConfig, kernel: runtime.Kernel, q, k, v, out, lse, s
                   stream=current_stream(q.device.index))
 
 
-def _arguments(config: AttentionConfig, q, k, v, out, lse, scale: float, scales: Fp8Scales | None):
-    """The grid, the kernel's arguments but ``lse`` (tensors as ``GlobalTensor``s), after the checks
-    of ``launch``, and the tensor the ``v`` operand describes (``_v_operand``), which the caller keeps
-    alive until the launch: the map holds only its address."""
+def _arguments(config: AttentionConfig, q, k, v, out, lse, scale: float, scales: Fp8Scales | None, ctas: int):
+    """The grid (a persistent kernel's for ``ctas`` resident CTAs), the kernel's arguments but ``lse``
+    (tensors as ``GlobalTensor``s), after the checks of ``launch``, and the tensor the ``v`` operand
+    describes (``_v_operand``), which the caller keeps alive until the launch: the map holds only its
+    address."""
     b, sq, h, _ = q.shape
     sk = k.shape[1]
     dtype = fa4_dtype(q, "flash_attention: q", ATTENTION_DTYPES)
     if config.is_fp8 != (scales is not None) or config.token_scales != bool(scales and scales.q_tokens is not None):
         raise LaunchError(f"flash_attention: scales must be given exactly for fp8 kernels (per-token ones for "
                           f"token_scales), got {scales!r} for {config.describe()}")
-    grid = launch_geometry(config, b, sq, h, sk)
+    grid = launch_geometry(config, b, sq, h, sk, ctas)
     v_op = _v_operand(config, v)
     args = {"q": tma_operand(q, dtype), "k": tma_operand(k, dtype), "v": tma_operand(v_op, dtype),
             "o": tma_operand(out, config.out_dtype), "seq_q": sq, "seq_k": sk, "num_heads": h,
-            **gqa_arguments(config, h, k.shape[2]), "scale_log2e": scale * math.log2(math.e),
-            "write_lse": int(lse is not None)}
+            **gqa_arguments(config, h, k.shape[2]), **({"batch": b} if config.persistent else {}),
+            "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None)}
     if scales is not None:
         args["v_scale"] = scales.v_scale
         if scales.q_tokens is not None:

@@ -5,7 +5,8 @@ Run where the compiler is installed; copy the cache to the GPU machine (same FA4
     FA4_CACHE_DIR=.fa4-cache python test/gpu/build_artifacts.py [--bench]
 
 ``--bench`` adds the GEMM variants ``bench/gemm.py --sweep`` times, the attention tiles
-``bench/attention.py --block-n`` times and the MLA tiles ``bench/mla.py --sweep`` times.
+``bench/attention.py --block-n`` times and the MLA tiles ``bench/mla.py --sweep`` times; ``--persistent`` only
+the persistent attention kernels of ``--bench``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ TILE_SWEEP = {"bf16": {64: ((2, 128), (2, 176), (2, 256), (3, 128), (3, 96)), 12
                        256: ((2, 64),), 512: ((2, 32),)},
               "fp16": {64: ((3, 128),)},
               "fp8_e4m3": {64: ((2, 128), (2, 192), (3, 128), (3, 64)), 128: ((2, 128),), 256: ((2, 64),)}}
+# the persistent kernels bench/attention.py --block-n P,P3x0 times, by dtype and head dim: their num_q (default keys)
+PERSISTENT_SWEEP = {"bf16": {64: (2, 3), 128: (2,)}, "fp16": {64: (2, 3), 128: (2,)}, "fp8_e4m3": {64: (2, 3), 128: (2,)}}
 MLA_TILE_HEADS = (2, 8, 16, 64)  # the op's tile_heads for test_mla_gpu.py's heads 2, 8, 16, 128
 MLA_SWEEP = ((32, 2), (32, 3), (16, 4), (16, 8))  # (block_n, stages) bench/mla.py --sweep times beside the default
 FP8_EXP2_SWEEP = (0, 2, 4, 6, 8, 12)  # fp8 exponentials per 32 by polynomial (bench/attention.py --exp2-emulation)
@@ -68,6 +71,12 @@ def keys() -> list[ArtifactKey]:
             target="sm_90a", dtype=dt, head_dim=d, causal=c, num_q=nq, block_n=bn,
             exp2_emulation=default_exp2_emulation("sm_90a", dt, d)))
                    for dt, tiles in TILE_SWEEP.items() for d, pairs in tiles.items() for nq, bn in pairs
+                   for c in (False, True)]
+    if "--bench" in sys.argv or "--persistent" in sys.argv:  # the persistent kernels (bench/attention.py --block-n P)
+        wanted += [ArtifactKey.for_config("attention", AttentionConfig(
+            target="sm_90a", dtype=dt, head_dim=d, causal=c, num_q=nq, persistent=True,
+            exp2_emulation=default_exp2_emulation("sm_90a", dt, d)))
+                   for dt, dims in PERSISTENT_SWEEP.items() for d, nqs in dims.items() for nq in nqs
                    for c in (False, True)]
     if "--bench" in sys.argv:  # the fp8 exp2 emulation counts bench/attention.py --dtype fp8 --exp2-emulation times
         wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d,

@@ -22,7 +22,8 @@ SUPPORTED = [dict(dtype=dt, head_dim=hd, causal=ca)
 SUPPORTED += [dict(group=4), dict(group=8, causal=True, head_dim=64), dict(head_dim=128, block_n=176),
               dict(head_dim=128, block_n=96, causal=True), dict(head_dim=256, block_n=64),
               dict(head_dim=512, group=8, causal=True), dict(head_dim=64, num_q=3),
-              dict(head_dim=64, num_q=3, causal=True, dtype="fp16", block_n=96)]
+              dict(head_dim=64, num_q=3, causal=True, dtype="fp16", block_n=96), dict(head_dim=128, persistent=True),
+              dict(head_dim=64, causal=True, dtype="fp16", persistent=True)]
 
 
 def _ids(kw):
@@ -102,6 +103,21 @@ def test_tiles_tensor_maps_and_grid():
     assert (config.hopper.bm, config.hopper.bn, config.hopper.split_o, config.cta_positions) == (64, 32, True, 64)
     assert attention.launch_geometry(config, 2, 1000, 32, 1000) == (16, 32, 2)
     assert "ceil(Sq / 64)" in source.grid
+    # persistent: one CTA per resident slot (at most one per tile) walks the tiles; the batch is an argument
+    config = AttentionConfig(target="sm_90a", persistent=True)
+    assert attention.launch_geometry(config, 2, 1000, 32, 1000, 132) == (132, 1, 1)
+    assert attention.launch_geometry(config, 1, 100, 1, 5, 132) == (1, 1, 1)
+    source = attention.build(config)
+    names = [p.name for p in source.params]
+    assert names[names.index("num_heads") + 1:names.index("num_heads") + 3] == ["group", "batch"]
+    assert "batch" not in [p.name for p in attention.build(AttentionConfig(target="sm_90a")).params]
+    assert source.grid.startswith("(min(ceil(Sq / 128) * H * B, resident CTAs), 1, 1)") and source.config["persistent"]
+    with pytest.raises(LaunchError, match=r"attention: a persistent kernel's launch needs the GPU's resident CTAs "
+                                          r"\(Kernel.resident_ctas\), which must be an int >= 1, got 0"):
+        attention.launch_geometry(config, 1, 100, 1, 5)
+    with pytest.raises(LaunchError, match=r"attention: query tiles x heads x batch must be < 2\^31 for the "
+                                          r"persistent kernel, got 2 x 65536 x 16384"):
+        attention.launch_geometry(config, 16384, 129, 65536, 5, 132)
 
 
 def test_the_group_is_a_launch_argument():
@@ -156,6 +172,9 @@ def test_causal_ctas_take_the_longest_rows_first():
     (dict(num_q="3", head_dim=64), r"AttentionConfig.num_q must be 2, or 3 at head dim 64, .* got '3'"),
     (dict(num_q=3, head_dim=64, block_n=144), r"AttentionConfig.block_n must be <= 128 with num_q 3 on sm_90a \(160 "
                                               r"registers a consumer thread: larger S tiles spill\), got 144"),
+    (dict(head_dim=512, persistent=True), r"AttentionConfig.persistent must be False at head dim 512 \(both warpgroups "
+                                          r"share one 64-row tile there\), got True"),
+    (dict(persistent=1), r"AttentionConfig.persistent must be False unless target is sm_90a .*, got 1"),
     (dict(exp2_emulation=8), r"AttentionConfig.exp2_emulation must be 0 on sm_90a unless dtype is fp8_e4m3 \(only the fp8 "
                              r"kernel has a polynomial exp2 there\), got 8"),
     (dict(block_n=72), r"AttentionConfig.block_n must be 0 \(the head dim's default\) or a multiple of 16 in "
@@ -178,6 +197,10 @@ def test_unsupported_tile_is_named():
     with pytest.raises(ConfigError, match=r"AttentionConfig sm_90a bf16 d512 2Q: shared memory must be <= 232448 "
                                           r"bytes, got 263168"):
         AttentionConfig(target="sm_90a", head_dim=512, block_n=48).validate()
+    # persistent: O gets a region of its own, which head dims 192 and 256 have no room for
+    with pytest.raises(ConfigError, match=r"AttentionConfig sm_90a bf16 d256 2Q persistent: shared memory must be "
+                                          r"<= 232448 bytes, got 295936"):
+        AttentionConfig(target="sm_90a", head_dim=256, persistent=True).validate()
     with pytest.raises(ConfigError, match=r"AttentionConfig.fa4 is the sm_100a layout; target must be sm_100a"):
         config.fa4
     with pytest.raises(ConfigError, match=r"AttentionConfig.hopper is the sm_90a tile; target must be sm_90a"):
@@ -273,6 +296,27 @@ def test_three_consumer_warpgroups_match_f64_reference_in_the_emulator(dtype, ca
     q = reference.random_bits(rng, (b, sq, h, 64), dtype, 1.0)
     k, v = (reference.random_bits(rng, (b, sk, hk, 64), dtype, 1.0) for _ in range(2))
     _check_in_emulator(config, q, k, v, 0.125)
+
+
+# (dtype, head_dim, causal, batch, seq_q, seq_k, heads, kv heads): the persistent tile walk (two CTAs in the
+# emulator, each walking several tiles: the Q ring, the K/V rings and the O stores going on across tiles),
+# ragged lengths, batches, GQA, causal (the longest rows first)
+EMULATED_PERSISTENT = [("bf16", 128, False, 2, 130, 200, 2, 1), ("fp16", 64, True, 1, 300, 300, 2, 2),
+                       ("bf16", 96, True, 2, 129, 77, 1, 1)]
+
+
+@pytest.mark.parametrize("dtype, d, causal, b, sq, sk, h, hk", EMULATED_PERSISTENT)
+def test_the_persistent_tile_walk_matches_f64_reference_in_the_emulator(dtype, d, causal, b, sq, sk, h, hk):
+    from fa4_mlir import reference
+    from fa4_mlir.kernels.attention import launch_geometry
+
+    config = AttentionConfig(target="sm_90a", head_dim=d, causal=causal, dtype=dtype, group=h // hk, persistent=True)
+    tiles = -(-sq // config.cta_positions) * h * b
+    assert launch_geometry(config, b, sq, h, sk, 2) == (2, 1, 1) and tiles >= 4  # each CTA walks >= 2 tiles
+    rng = np.random.default_rng(sq * sk + d + 7)
+    q = reference.random_bits(rng, (b, sq, h, d), dtype, 1.0)
+    k, v = (reference.random_bits(rng, (b, sk, hk, d), dtype, 1.0) for _ in range(2))
+    _check_in_emulator(config, q, k, v, 1 / math.sqrt(d))
 
 
 # (dtype, head_dim, causal, seq_q, seq_k): head dims with the lazy rescale, many K/V tiles (BN 80)

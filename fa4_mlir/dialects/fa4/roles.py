@@ -69,6 +69,20 @@ class WarpSpecializeOp(Op, name="warp_specialize"):
         if total > REGISTER_FILE:
             yield (f"register budgets must total <= {REGISTER_FILE} per CTA, got {total} "
                    f"(sum of registers x 128 threads per warpgroup)")
+            return
+        if budget and self.num_warps % WARPGROUP == 0:
+            # The CTA's registers are what its warps got at launch, the entry cap each: setmaxnreg.dec
+            # returns a warpgroup's to that pool and setmaxnreg.inc waits until the pool holds what it asks
+            # for, forever if the budgets add up to more (a GPU hang, which the emulator does not model).
+            threads = self.num_warps * WARP_SIZE
+            cap = min(255, REGISTER_FILE // threads // 8 * 8)
+            wgs = self.num_warps // WARPGROUP
+            total = sum(budget.get(wg, (cap, ""))[0] for wg in range(wgs)) * WARPGROUP * WARP_SIZE
+            if total > cap * threads:
+                yield (f"register budgets must total <= {cap * threads} per CTA of {threads} threads (the entry "
+                       f"cap {cap} x {threads}: setmaxnreg.inc waits for registers the other warpgroups freed, "
+                       f"forever past that), got {total} (registers x 128 threads per warpgroup, {cap} for a "
+                       f"warpgroup without a budget)")
 
 
 class WarpRoleOp(Op, name="warp_role"):

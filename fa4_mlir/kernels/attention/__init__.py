@@ -73,17 +73,28 @@ NUM_WARPS = 16
 MAX_GRID_YZ = 65535
 
 
-def launch_geometry(config: AttentionConfig, batch: int, seq_q: int, heads: int, seq_k: int) -> tuple[int, int, int]:
-    """The grid: (query tiles, heads or K/V heads when GQA shares a CTA, batch)."""
+def launch_geometry(config: AttentionConfig, batch: int, seq_q: int, heads: int, seq_k: int,
+                    ctas: int = 0) -> tuple[int, int, int]:
+    """The grid: (query tiles, heads or K/V heads when GQA shares a CTA, batch); a persistent sm_90a kernel
+    (``config.persistent``): (one CTA per resident slot, ``ctas`` of them, at most one per tile, 1, 1)."""
     if min(batch, seq_q, heads, seq_k) < 1:
         raise LaunchError(f"attention: batch, seq_q, heads and seq_k must be >= 1, got "
                           f"{batch}, {seq_q}, {heads}, {seq_k}")
     if heads % config.group:
         raise LaunchError(f"attention: heads ({heads}) must be a multiple of group ({config.group})")
+    tiles = -(-seq_q // config.cta_positions)
+    if config.target == "sm_90a" and config.persistent:  # heads and batch are not grid dimensions
+        if not isinstance(ctas, int) or ctas < 1:
+            raise LaunchError(f"attention: a persistent kernel's launch needs the GPU's resident CTAs (Kernel."
+                              f"resident_ctas), which must be an int >= 1, got {ctas!r}")
+        total = tiles * heads * batch
+        if total >= 2 ** 31:  # the kernel's tile walk counts in i32
+            raise LaunchError(f"attention: query tiles x heads x batch must be < 2^31 for the persistent kernel, "
+                              f"got {tiles} x {heads} x {batch}")
+        return min(total, ctas), 1, 1
     ys = heads // config.fused_group
     if ys > MAX_GRID_YZ or batch > MAX_GRID_YZ:
         raise LaunchError(f"attention: heads / fused group and batch must be <= {MAX_GRID_YZ}, got {ys}, {batch}")
-    tiles = -(-seq_q // config.cta_positions)
     return (2 * tiles if config.is_depth512 else tiles), ys, batch  # head dim 256/512: a CTA pair per tile
 
 

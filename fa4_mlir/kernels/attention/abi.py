@@ -11,14 +11,16 @@ CONFIG_FIELDS = ("dtype", "head_dim", "causal", "num_q", "group", "exp2_emulatio
 
 def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
            scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False,
-           v_box: TensorMapSpec | None = None, runtime_group: bool = False) -> tuple[Param, ...]:
+           v_box: TensorMapSpec | None = None, runtime_group: bool = False,
+           persistent: bool = False) -> tuple[Param, ...]:
     """The kernel's parameters, in the order of its signature, with the target's TMA boxes. fp8
     kernels add ``v_scale`` (tensor-wise Q and K scales are folded into ``scale_log2e`` by the host);
     with per-token scales (``scale_boxes``: the q_scale and k_scale boxes) also the two scale maps.
     ``v_box`` (default ``kv_box``) marks a V given transposed: the sm_90a fp8 kernel's V^T
     [B, H / group, D, Sk'] with keys contiguous (Sk' = Sk rounded up to 16, keys permuted within each
     16 as ``fa4_mlir.torch.attention.v_transposed`` makes it). ``runtime_group`` adds the i32 ``group``
-    after ``num_heads``: the GQA group as a launch argument (sm_90a)."""
+    after ``num_heads``: the GQA group as a launch argument (sm_90a); ``persistent`` then the i32 ``batch``
+    (the sm_90a tile walk: the grid no longer says it)."""
     fp8_params = (Param("v_scale", "f32", "V's dequantization scale (tensor-wise): O is multiplied by it"),) \
         if fp8 or scale_boxes else ()
     token_params = () if scale_boxes is None else (
@@ -29,6 +31,7 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
     )
     group_params = (Param("group", "i32", "query heads per K/V head, H / H_kv >= 1 (GQA): query head h reads "
                           "K/V head h / group"),) if runtime_group else ()
+    group_params += (Param("batch", "i32", "batch size B (the persistent tile walk's)"),) if persistent else ()
     return (
         Param("q", "tensormap", "Q[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
         Param("k", "tensormap", "K[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
@@ -48,7 +51,7 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
 
 def declare(kernel, q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
             scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False,
-            v_box: TensorMapSpec | None = None, runtime_group: bool = False) -> None:
+            v_box: TensorMapSpec | None = None, runtime_group: bool = False, persistent: bool = False) -> None:
     """Declare the parameters on a ``fa4_mlir.dsl.Kernel`` (the same names, kinds, docs and boxes as
     ``params``): the kernel function's signature and the manifest's ABI come from this one list."""
-    kernel.declare_params(params(q_box, kv_box, o_box, scale_boxes, fp8, v_box, runtime_group))
+    kernel.declare_params(params(q_box, kv_box, o_box, scale_boxes, fp8, v_box, runtime_group, persistent))

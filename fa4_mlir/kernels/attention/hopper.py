@@ -85,11 +85,12 @@ def build(config: AttentionConfig) -> KernelSource:
         from fa4_mlir.kernels.attention import hopper_fp8
 
         q_box, kv_box, o_box, v_box, scale_boxes = hopper_fp8.boxes(config)
-        declare(k, q_box, kv_box, o_box, scale_boxes, fp8=True, v_box=v_box, runtime_group=True)
+        declare(k, q_box, kv_box, o_box, scale_boxes, fp8=True, v_box=v_box, runtime_group=True,
+                persistent=t.persistent)
     else:
         q_box = o_box = TensorMapSpec(config.dtype, (BLOCK, 1, WG_ROWS, 1), "128B")
         kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, t.bn, 1), "128B")
-        declare(k, q_box, kv_box, o_box, runtime_group=True)
+        declare(k, q_box, kv_box, o_box, runtime_group=True, persistent=t.persistent)
     with k.body() as arg:
         g = _prologue(dsl, k, config, arg)
         consumer_registers, load_registers = REGISTERS[n]
@@ -98,8 +99,11 @@ def build(config: AttentionConfig) -> KernelSource:
                 Consumer(k, g, w).build()
         with k.role("load", warps=[4 * n], registers=load_registers), k.elect_one():
             _load(dsl, k, g)
-    return k.source(grid=f"(ceil(Sq / {t.bm}), H, B) (launch_geometry)",
-                    config={**{f: getattr(config, f) for f in CONFIG_FIELDS}, "group": "runtime", "block_n": t.bn})
+    grid = "(min(ceil(Sq / {bm}) * H * B, resident CTAs), 1, 1)" if t.persistent else "(ceil(Sq / {bm}), H, B)"
+    persistent = {"persistent": True} if t.persistent else {}
+    return k.source(grid=grid.format(bm=t.bm) + " (launch_geometry)",
+                    config={**{f: getattr(config, f) for f in CONFIG_FIELDS}, "group": "runtime", "block_n": t.bn,
+                            **persistent})
 
 
 def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
@@ -114,7 +118,8 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     part = t.q_bytes // t.consumers  # a warpgroup's 64 rows: its Q, then its O (split O: its half of O's blocks)
     row, vrow = t.row_bytes, t.v_row_bytes  # bytes of a swizzled row of Q/K and of V (fp8: V^T) tiles
     q = name(k.smem_region("q", bytes=t.q_bytes, align=1024, swizzle=f"{row}B"), "q")
-    if t.fp8:  # O (bf16) is twice Q's bytes: a region of its own
+    if t.fp8 or t.persistent:  # O in a region of its own: fp8's (bf16) is twice Q's bytes; persistent, the
+        # next tile's Q loads while this one's O is written and stored
         qs = [name(dsl.fa4.smem_alias(q, sym_name=f"q{w}", bytes=part, offset=w * part), f"q{w}") for w in wgs]
         o_part = t.o_bytes // t.consumers
         o = name(k.smem_region("o", bytes=t.o_bytes, align=1024, swizzle="128B"), "o")
@@ -138,8 +143,27 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     vp = k.pipeline("vp", t.stages, barriers["v_full"], barriers["v_empty"])
     name(kp.value, "kp")
     name(vp.value, "vp")
+    qp = None
+    if t.persistent:  # Q is a one-stage ring: loaded per tile, released once the tile's last S = Q K' retired
+        qp = k.pipeline("qp", 1, barriers["q_full"], barriers["q_empty"])
+        name(qp.value, "qp")
     for b in barriers.values():
         dsl.fa4.mbarrier_init(b)
+    g = types.SimpleNamespace(
+        c=c, t=t, d=t.head_dim, bn=t.bn, wg_rows=WG_ROWS, consumers=t.consumers, blocks=t.head_dim * t.elem_bytes // row,
+        split_o=t.split_o, o_cols=t.head_dim // 2 if t.split_o else t.head_dim, row=row, vrow=vrow,
+        qscale=qscale, kscale=kscale,
+        elem="e4m3" if t.fp8 else "bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs, o=os_, kring=kring, vring=vring,
+        qbar=barriers["q_full"], kfull=barriers["k_full"], vfull=barriers["v_full"], kp=kp, vp=vp, qp=qp,
+        persistent=t.persistent, place=_place,
+        exp2_emulation=c.exp2_emulation, lazy_rescale=c.lazy_rescale,
+        shared_kv=False, tile_heads=1, kv_begin=None, kv_limit=arg.seq_k)  # the MLA kernel's consumer hooks off
+    if t.persistent:  # the tile walk: this CTA's first tile, its stride and the number of tiles
+        q_tiles = name(dsl.Value(dsl.arith.divsi((arg.seq_q + (t.bm - 1)).value, dsl.Value(t.bm).value)), "q_tiles")
+        g.q_tiles, g.heads_batch = q_tiles, name(arg.num_heads * arg.batch, "hb")
+        g.first, g.stride = name(dsl.ctaid("x"), "first"), dsl.Value(dsl.nvvm.read_ptx_sreg_nctaid_x(dsl.i32()))
+        g.total = name(q_tiles * g.heads_batch, "total")
+        return g
     i32 = dsl.i32()
     if c.causal:  # the longest rows first: the last wave holds the short ones
         qx = name(dsl.ctaid("x"), "qx")
@@ -147,49 +171,86 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         qt = name(qlast - qx, "qt")
     else:
         qt = name(dsl.ctaid("x"), "qt")
-    head = name(dsl.ctaid("y"), "head")
-    bz = name(dsl.ctaid("z"), "bz")
-    kvh = name(head // arg.group, "kvh")  # the group is a launch argument: one division per CTA
-    q_start = name(qt * t.bm, "q_start")
+    _set_tile(dsl, g, qt, name(dsl.ctaid("y"), "head"), name(dsl.ctaid("z"), "bz"))
+    return g
+
+
+def _place(dsl, g, tile) -> None:
+    """Persistent: set ``g``'s tile values (``_set_tile``) for tile ``tile`` of the walk. Causal, the
+    longest rows first over every head and batch (the longest processing time first: the last tiles
+    are the short ones); else tile-major within a head, so the CTAs at work at once share a head's K/V
+    in L2 (and a GQA group's, whose heads are adjacent)."""
+    if g.c.causal:
+        level = tile // g.heads_batch
+        qt, hb = g.q_tiles - 1 - level, tile % g.heads_batch
+    else:
+        qt, hb = tile % g.q_tiles, tile // g.q_tiles
+    _set_tile(dsl, g, qt, hb % g.arg.num_heads, hb // g.arg.num_heads)
+
+
+def _set_tile(dsl, g, qt, head, bz) -> None:
+    """The tile's values every role reads: head, batch, K/V head, first row and K/V trip count."""
+    from fa4_mlir.dsl.names import name
+
+    c, t, arg = g.c, g.t, g.arg
+    g.head, g.bz = head, bz
+    g.kvh = name(head // arg.group, "kvh")  # the group is a launch argument: one division per tile
+    g.q_start = name(qt * t.bm, "q_start")
     if c.causal:  # tiles past the CTA's last row are skipped by every role alike
-        q_end = name(q_start + t.bm, "q_end")
+        q_end = name(g.q_start + t.bm, "q_end")
         kv_end = name(dsl.Value(dsl.arith.minsi(arg.seq_k.value, q_end.value)), "kv_end")
     else:
         kv_end = arg.seq_k
     kv_up = name(kv_end + (t.bn - 1), "kv_up")
-    n_tiles = name(dsl.Value(dsl.arith.divsi(kv_up.value, dsl.Value(t.bn).value)), "n_tiles")
-    return types.SimpleNamespace(
-        c=c, t=t, d=t.head_dim, bn=t.bn, wg_rows=WG_ROWS, consumers=t.consumers, blocks=t.head_dim * t.elem_bytes // row,
-        split_o=t.split_o, o_cols=t.head_dim // 2 if t.split_o else t.head_dim, row=row, vrow=vrow,
-        qscale=qscale, kscale=kscale,
-        elem="e4m3" if t.fp8 else "bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs, o=os_, kring=kring, vring=vring,
-        qbar=barriers["q_full"], kfull=barriers["k_full"], vfull=barriers["v_full"], kp=kp, vp=vp, head=head,
-        bz=bz, kvh=kvh, q_start=q_start, n_tiles=n_tiles,
-        exp2_emulation=c.exp2_emulation, lazy_rescale=c.lazy_rescale,
-        shared_kv=False, tile_heads=1, kv_begin=None, kv_limit=arg.seq_k)  # the MLA kernel's consumer hooks off
+    g.n_tiles = name(dsl.Value(dsl.arith.divsi(kv_up.value, dsl.Value(t.bn).value)), "n_tiles")
 
 
 # -- load warp ---------------------------------------------------------------------------------------
 def _load(dsl, k, g) -> None:
-    """Q once (both warpgroups' halves on one barrier), K_0, then per tile j K_j ahead of V_{j-1}
-    (S = Q K_j' is issued before O += P V_{j-1}), then the last V."""
-    from fa4_mlir.dsl.names import name, name_all
+    """Q (every warpgroup's rows on one barrier), K_0, then per tile j K_j ahead of V_{j-1} (S = Q K_j' is
+    issued before O += P V_{j-1}), then the last V. Persistent: that for each tile of the walk, Q
+    through its one-stage ring (the next tile's Q waits for the consumers' release), the K and V
+    rings going on from tile to tile."""
+    from fa4_mlir.dsl.names import name
 
-    zero = dsl.Value(0).value
-    dsl.fa4.mbarrier_arrive_expect_tx(g.qbar, zero, tx_bytes=g.t.q_bytes + g.t.q_scale_bytes)
+    if not g.persistent:
+        zero = dsl.Value(0).value
+        dsl.fa4.mbarrier_arrive_expect_tx(g.qbar, zero, tx_bytes=g.t.q_bytes + g.t.q_scale_bytes)
+        _load_q(dsl, g, zero)
+        ks, vs = g.kp.producer(), g.vp.producer()
+        name(ks.stage, "ld_ki")
+        name(vs.stage, "ld_vi")
+        _load_kv(dsl, k, g, ks, vs)
+        return
+    qs, ks, vs = g.qp.producer(), g.kp.producer(), g.vp.producer()
+    with k.range(g.first, g.total, g.stride, carry=[qs, ks, vs]) as tile:
+        name(tile, "ld_tile")
+        g.place(dsl, g, tile)
+        qs.producer_acquire()
+        qs.producer_commit(tx_bytes=g.t.q_bytes + g.t.q_scale_bytes)
+        _load_q(dsl, g, qs.stage)
+        qs.step()
+        _load_kv(dsl, k, g, ks, vs)
+
+
+def _load_q(dsl, g, index) -> None:
+    """The tile's Q (and q scales) on barrier ``index`` of the Q ring."""
     starts = (g.q_start,) if g.split_o else [g.q_start + w * WG_ROWS for w in range(g.consumers)]
     per_block = g.row // g.t.elem_bytes  # elements of a swizzled row
     for blk in range(g.blocks):
         column = dsl.Value(blk * per_block).value
         for w in range(len(starts)):
-            dsl.fa4.tma_load(g.arg.q, g.q[w], g.qbar, zero, [column, g.head.value, starts[w].value, g.bz.value],
+            dsl.fa4.tma_load(g.arg.q, g.q[w], g.qbar, index, [column, g.head.value, starts[w].value, g.bz.value],
                              bytes=WG_ROWS * g.row, dst_offset=blk * WG_ROWS * g.row)
     if g.qscale is not None:
-        dsl.fa4.tma_load(g.arg.q_scale, g.qscale, g.qbar, zero, [g.q_start.value, g.head.value, g.bz.value],
+        dsl.fa4.tma_load(g.arg.q_scale, g.qscale, g.qbar, index, [g.q_start.value, g.head.value, g.bz.value],
                          bytes=g.t.q_scale_bytes)
-    ks, vs = g.kp.producer(), g.vp.producer()
-    name(ks.stage, "ld_ki")
-    name(vs.stage, "ld_vi")
+
+
+def _load_kv(dsl, k, g, ks, vs) -> None:
+    """The tile's K and V tiles through their rings (``ks``, ``vs``: the producer states)."""
+    from fa4_mlir.dsl.names import name, name_all
+
     _load_tile(dsl, g, "k", dsl.Value(0), ks)
     with k.range(1, g.n_tiles, carry=[ks, vs]) as j:
         name_all([ks.stage, ks.phase, vs.stage, vs.phase], ["ld_ks", "ld_kph", "ld_vs", "ld_vph"])

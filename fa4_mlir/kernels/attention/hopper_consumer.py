@@ -70,11 +70,30 @@ class Consumer:
 
     # -- the role ------------------------------------------------------------------------------------
     def build(self) -> None:
+        """The role: one tile (the CTA's), or with ``g.persistent`` each tile of the CTA's walk, the K
+        and V rings and Q's one-stage ring going on from tile to tile."""
         g, k, p = self.g, self.k, self.p
-        self._setup()
-        ks, vs = g.kp.consumer(), g.vp.consumer()
-        name(ks.stage, f"{p}ki")
-        name(vs.stage, f"{p}vi")
+        self._setup_thread()
+        if not g.persistent:
+            self._setup_tile(None)
+            ks, vs = g.kp.consumer(), g.vp.consumer()
+            name(ks.stage, f"{p}ki")
+            name(vs.stage, f"{p}vi")
+            self._tile(ks, vs, None)
+            return
+        qs, ks, vs = g.qp.consumer(), g.kp.consumer(), g.vp.consumer()
+        with k.range(g.first, g.total, g.stride, carry=[qs, ks, vs]) as tile:
+            name(tile, f"{p}tile")
+            g.place(dsl, g, tile)
+            self._setup_tile(qs)
+            self._tile(ks, vs, qs)
+        with k.if_(self.t == 0):  # the last tile's O store has read its shared memory before the CTA ends
+            dsl.fa4.tma_store_wait(pending=0)
+
+    def _tile(self, ks, vs, qs) -> None:
+        """One tile's S, softmax and O over its K/V tiles, then its epilogue; ``qs`` (persistent): Q's
+        ring state, released once the tile's last S = Q K' retired."""
+        g, k, p = self.g, self.k, self.p
         o_zero = name(dsl.llvm.mlir_zero(self.oacc), f"{p}o_zero")
         last = self.w == g.consumers - 1
         if last:  # warpgroup 0 takes the first turn
@@ -144,10 +163,14 @@ class Consumer:
         dsl.fa4.wgmma_wait(pending=0)
         o = dsl.fa4.wgmma_fence_acc(o)
         self._release(vs)
+        if qs is not None:  # every S = Q K' of the tile retired: the next tile's Q may load; the V ring
+            self._release(qs)  # goes on with the next tile
+            qs.step()
+            vs.step()
         self._epilogue(o, [v.value for v in lv], [v.value for v in mv])
 
-    def _setup(self) -> None:
-        """The thread's place in the warpgroup, its rows' positions and key limits; wait for Q."""
+    def _setup_thread(self) -> None:
+        """The thread's place in the warpgroup."""
         g, p = self.g, self.p
         self.full, self.clamp = dsl.Value(-1).value, dsl.Value(31).value  # shuffle: all lanes, whole warp
         self.offsets = {1: dsl.Value(1).value, 2: dsl.Value(2).value}
@@ -160,6 +183,10 @@ class Consumer:
         self.qq = (lane % 4).named(f"{p}qq")
         self.q2 = self.qq * 2
         self.r0 = (wi * 16 + lq).named(f"{p}r0")  # the thread's rows in the warpgroup: r0, r0 + 8
+
+    def _setup_tile(self, qs) -> None:
+        """The rows' positions and key limits in the tile; wait for Q (``qs``, persistent: on its ring)."""
+        g, p = self.g, self.p
         # split O: both warpgroups own the CTA's 64 rows
         self.row0 = g.q_start if g.split_o else (g.q_start + self.w * g.wg_rows).named(f"{p}row0")
         if self.tile_heads == 1:
@@ -176,8 +203,11 @@ class Consumer:
             self.lim = [dsl.Value(dsl.arith.minsi(seq_k.value, (pos + 1).value)) for pos in self.pos]
         else:
             self.lim = [seq_k, seq_k]
-        zero = dsl.Value(0).value
-        dsl.fa4.mbarrier_try_wait_parity(g.qbar, zero, zero)
+        if qs is None:
+            zero = dsl.Value(0).value
+            dsl.fa4.mbarrier_try_wait_parity(g.qbar, zero, zero)
+        else:
+            qs.consumer_wait()
         # per-token scales: each row's softmax scale (else scale_log2e for all)
         self.row_scale = fp8.row_scales(self) if g.qscale is not None else None
         self.neg_row_scale = [dsl.arith.negf(x) for x in self.row_scale] if self.row_scale else None
@@ -371,6 +401,10 @@ class Consumer:
         oa = dsl.fa4.smem_address(g.o[w])
         if g.split_o:  # O goes over Q's blocks: the other warpgroup's last S = Q K' must have retired
             dsl.fa4.named_barrier(sym_name="q_dead", threads=2 * WG_THREADS)
+        if g.persistent:  # the last tile's O store must have read the region before it is written again
+            with self.k.if_(self.t == 0):
+                dsl.fa4.tma_store_wait(pending=0)
+            dsl.fa4.named_barrier(sym_name=f"epilogue{w}", threads=WG_THREADS)
         for i in range(g.o_cols // 8):
             blk, ch = divmod(i, 8)
             cx = dsl.arith.xori(sw.value, dsl.Value(ch).value)
@@ -390,7 +424,8 @@ class Consumer:
                 coords = [dsl.Value((first + blk) * BLOCK).value, g.head.value, self.row0.value, g.bz.value]
                 dsl.fa4.tma_store(g.arg.o, g.o[w], coords, bytes=g.wg_rows * ROW,
                                   src_offset=blk * g.wg_rows * ROW)
-            dsl.fa4.tma_store_wait(pending=0)
+            if not g.persistent:  # persistent: the wait is the next tile's (or the role's end)
+                dsl.fa4.tma_store_wait(pending=0)
         if w == 0 or not g.split_o:  # split O: the warpgroups' rows (and LSE) are the same
             self._write_lse(lse)
 

@@ -572,6 +572,27 @@ func.func @warp_specialize_register_file_overflow() {
 
 // -----
 
+// 384 threads start with 168 registers each (64512 in all): budgets past that would make a
+// setmaxnreg.inc wait forever for registers no warpgroup frees.
+func.func @warp_specialize_register_pool_overflow() {
+  // expected-error @+1 {{'fa4.warp_specialize' register budgets must total <= 64512 per CTA of 384 threads (the entry cap 168 x 384: setmaxnreg.inc waits for registers the other warpgroups freed, forever past that), got 65536 (registers x 128 threads per warpgroup, 168 for a warpgroup without a budget)}}
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "consumer0", warps = array<i32: 0, 1, 2, 3>, registers = 240} : () -> ()
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "consumer1", warps = array<i32: 4, 5, 6, 7>, registers = 240} : () -> ()
+    "fa4.warp_role"() ({
+      gpu.yield
+    }) {sym_name = "load", warps = array<i32: 8>, registers = 32} : () -> ()
+    gpu.yield
+  }) {num_warps = 12} : () -> ()
+  return
+}
+
+// -----
+
 // A repeated warp is reported once, on the role.
 func.func @warp_role_repeated_warp() {
   "fa4.warp_specialize"() ({
