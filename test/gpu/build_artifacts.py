@@ -29,7 +29,7 @@ TILE_SWEEP = {"bf16": {64: ((2, 128), (2, 176), (2, 256), (3, 128), (3, 96)), 12
               "fp16": {64: ((3, 128),)},
               "fp8_e4m3": {64: ((2, 128), (2, 192), (3, 128), (3, 64)), 128: ((2, 128),), 256: ((2, 64),)}}
 # the persistent kernels bench/attention.py --block-n P,P3x0 times, by dtype and head dim: their num_q (default keys)
-PERSISTENT_SWEEP = {"bf16": {64: (2, 3), 128: (2,)}, "fp16": {64: (2, 3), 128: (2,)}, "fp8_e4m3": {64: (2, 3), 128: (2,)}}
+PERSISTENT_SWEEP = {"bf16": {64: (2, 3), 96: (2,), 128: (2,)}, "fp16": {64: (2, 3), 128: (2,)}, "fp8_e4m3": {64: (2, 3), 128: (2,)}}
 MLA_TILE_HEADS = (2, 8, 16, 64)  # the op's tile_heads for test_mla_gpu.py's heads 2, 8, 16, 128
 MLA_SWEEP = ((32, 2), (32, 3), (16, 4), (16, 8))  # (block_n, stages) bench/mla.py --sweep times beside the default
 FP8_EXP2_SWEEP = (0, 2, 4, 6, 8, 12)  # fp8 exponentials per 32 by polynomial (bench/attention.py --exp2-emulation)

@@ -128,6 +128,35 @@ def test_every_output_element_is_written(backend):
         _check(q, k, v, causal, scale, out[:, :sq], "bf16", what)
 
 
+def test_the_persistent_tile_walk_writes_every_element(backend):
+    """The persistent kernel (``AttentionConfig.persistent``: one CTA per resident slot walks the tiles)
+    with a NaN-poisoned O: every element written, nothing past it, the numbers against float64; ragged
+    tiles, GQA, batches, causal (the longest rows first)."""
+    poison = reference.POISON["bf16"]
+    for b, sq, sk, h, hk, d, causal in backend.pick([(2, 1000, 700, 4, 2, 128, True), (3, 300, 1000, 2, 2, 64, False),
+                                                     (1, 2000, 2500, 8, 1, 128, False), (1, 129, 77, 2, 1, 96, True)],
+                                                    [(2, 77, 130, 2, 1, 128, True)]):
+        config = AttentionConfig(target=backend.target, head_dim=d, causal=causal, persistent=True)
+        kernel = backend.load("attention", config)
+        q, k, v = _inputs(np.random.default_rng(sq + d), b, sq, sk, h, hk, d, "bf16")
+        o = backend.array(np.full((b, sq + 1, h, d), poison, np.uint16))
+        lse = backend.array(np.full((b, h, sq), np.nan, np.float32))
+        scale = 1 / math.sqrt(d)
+        grid = launch_geometry(config, b, sq, h, sk, kernel.resident_ctas)
+        assert grid[1:] == (1, 1) and grid[0] <= kernel.resident_ctas
+        backend.launch(kernel, grid,
+                       {"q": backend.tensor(backend.array(q), "bf16"), "k": backend.tensor(backend.array(k), "bf16"),
+                        "v": backend.tensor(backend.array(v), "bf16"), "o": backend.tensor(o, "bf16", (b, sq, h, d)),
+                        "lse": backend.pointer(lse), "seq_q": sq, "seq_k": sk, "num_heads": h,
+                        **gqa_arguments(config, h, hk), "batch": b, "scale_log2e": scale * math.log2(math.e),
+                        "write_lse": 1})
+        out, lse_out = backend.host(o), backend.host(lse)
+        what = f"{backend}: persistent B{b} Sq{sq} Sk{sk} H{h}/{hk} D{d} causal={causal}"
+        assert not (out[:, :sq] == poison).any(), f"{what}: unwritten elements"
+        assert (out[:, sq] == poison).all(), f"{what}: the kernel wrote past O"
+        _check(q, k, v, causal, scale, out[:, :sq], "bf16", what, lse_out)
+
+
 def test_strided_inputs_from_a_packed_qkv(torch_gpu):
     """q, k, v as slices of one (B, S, 3, H, D) tensor: non-contiguous, TMA-legal strides."""
     from fa4_mlir.torch import flash_attention
