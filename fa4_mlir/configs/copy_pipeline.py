@@ -62,10 +62,14 @@ class CopyPipelineConfig(Checked):
                 f"{self.dtype} tiles (each stage {self.tile_bytes} B; {SMEM_CARVEOUT} B of shared memory, "
                 f"{self.staging_bytes} B of staging), got {self.stages}")
         registers = WARPGROUP_THREADS * (self.producer_registers + self.consumers * self.consumer_registers)
-        if registers > 65536:
+        threads = WARPGROUP_THREADS * (self.consumers + 1)
+        # what the CTA's warps start with (the entry cap, allocated in units of 8): setmaxnreg's pool
+        pool = -(-min(255, 65536 // threads // 8 * 8) // 8) * 8 * threads
+        if registers > pool:
             raise ConfigError(
-                f"CopyPipelineConfig register budgets must total <= 65536, got {registers} "
-                f"(128 x ({self.producer_registers} + {self.consumers} x {self.consumer_registers}))")
+                f"CopyPipelineConfig register budgets must total <= {pool}, got {registers} "
+                f"(128 x ({self.producer_registers} + {self.consumers} x {self.consumer_registers})): {threads} "
+                f"threads start with {pool // threads} registers each, and setmaxnreg cannot pass that pool")
 
     @property
     def elem(self) -> DType:

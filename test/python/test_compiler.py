@@ -83,6 +83,11 @@ def test_copy_pipeline_config_errors_name_the_field(field, value, message):
 def test_register_budgets_must_fit_the_register_file():
     with pytest.raises(ConfigError, match=re.escape("register budgets must total <= 65536, got 97280 (128 x (40 + 3 x 240))")):
         CopyPipelineConfig(consumers=3, tile_rows=96, consumer_registers=240)
+    # 384 threads start with 168 registers each: 64512, not the register file's 65536, is what setmaxnreg shares
+    with pytest.raises(ConfigError, match=re.escape("register budgets must total <= 64512, got 65536 (128 x (32 + 2 x "
+                                                    "240)): 384 threads start with 168 registers each")):
+        CopyPipelineConfig(consumers=2, producer_registers=32, consumer_registers=240)
+    CopyPipelineConfig(consumers=2, producer_registers=24, consumer_registers=240)  # 64512: fits
 
 
 @pytest.mark.parametrize("stop", STAGES)

@@ -399,6 +399,30 @@ def test_setmaxnreg_rules():
         kernel("    setmaxnreg.inc.sync.aligned.u32 232;\n    ret;").launch("k", block=(128, 1, 1), args=[None])
 
 
+
+def _register_split(load_budget: int) -> emu.Program:
+    """384 threads: warpgroups 0 and 1 raise their budget to 240, warpgroup 2 lowers its to
+    ``load_budget`` (the attention kernel's split), then every thread exits."""
+    return kernel(f"""
+    mov.u32 %r0, %tid.x;
+    setp.lt.u32 %p1, %r0, 256;
+    @%p1 bra CONSUMER;
+    setmaxnreg.dec.sync.aligned.u32 {load_budget};
+    ret;
+CONSUMER:
+    setmaxnreg.inc.sync.aligned.u32 240;
+    ret;""")
+
+
+def test_setmaxnreg_inc_cannot_pass_the_ctas_launch_pool():
+    # 384 threads start with 168 registers each (64512): 2 x 128 x 240 + 128 x 24 = 64512 fits ...
+    _register_split(24).launch("k", block=(384, 1, 1), args=[None])
+    # ... and 2 x 128 x 240 + 128 x 32 = 65536 does not: an .inc waits forever for registers no warp
+    # releases (a GPU hang on the H100; the register file's 65536 is not the pool)
+    with pytest.raises(emu.Deadlock, match="setmaxnreg.inc to 240 registers waits for registers to be released"):
+        _register_split(32).launch("k", block=(384, 1, 1), args=[None])
+
+
 TMA = """
 .extern .shared .align 1024 .b8 smem[];
 .shared .align 8 .b8 bar[8];

@@ -75,7 +75,7 @@ class WarpSpecializeOp(Op, name="warp_specialize"):
             # returns a warpgroup's to that pool and setmaxnreg.inc waits until the pool holds what it asks
             # for, forever if the budgets add up to more (a GPU hang, which the emulator does not model).
             threads = self.num_warps * WARP_SIZE
-            cap = min(255, REGISTER_FILE // threads // 8 * 8)
+            cap = -(-min(255, REGISTER_FILE // threads // 8 * 8) // 8) * 8  # allocated in units of 8
             wgs = self.num_warps // WARPGROUP
             total = sum(budget.get(wg, (cap, ""))[0] for wg in range(wgs)) * WARPGROUP * WARP_SIZE
             if total > cap * threads:

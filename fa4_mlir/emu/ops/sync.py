@@ -484,11 +484,14 @@ def _setmaxnreg(op, ctx) -> None:
                                 f"{current} goes the wrong way")
         group = cta.warps[w.wid // 4 * 4: w.wid // 4 * 4 + 4]
         if inc:
+            # The per-CTA pool holds only what setmaxnreg.dec released (PTX ISA, setmaxnreg): the warps
+            # together never hold more than the CTA was launched with, its default count per thread.
+            pool = cta_default_registers(cta) * WARP * len(cta.warps)
             used = sum((x.maxnreg if x.maxnreg is not None else cta_default_registers(cta)) * WARP
                        for x in cta.warps if x is not w)
-            if used + count * WARP > 65536:
+            if used + count * WARP > pool:
                 w.wait = Wait(lambda: sum((x.maxnreg if x.maxnreg is not None else cta_default_registers(cta)) * WARP
-                                          for x in cta.warps if x is not w) + count * WARP <= 65536,
+                                          for x in cta.warps if x is not w) + count * WARP <= pool,
                               lambda: f"setmaxnreg.inc to {count} registers waits for registers to be released at "
                                       f"{op.where}", retry=True, op=op)
                 return WAIT
