@@ -51,6 +51,12 @@ SM90_NUM_Q3_MAX_BN = 128  # num_q 3: the most keys per tile whose S fits (ptxas 
 # -1..2% at 16k; 16-bit causal -6% at 1k, so 2 there); absent: 2
 SM90_NUM_Q: dict[tuple[str, int, bool], int] = {("bf16", 64, False): 3, ("fp16", 64, False): 3,
                                                 ("fp8_e4m3", 64, False): 3, ("fp8_e4m3", 64, True): 3}
+# sm_90a tiles (num_q, block_n) the torch op takes instead for at most SM90_SHORT_KEYS keys, per (dtype, head dim,
+# causal): the faster in bench/attention.py --seqlens 1024,2048,4096,8192 --block-n 128 (docs/PERF.md, H100: d64
+# causal 128 keys a tile +13% at 1k, +3% at 2k, level at 4k; the default's 192 keys waste more on the diagonal)
+SM90_SHORT_KEYS = 2048
+SM90_SHORT_TILE: dict[tuple[str, int, bool], tuple[int, int]] = {("bf16", 64, True): (2, 128),
+                                                                 ("fp16", 64, True): (2, 128)}
 BLOCK_COLS = 64  # sm_90a: 16-bit columns of one 128-byte swizzle block
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
 
@@ -148,7 +154,8 @@ class AttentionConfig(Checked):
     ones. ``group > 1`` is GQA; when it divides 128 the heads sharing a K/V head share the CTA
     (rows = 128 / group positions x group heads). ``exp2_emulation`` of every 32 exponentials use a
     degree-3 polynomial on the FMA pipe instead of ``ex2.approx`` (0: none). On sm_90a a CTA owns
-    64 query rows of one head per consumer warpgroup (``num_q`` 2, or 3 at head dim 64: 128 or 192 rows), and exp2 is ``ex2.approx``
+    64 query rows of one head per consumer warpgroup (``num_q`` 2, or 3 at head dim 64: 128 or 192 rows),
+    and exp2 is ``ex2.approx``
     (fp8: ``exp2_emulation`` as on sm_100a; ``default_exp2_emulation`` is the op's choice); at head dim
     512 it owns 64 rows, and each consumer warpgroup accumulates half of O's columns. The sm_90a kernel
     takes the group at launch (``runtime_group``: its ``group`` parameter), so there ``group`` only
@@ -176,8 +183,8 @@ class AttentionConfig(Checked):
         rules = (
             ("head_dim", self.head_dim in dims, f"one of {', '.join(map(str, dims))} on {self.target}"),
             ("causal", isinstance(self.causal, bool), "True or False"),
-            ("num_q", type(self.num_q) is int and self.head_dim in SM90_NUM_Q_HEAD_DIMS.get(self.num_q, ()) if hopper else
-             self.num_q == 2 if deep else self.num_q in (1, 2),
+            ("num_q", (type(self.num_q) is int and self.head_dim in SM90_NUM_Q_HEAD_DIMS.get(self.num_q, ()))
+             if hopper else self.num_q == 2 if deep else self.num_q in (1, 2),
              f"2, or 3 at head dim {', '.join(map(str, SM90_NUM_Q_HEAD_DIMS[3]))}, on sm_90a (consumer warpgroups "
              f"of 64 rows; three fit 160 registers a thread)" if hopper else
              "2 for head dim 256/512 (one pair tile; num_q does not apply)" if deep else "1 (BM 128) or 2 (BM 256)"),
@@ -321,13 +328,25 @@ class AttentionConfig(Checked):
 
     def describe(self) -> str:
         return (f"AttentionConfig {self.target} {self.dtype} d{self.head_dim} {self.num_q}Q"
-                + (" persistent" if self.persistent else "") + (" token-scales" if self.token_scales else "") + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else ""))
+                + (" persistent" if self.persistent else "") + (" token-scales" if self.token_scales else "")
+                + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else ""))
 
 
 def default_num_q(target: str, dtype: str, head_dim: int, causal: bool) -> int:
     """The ``num_q`` the torch op (and the artifacts built for it) use: sm_90a takes ``SM90_NUM_Q`` of the
     (dtype, head dim, causal), else 2."""
     return SM90_NUM_Q.get((dtype, head_dim, bool(causal)), 2) if target == "sm_90a" else 2
+
+
+def default_tile(target: str, dtype: str, head_dim: int, causal: bool, seq_k: int) -> tuple[int, int]:
+    """The (``num_q``, ``block_n``) the torch op uses for ``seq_k`` keys: ``SM90_SHORT_TILE`` up to
+    ``SM90_SHORT_KEYS`` keys where it has the (dtype, head dim, causal), else ``default_num_q`` and the head
+    dim's default keys (0)."""
+    if target == "sm_90a" and seq_k <= SM90_SHORT_KEYS:
+        short = SM90_SHORT_TILE.get((dtype, head_dim, bool(causal)))
+        if short is not None:
+            return short
+    return default_num_q(target, dtype, head_dim, causal), 0
 
 
 def default_exp2_emulation(target: str, dtype: str, head_dim: int) -> int:

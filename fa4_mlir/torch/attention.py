@@ -32,7 +32,7 @@ import torch
 
 from fa4_mlir import knobs, runtime
 from fa4_mlir.configs.attention import (DEPTH512_HEAD_DIMS, FP8_HEAD_DIMS, HEAD_DIMS, AttentionConfig,
-                                       default_exp2_emulation, default_num_q)
+                                       default_exp2_emulation, default_tile)
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry
 from fa4_mlir.runtime.launcher import libcuda
@@ -52,14 +52,22 @@ _plans = Plans()  # the fast path's plans (fa4_mlir.torch.fastpath)
 _SLOTS = ("q", "k", "v", "o", "lse")  # the order of a plan's addresses
 
 
-def _kernel(device: int, dtype: str, head_dim: int, causal: bool, group: int, token_scales: bool = False):
-    key = (device, dtype, head_dim, causal, group, token_scales, knobs.debug_timeout_ms())
+def _config(target: str, dtype: str, head_dim: int, causal: bool, group: int, token_scales: bool,
+            seq_k: int) -> AttentionConfig:
+    """The kernel the op runs for these inputs: the tile by head dim, mask and length (``default_tile``)."""
+    num_q, block_n = default_tile(target, dtype, head_dim, causal, seq_k)
+    return AttentionConfig(target=target, dtype=dtype, head_dim=head_dim, causal=causal, group=group,
+                           token_scales=token_scales, num_q=num_q, block_n=block_n,
+                           exp2_emulation=default_exp2_emulation(target, dtype, head_dim))
+
+
+def _kernel(device: int, target: str, dtype: str, head_dim: int, causal: bool, group: int, token_scales: bool,
+            seq_k: int):
+    tile = default_tile(target, dtype, head_dim, causal, seq_k)
+    key = (device, dtype, head_dim, causal, group, token_scales, tile, knobs.debug_timeout_ms())
     found = _kernels.get(key)
     if found is None:
-        target = runtime.device_target(device)
-        config = AttentionConfig(target=target, dtype=dtype, head_dim=head_dim, causal=causal, group=group,
-                                 token_scales=token_scales, num_q=default_num_q(target, dtype, head_dim, causal),
-                                 exp2_emulation=default_exp2_emulation(target, dtype, head_dim))
+        config = _config(target, dtype, head_dim, causal, group, token_scales, seq_k)
         found = _kernels[key] = (config, runtime.load("attention", config, device=device, debug=key[-1] or False))
     return found
 
@@ -167,13 +175,11 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
     tokens = q_tokens is not None
     scales = Fp8Scales(v_factor, q_tokens, k_tokens) if dtype == "fp8_e4m3" else None
     if isinstance(where, emulator):
-        config = AttentionConfig(target=target, dtype=dtype, head_dim=d, causal=bool(causal), group=h // hk,
-                                 token_scales=tokens, num_q=default_num_q(target, dtype, d, causal),
-                                 exp2_emulation=default_exp2_emulation(target, dtype, d))
+        config = _config(target, dtype, d, bool(causal), h // hk, tokens, sk)
         launch(config, where.load("attention", config), q, k, v, out, lse if return_lse else None, scale,
                emulated=where, scales=scales)
         return out, lse
-    config, kernel = _kernel(where, dtype, d, bool(causal), h // hk, tokens)
+    config, kernel = _kernel(where, target, dtype, d, bool(causal), h // hk, tokens, sk)
     if key is not None and scales is None and libcuda() is not None:
         grid, args, _ = _arguments(config, q, k, v, out, lse if return_lse else None, scale, None,
                                    kernel.resident_ctas)

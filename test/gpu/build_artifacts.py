@@ -15,7 +15,8 @@ import pathlib
 import sys
 
 from fa4_mlir import knobs
-from fa4_mlir.configs.attention import FP8_HEAD_DIMS, AttentionConfig, default_exp2_emulation, default_num_q
+from fa4_mlir.configs.attention import (FP8_HEAD_DIMS, SM90_SHORT_TILE, AttentionConfig, default_exp2_emulation,
+                                       default_num_q)
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.configs.mla import MLAConfig
@@ -24,12 +25,13 @@ from fa4_mlir.runtime.artifacts import ArtifactKey, fetch
 HERE = pathlib.Path(__file__).parent
 # the (num_q, block_n) tiles bench/attention.py --block-n times besides the defaults, by dtype and head dim
 # (num_q 3: three consumer warpgroups, a 192-row tile; fp8 256 keys at head dim 128 spill)
-TILE_SWEEP = {"bf16": {64: ((2, 128), (2, 176), (2, 256), (3, 128), (3, 96)), 128: ((2, 96), (2, 144), (2, 176), (2, 192)),
-                       256: ((2, 64),), 512: ((2, 32),)},
+TILE_SWEEP = {"bf16": {64: ((2, 96), (2, 128), (2, 176), (2, 256), (3, 128), (3, 96), (3, 64)),
+                       128: ((2, 96), (2, 144), (2, 176), (2, 192)), 256: ((2, 64),), 512: ((2, 32),)},
               "fp16": {64: ((3, 128),)},
               "fp8_e4m3": {64: ((2, 128), (2, 192), (3, 128), (3, 64)), 128: ((2, 128),), 256: ((2, 64),)}}
 # the persistent kernels bench/attention.py --block-n P,P3x0 times, by dtype and head dim: their num_q (default keys)
-PERSISTENT_SWEEP = {"bf16": {64: (2, 3), 96: (2,), 128: (2,)}, "fp16": {64: (2, 3), 128: (2,)}, "fp8_e4m3": {64: (2, 3), 128: (2,)}}
+PERSISTENT_SWEEP = {"bf16": {64: (2, 3), 96: (2,), 128: (2,)}, "fp16": {64: (2, 3), 128: (2,)},
+                    "fp8_e4m3": {64: (2, 3), 128: (2,)}}
 MLA_TILE_HEADS = (2, 8, 16, 64)  # the op's tile_heads for test_mla_gpu.py's heads 2, 8, 16, 128
 MLA_SWEEP = ((32, 2), (32, 3), (16, 4), (16, 8))  # (block_n, stages) bench/mla.py --sweep times beside the default
 FP8_EXP2_SWEEP = (0, 2, 4, 6, 8, 12)  # fp8 exponentials per 32 by polynomial (bench/attention.py --exp2-emulation)
@@ -53,8 +55,13 @@ def keys() -> list[ArtifactKey]:
     # tensor-wise and per-token scales (every group, as above)
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(
         target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=c, token_scales=t,
-        num_q=default_num_q("sm_90a", "fp8_e4m3", d, c), exp2_emulation=default_exp2_emulation("sm_90a", "fp8_e4m3", d)))
+        num_q=default_num_q("sm_90a", "fp8_e4m3", d, c),
+        exp2_emulation=default_exp2_emulation("sm_90a", "fp8_e4m3", d)))
                for d in FP8_HEAD_DIMS["sm_90a"] for c in (False, True) for t in (False, True)]
+    # the op's tiles for short sequences (SM90_SHORT_TILE: at most SM90_SHORT_KEYS keys)
+    wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype=dt, head_dim=d, causal=c,
+                                                                   num_q=nq, block_n=bn))
+               for (dt, d, c), (nq, bn) in SM90_SHORT_TILE.items()]
     # test_mla_gpu.py and bench/mla.py: the MLA op's kernels for its heads, both masks, both dtypes
     wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(dtype=dt, causal=c, tile_heads=th))
                for dt in ("bf16", "fp16") for c in (False, True) for th in MLA_TILE_HEADS]

@@ -55,6 +55,34 @@ def test_attention_sm100a_in_the_emulator_matches_float64(seed):
     assert float(np.abs(lse.numpy() - ref_lse).max()) <= reference.lse_tolerance(ref_lse)
 
 
+def test_sm90a_attention_takes_the_short_tile_and_matches_float64(monkeypatch):
+    """sm_90a head dim 64 causal, at most SM90_SHORT_KEYS keys: the op runs 128 keys a tile (its short tile,
+    ``default_tile``), 192 from 4k keys; the short tile's numbers against float64."""
+    from fa4_mlir.configs.attention import SM90_SHORT_KEYS, default_tile
+    from fa4_mlir.torch import attention
+
+    assert default_tile("sm_90a", "bf16", 64, True, SM90_SHORT_KEYS) == (2, 128)
+    assert default_tile("sm_90a", "bf16", 64, True, SM90_SHORT_KEYS + 1) == (2, 0)  # 192 keys, the head dim's
+    assert default_tile("sm_90a", "bf16", 64, False, 1000) == (3, 0)  # non-causal: 192 rows at every length
+    assert default_tile("sm_100a", "bf16", 64, True, 1000) == (2, 0)
+    real, loaded = attention.launch, []
+
+    def spy(config, *args, **kwargs):  # the config each launch ran
+        loaded.append(config)
+        return real(config, *args, **kwargs)
+    monkeypatch.setattr(attention, "launch", spy)
+    rng = np.random.default_rng(11)
+    q, k, v = (_random(rng, (1, 300, 2, 64), "bf16") for _ in range(3))
+    with emulator(target="sm_90a", seed=1):
+        out = fa4_torch.flash_attention(q, k, v, causal=True, softmax_scale=0.125)
+    assert [(c.num_q, c.hopper.bn) for c in loaded] == [(2, 128)]
+    qf, kf, vf = (reference.to_f64(_bits(t), "bf16") for t in (q, k, v))
+    ref, _ = reference.attention(qf, kf, vf, True, 0.125)
+    result = reference.compare(_bits(out), ref, reference.attention_yardstick(qf, kf, vf, True, 0.125, "bf16"),
+                               "bf16")
+    assert result.ok and result.unwritten == 0, result.summary()
+
+
 def test_gemm_residual_sm100a_in_the_emulator_matches_float64():
     rng = np.random.default_rng(7)
     a, c = _random(rng, (130, 72), "fp16"), _random(rng, (130, 40), "fp16")

@@ -1,6 +1,8 @@
 """The attention forward for sm_90a: FA3's structure as an fa4 program.
 
-One CTA of 12 warps owns 128 query rows of one head (64 at head dim 512, below; ``AttentionConfig.hopper``):
+One CTA of 12 warps owns 128 query rows of one head (64 at head dim 512, below; ``AttentionConfig.hopper``;
+``num_q = 3``, head dim 64: 16 warps, three consumer warpgroups of 160 registers on 192 rows, the load warp 12
+at 32, the MMA turns going round the three):
 
 * warps 0-3 / 4-7, consumer warpgroups 0 and 1 (240 registers), 64 rows each. Per K/V tile ``j``
   a warpgroup issues ``S = Q K_j'`` (SS wgmma into registers) and ``O += P_{j-1} V_{j-1}`` (RS
@@ -46,6 +48,15 @@ fp8 e4m3 (``config.is_fp8``, head dims 64/128/256): Q, K and V^T tiles of bytes 
 op: fp8 wgmma reads K-major operands only), P cast to e4m3 in registers, O (bf16) in a region of its own,
 per-token scales TMA-loaded with Q and K; ``hopper_fp8`` says how and why.
 
+Persistent (``AttentionConfig.persistent``, off in the op: slower on the H100, docs/PERF.md): a grid of
+one CTA per resident slot, each walking tiles ``ctaid.x, ctaid.x + nctaid.x, ...`` of the
+``ceil(Sq / BM) x H x B`` (causal: the longest rows first over every head; else tile-major within a
+head), every role looping over them: Q through a one-stage ring (``q_full`` / ``q_empty``: the load
+warp loads the next tile's Q once the consumers' last S = Q K' of the tile retired), the K and V
+rings going on from tile to tile, O in a region of its own (written and TMA-stored while the next Q
+loads; thread 0 waits for the last store's read before the region is written again). The batch is a
+parameter (``batch``).
+
 Built through ``fa4_mlir.dsl``: this module declares the parameters and builds the prologue and the
 load warp; ``hopper_consumer`` builds the consumer warpgroups.
 """
@@ -62,9 +73,10 @@ from fa4_mlir.layouts import hopper_attention_barriers
 
 NAME = "attention"
 WG_ROWS = 64  # query rows of a consumer warpgroup: the M of one wgmma
-CONSUMER_REGISTERS = 240  # 2 x 128 x 240 + 128 x 24 = 64512 <= 65536
+CONSUMER_REGISTERS = 240  # 2 x 128 x 240 + 128 x 24 = 64512: the 384 threads' launch pool (168 each)
 PRODUCER_REGISTERS = 24
-# (consumer, load warpgroup) setmaxnreg budgets by consumer warpgroups: 3 x 128 x 160 + 128 x 32 = 65536
+# (consumer, load warpgroup) setmaxnreg budgets by consumer warpgroups: 3 x 128 x 160 + 128 x 32 = 65536, the
+# 512 threads' pool (a setmaxnreg.inc past the pool waits forever: fa4.warp_specialize checks it)
 REGISTERS = {2: (CONSUMER_REGISTERS, PRODUCER_REGISTERS), 3: (160, 32)}
 # the parameters' names in the printed IR (fa4-compile --emit fa4), as the text kernel had them
 _ARG_NAMES = {"q": "q_map", "k": "k_map", "v": "v_map", "o": "o_map"}
@@ -150,10 +162,12 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     for b in barriers.values():
         dsl.fa4.mbarrier_init(b)
     g = types.SimpleNamespace(
-        c=c, t=t, d=t.head_dim, bn=t.bn, wg_rows=WG_ROWS, consumers=t.consumers, blocks=t.head_dim * t.elem_bytes // row,
+        c=c, t=t, d=t.head_dim, bn=t.bn, wg_rows=WG_ROWS, consumers=t.consumers,
+        blocks=t.head_dim * t.elem_bytes // row,
         split_o=t.split_o, o_cols=t.head_dim // 2 if t.split_o else t.head_dim, row=row, vrow=vrow,
         qscale=qscale, kscale=kscale,
-        elem="e4m3" if t.fp8 else "bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs, o=os_, kring=kring, vring=vring,
+        elem="e4m3" if t.fp8 else "bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs, o=os_, kring=kring,
+        vring=vring,
         qbar=barriers["q_full"], kfull=barriers["k_full"], vfull=barriers["v_full"], kp=kp, vp=vp, qp=qp,
         persistent=t.persistent, place=_place,
         exp2_emulation=c.exp2_emulation, lazy_rescale=c.lazy_rescale,

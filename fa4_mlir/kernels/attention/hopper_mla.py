@@ -210,7 +210,8 @@ def _prologue(dsl, k, c: MLAConfig, arg) -> types.SimpleNamespace:
     tile = types.SimpleNamespace(kv_stage_bytes=c.k_stage_bytes, v_stage_bytes=c.v_stage_bytes or c.k_stage_bytes,
                                  fp8=False, elem_bytes=2, k_scale_bytes=0)
     return types.SimpleNamespace(
-        c=c, t=tile, d=c.qk_depth, bn=c.bn, wg_rows=TILE_ROWS, consumers=2, persistent=False, split_o=absorbed, row=ROW, vrow=ROW,
+        c=c, t=tile, d=c.qk_depth, bn=c.bn, wg_rows=TILE_ROWS, consumers=2, persistent=False, split_o=absorbed,
+        row=ROW, vrow=ROW,
         qscale=None, kscale=None, exp2_emulation=0, lazy_rescale=False,
         o_cols=LATENT // 2 if absorbed else c.v_depth, elem="bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs,
         o=os_, kring=kring, vring=vring, qbar=qbar, kfull=kfull, vfull=vfull, kp=kp, vp=vp, head=head, kvh=kvh,
