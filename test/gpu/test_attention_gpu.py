@@ -102,59 +102,53 @@ def test_default_scale_and_no_lse(torch_gpu):
     _check_torch(torch, q, k, v, False, 1 / math.sqrt(128), out, "default scale")
 
 
+def _run_poisoned(backend, config, b, sq, sk, h, hk, d, write_lse: bool):
+    """Launch ``config``'s kernel through the runtime on random inputs into a NaN-poisoned O with a guard
+    position after Sq (and a NaN LSE); check that every element of O is written and none past it, and
+    the numbers (and the LSE when written) against float64. Returns the LSE as the kernel left it."""
+    poison = reference.POISON["bf16"]
+    kernel = backend.load("attention", config)
+    q, k, v = _inputs(np.random.default_rng(sq + d), b, sq, sk, h, hk, d, "bf16")
+    o = backend.array(np.full((b, sq + 1, h, d), poison, np.uint16))
+    lse = backend.array(np.full((b, h, sq), np.nan, np.float32))
+    scale = 1 / math.sqrt(d)
+    grid = launch_geometry(config, b, sq, h, sk, kernel.resident_ctas)
+    walk = {"batch": b} if config.persistent else {}
+    backend.launch(kernel, grid,
+                   {"q": backend.tensor(backend.array(q), "bf16"), "k": backend.tensor(backend.array(k), "bf16"),
+                    "v": backend.tensor(backend.array(v), "bf16"), "o": backend.tensor(o, "bf16", (b, sq, h, d)),
+                    "lse": backend.pointer(lse), "seq_q": sq, "seq_k": sk, "num_heads": h,
+                    **gqa_arguments(config, h, hk), **walk, "scale_log2e": scale * math.log2(math.e),
+                    "write_lse": int(write_lse)})
+    out, lse_out = backend.host(o), backend.host(lse)
+    what = f"{backend}: {config.describe()} B{b} Sq{sq} Sk{sk} H{h}/{hk}"
+    assert not (out[:, :sq] == poison).any(), f"{what}: unwritten elements"
+    assert (out[:, sq] == poison).all(), f"{what}: the kernel wrote past O"
+    _check(q, k, v, config.causal, scale, out[:, :sq], "bf16", what, lse_out if write_lse else None)
+    return lse_out
+
+
 def test_every_output_element_is_written(backend):
     """Through the runtime with a NaN-poisoned O: the kernel overwrites all of it, ragged query tiles
-    included, and nothing past it (a guard position after Sq stays poisoned)."""
-    poison = reference.POISON["bf16"]
+    included, and nothing past it (a guard position after Sq stays poisoned); no LSE when not asked."""
     for b, sq, sk, h, d, causal in backend.pick([(2, 77, 300, 3, 128, False), (1, 1000, 129, 2, 64, True),
                                                  (1, 200, 1000, 2, 256, True), (2, 77, 300, 3, 512, False),
                                                  (1, 200, 1000, 2, 512, True)], [(2, 77, 130, 2, 128, False)]):
         config = AttentionConfig(target=backend.target, head_dim=d, causal=causal)
-        kernel = backend.load("attention", config)
-        q, k, v = _inputs(np.random.default_rng(sq), b, sq, sk, h, h, d, "bf16")
-        o = backend.array(np.full((b, sq + 1, h, d), poison, np.uint16))
-        lse = backend.array(np.full((b, h, sq + 1), np.nan, np.float32))
-        scale = 1 / math.sqrt(d)
-        backend.launch(kernel, launch_geometry(config, b, sq, h, sk),
-                       {"q": backend.tensor(backend.array(q), "bf16"), "k": backend.tensor(backend.array(k), "bf16"),
-                        "v": backend.tensor(backend.array(v), "bf16"), "o": backend.tensor(o, "bf16", (b, sq, h, d)),
-                        "lse": backend.pointer(lse), "seq_q": sq, "seq_k": sk, "num_heads": h,
-                        **gqa_arguments(config, h, h), "scale_log2e": scale * math.log2(math.e), "write_lse": 0})
-        out, lse_out = backend.host(o), backend.host(lse)
-        what = f"{backend}: B{b} Sq{sq} Sk{sk} H{h} D{d} causal={causal}"
-        assert not (out[:, :sq] == poison).any(), f"{what}: unwritten elements"
-        assert (out[:, sq] == poison).all(), f"{what}: the kernel wrote past O"
-        assert np.isnan(lse_out).all(), f"{what}: write_lse = 0 but the LSE was written"
-        _check(q, k, v, causal, scale, out[:, :sq], "bf16", what)
+        lse = _run_poisoned(backend, config, b, sq, sk, h, h, d, write_lse=False)
+        assert np.isnan(lse).all(), f"{backend}: {config.describe()}: write_lse = 0 but the LSE was written"
 
 
 def test_the_persistent_tile_walk_writes_every_element(backend):
-    """The persistent kernel (``AttentionConfig.persistent``: one CTA per resident slot walks the tiles)
-    with a NaN-poisoned O: every element written, nothing past it, the numbers against float64; ragged
-    tiles, GQA, batches, causal (the longest rows first)."""
-    poison = reference.POISON["bf16"]
+    """The persistent kernel (``AttentionConfig.persistent``: one CTA per resident slot walks the tiles):
+    every element written, nothing past it, the numbers and the LSE against float64; ragged tiles, GQA,
+    batches, causal (the longest rows first)."""
     for b, sq, sk, h, hk, d, causal in backend.pick([(2, 1000, 700, 4, 2, 128, True), (3, 300, 1000, 2, 2, 64, False),
                                                      (1, 2000, 2500, 8, 1, 128, False), (1, 129, 77, 2, 1, 96, True)],
                                                     [(2, 77, 130, 2, 1, 128, True)]):
         config = AttentionConfig(target=backend.target, head_dim=d, causal=causal, persistent=True)
-        kernel = backend.load("attention", config)
-        q, k, v = _inputs(np.random.default_rng(sq + d), b, sq, sk, h, hk, d, "bf16")
-        o = backend.array(np.full((b, sq + 1, h, d), poison, np.uint16))
-        lse = backend.array(np.full((b, h, sq), np.nan, np.float32))
-        scale = 1 / math.sqrt(d)
-        grid = launch_geometry(config, b, sq, h, sk, kernel.resident_ctas)
-        assert grid[1:] == (1, 1) and grid[0] <= kernel.resident_ctas
-        backend.launch(kernel, grid,
-                       {"q": backend.tensor(backend.array(q), "bf16"), "k": backend.tensor(backend.array(k), "bf16"),
-                        "v": backend.tensor(backend.array(v), "bf16"), "o": backend.tensor(o, "bf16", (b, sq, h, d)),
-                        "lse": backend.pointer(lse), "seq_q": sq, "seq_k": sk, "num_heads": h,
-                        **gqa_arguments(config, h, hk), "batch": b, "scale_log2e": scale * math.log2(math.e),
-                        "write_lse": 1})
-        out, lse_out = backend.host(o), backend.host(lse)
-        what = f"{backend}: persistent B{b} Sq{sq} Sk{sk} H{h}/{hk} D{d} causal={causal}"
-        assert not (out[:, :sq] == poison).any(), f"{what}: unwritten elements"
-        assert (out[:, sq] == poison).all(), f"{what}: the kernel wrote past O"
-        _check(q, k, v, causal, scale, out[:, :sq], "bf16", what, lse_out)
+        assert launch_geometry(config, b, sq, h, sk, 132)[1:] == (1, 1)
+        _run_poisoned(backend, config, b, sq, sk, h, hk, d, write_lse=True)
 
 
 def test_strided_inputs_from_a_packed_qkv(torch_gpu):
