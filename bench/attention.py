@@ -82,19 +82,27 @@ def tile_name(num_q: int, block_n: int, persistent: bool = False, prefix: str = 
     return prefix + ("p" if persistent else "") + (f"bn{block_n}" if num_q == 2 else f"q{num_q}bn{block_n}")
 
 
-def variant(d: int, causal: bool, tile: tuple[int, int, bool], dtype: str = "bf16"):
-    """fn(q, k, v) running the 16-bit kernel with ``tile`` = (num_q, block_n, persistent); None where that
-    tile is not a config of this head dim or was not built (``build_artifacts.py --bench``)."""
+def load_variant(**fields):
+    """(config, kernel) of the sm_90a attention with these ``AttentionConfig`` fields; None (and a line
+    saying why) where that is not a config or its artifact was not built (``build_artifacts.py --bench``)."""
     from fa4_mlir.errors import ArtifactError, ConfigError
 
     try:
-        config = AttentionConfig(target="sm_90a", dtype=dtype, head_dim=d, causal=causal, num_q=tile[0],
-                                 block_n=tile[1], persistent=tile[2])
+        config = AttentionConfig(target="sm_90a", **fields)
         config.validate()
-        kernel = runtime.load("attention", config)
+        return config, runtime.load("attention", config)
     except (ConfigError, ArtifactError) as exc:
-        print(f"  variant {tile} at D{d}: {exc}"[:200])
+        print(f"  variant {fields}: {exc}"[:200])
         return None
+
+
+def variant(d: int, causal: bool, tile: tuple[int, int, bool], dtype: str = "bf16"):
+    """fn(q, k, v) running the 16-bit kernel with ``tile`` = (num_q, block_n, persistent); None where
+    ``load_variant`` finds none."""
+    found = load_variant(dtype=dtype, head_dim=d, causal=causal, num_q=tile[0], block_n=tile[1], persistent=tile[2])
+    if found is None:
+        return None
+    config, kernel = found
 
     def run(q, k, v):
         out = torch.empty_like(q)
@@ -158,22 +166,19 @@ def _quantize(t: torch.Tensor, dim=None):
     return (t.float() / div).to(torch.float8_e4m3fn), scale
 
 
-def fp8_variant(d: int, causal: bool, tile: tuple[int, int], softmax_scale: float, v_scale: float,
+def fp8_variant(d: int, causal: bool, tile: tuple[int, int, bool], softmax_scale: float, v_scale: float,
                 exp2_emulation: int = -1):
-    """fn(q8, k8, v8) running the fp8 kernel (tensor-wise scales) with ``tile`` = (num_q, block_n) and
-    ``exp2_emulation`` exponentials per 32 by polynomial (-1: the op's default), V^T made per call as the op
-    does; None where that tile is not a config of this head dim."""
-    from fa4_mlir.errors import ArtifactError, ConfigError
+    """fn(q8, k8, v8) running the fp8 kernel (tensor-wise scales) with ``tile`` = (num_q, block_n, persistent)
+    and ``exp2_emulation`` exponentials per 32 by polynomial (-1: the op's default), V^T made per call as the
+    op does; None where ``load_variant`` finds none."""
     from fa4_mlir.torch.attention import Fp8Scales
 
-    try:
-        emulation = default_exp2_emulation("sm_90a", "fp8_e4m3", d) if exp2_emulation < 0 else exp2_emulation
-        config = AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=causal, num_q=tile[0],
-                                 block_n=tile[1], persistent=tile[2], exp2_emulation=emulation)
-        config.validate()
-        kernel = runtime.load("attention", config)
-    except (ConfigError, ArtifactError):  # not a tile of this head dim, or not built (build_artifacts --bench)
+    emulation = default_exp2_emulation("sm_90a", "fp8_e4m3", d) if exp2_emulation < 0 else exp2_emulation
+    found = load_variant(dtype="fp8_e4m3", head_dim=d, causal=causal, num_q=tile[0], block_n=tile[1],
+                         persistent=tile[2], exp2_emulation=emulation)
+    if found is None:
         return None
+    config, kernel = found
 
     def run(q, k, v):
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)

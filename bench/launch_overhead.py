@@ -51,23 +51,22 @@ def noop(x: torch.Tensor, scale: float) -> torch.Tensor:
 _lib = torch.library.Library("fa4_bench", "FRAGMENT")
 _lib.define("noop_lib(Tensor x, float scale) -> Tensor")
 _lib.impl("noop_lib", lambda x, scale: x.new_empty(x.shape), "CUDA")
-# flash_attention's schema and dispatch key, an empty body: the floor of torch.ops.fa4.flash_attention
-_lib.define("noop_attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? softmax_scale=None, "
-            "bool return_lse=False, Tensor? q_scale=None, Tensor? k_scale=None, float? v_scale=None) "
-            "-> (Tensor, Tensor)")
-_lib.impl("noop_attention", lambda q, k, v, causal=False, softmax_scale=None, return_lse=False, q_scale=None,
-          k_scale=None, v_scale=None: (torch.empty(q.shape, dtype=q.dtype, device=q.device),
-                                       torch.empty((0,), dtype=torch.float32, device=q.device)),
-          "CompositeExplicitAutograd")
-# The same on the CUDA key: what registering the op there instead would save
-_lib.define("noop_attention_cuda(Tensor q, Tensor k, Tensor v, bool causal=False, float? softmax_scale=None, "
-            "bool return_lse=False, Tensor? q_scale=None, Tensor? k_scale=None, float? v_scale=None) "
-            "-> (Tensor, Tensor)")
-_lib.impl("noop_attention_cuda", lambda q, k, v, causal=False, softmax_scale=None, return_lse=False, q_scale=None,
-          k_scale=None, v_scale=None: (torch.empty(q.shape, dtype=q.dtype, device=q.device),
-                                       torch.empty((0,), dtype=torch.float32, device=q.device)),
-          "CUDA")
+_ATTENTION_SCHEMA = ("(Tensor q, Tensor k, Tensor v, bool causal=False, float? softmax_scale=None, "
+                     "bool return_lse=False, Tensor? q_scale=None, Tensor? k_scale=None, float? v_scale=None) "
+                     "-> (Tensor, Tensor)")
 
+
+def _attention_outputs(q, k, v, causal=False, softmax_scale=None, return_lse=False, q_scale=None, k_scale=None,
+                       v_scale=None):
+    return (torch.empty(q.shape, dtype=q.dtype, device=q.device),
+            torch.empty((0,), dtype=torch.float32, device=q.device))
+
+
+# flash_attention's schema, an empty body (its two outputs): the floor of torch.ops.fa4.flash_attention on
+# its dispatch key, and on the CUDA key (what registering the op there instead would save)
+for _name, _key in (("noop_attention", "CompositeExplicitAutograd"), ("noop_attention_cuda", "CUDA")):
+    _lib.define(_name + _ATTENTION_SCHEMA)
+    _lib.impl(_name, _attention_outputs, _key)
 
 class Spin:
     """``torch.cuda._sleep`` sized in milliseconds: its cycles per millisecond measured once."""

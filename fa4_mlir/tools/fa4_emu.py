@@ -218,7 +218,7 @@ def launch_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.ndarray
                      lse: np.ndarray | None, scale: float, *, seed: int = 0):
     """``o = softmax(scale q k') v`` for (B, S, H, D) arrays of ``config.dtype`` bits, and the (B, H, Sq)
     float32 ``lse`` unless None (as torch.ops.fa4.flash_attention launches it)."""
-    from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry
+    from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, walk_arguments
     from fa4_mlir.runtime import GlobalTensor
 
     b, sq, h, _ = q.shape
@@ -227,7 +227,7 @@ def launch_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.ndarray
     return kernel.launch(launch_geometry(config, b, sq, h, sk, kernel.resident_ctas),
                          {"q": GlobalTensor.host(q, e), "k": GlobalTensor.host(k, e), "v": GlobalTensor.host(v, e),
                           "o": GlobalTensor.host(o, e), "lse": lse, "seq_q": sq, "seq_k": sk, "num_heads": h,
-                          **gqa_arguments(config, h, hk), **({"batch": b} if config.persistent else {}),
+                          **gqa_arguments(config, h, hk), **walk_arguments(config, b),
                           "scale_log2e": scale * math.log2(math.e),
                           "write_lse": int(lse is not None)}, seed=seed)
 

@@ -34,7 +34,7 @@ from fa4_mlir import knobs, runtime
 from fa4_mlir.configs.attention import (DEPTH512_HEAD_DIMS, FP8_HEAD_DIMS, HEAD_DIMS, AttentionConfig,
                                        default_exp2_emulation, default_tile)
 from fa4_mlir.errors import LaunchError
-from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry
+from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, walk_arguments
 from fa4_mlir.runtime.launcher import libcuda
 from fa4_mlir.runtime.tensormap import GlobalTensor
 from fa4_mlir.torch.emulated import _active, emulator, placement
@@ -242,7 +242,7 @@ def _arguments(config: AttentionConfig, q, k, v, out, lse, scale: float, scales:
     v_op = _v_operand(config, v)
     args = {"q": tma_operand(q, dtype), "k": tma_operand(k, dtype), "v": tma_operand(v_op, dtype),
             "o": tma_operand(out, config.out_dtype), "seq_q": sq, "seq_k": sk, "num_heads": h,
-            **gqa_arguments(config, h, k.shape[2]), **({"batch": b} if config.persistent else {}),
+            **gqa_arguments(config, h, k.shape[2]), **walk_arguments(config, b),
             "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None)}
     if scales is not None:
         args["v_scale"] = scales.v_scale

@@ -12,7 +12,7 @@ import pytest
 
 from fa4_mlir import reference
 from fa4_mlir.configs.attention import AttentionConfig
-from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry
+from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, walk_arguments
 
 # (batch, seq_q, seq_k, heads, kv heads, head dim, causal): tile multiples (128 rows, 64/128 keys),
 # single rows and keys, ragged lengths either way, GQA and MQA; head dim 512 (64-row tiles, O split
@@ -113,13 +113,12 @@ def _run_poisoned(backend, config, b, sq, sk, h, hk, d, write_lse: bool):
     lse = backend.array(np.full((b, h, sq), np.nan, np.float32))
     scale = 1 / math.sqrt(d)
     grid = launch_geometry(config, b, sq, h, sk, kernel.resident_ctas)
-    walk = {"batch": b} if config.persistent else {}
     backend.launch(kernel, grid,
                    {"q": backend.tensor(backend.array(q), "bf16"), "k": backend.tensor(backend.array(k), "bf16"),
                     "v": backend.tensor(backend.array(v), "bf16"), "o": backend.tensor(o, "bf16", (b, sq, h, d)),
                     "lse": backend.pointer(lse), "seq_q": sq, "seq_k": sk, "num_heads": h,
-                    **gqa_arguments(config, h, hk), **walk, "scale_log2e": scale * math.log2(math.e),
-                    "write_lse": int(write_lse)})
+                    **gqa_arguments(config, h, hk), **walk_arguments(config, b),
+                    "scale_log2e": scale * math.log2(math.e), "write_lse": int(write_lse)})
     out, lse_out = backend.host(o), backend.host(lse)
     what = f"{backend}: {config.describe()} B{b} Sq{sq} Sk{sk} H{h}/{hk}"
     assert not (out[:, :sq] == poison).any(), f"{what}: unwritten elements"

@@ -107,6 +107,8 @@ def test_tiles_tensor_maps_and_grid():
     config = AttentionConfig(target="sm_90a", persistent=True)
     assert attention.launch_geometry(config, 2, 1000, 32, 1000, 132) == (132, 1, 1)
     assert attention.launch_geometry(config, 1, 100, 1, 5, 132) == (1, 1, 1)
+    assert attention.walk_arguments(config, 3) == {"batch": 3}
+    assert attention.walk_arguments(AttentionConfig(target="sm_90a"), 3) == {}
     source = attention.build(config)
     names = [p.name for p in source.params]
     assert names[names.index("num_heads") + 1:names.index("num_heads") + 3] == ["group", "batch"]

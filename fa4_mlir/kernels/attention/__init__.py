@@ -98,6 +98,11 @@ def launch_geometry(config: AttentionConfig, batch: int, seq_q: int, heads: int,
     return (2 * tiles if config.is_depth512 else tiles), ys, batch  # head dim 256/512: a CTA pair per tile
 
 
+def walk_arguments(config: AttentionConfig, batch: int) -> dict[str, int]:
+    """The persistent sm_90a kernel's ``batch`` (the grid no longer holds it); ``{}`` for other kernels."""
+    return {"batch": batch} if config.target == "sm_90a" and config.persistent else {}
+
+
 def gqa_arguments(config: AttentionConfig, heads: int, kv_heads: int) -> dict[str, int]:
     """The launch's GQA argument for ``heads`` query heads over ``kv_heads`` K/V heads: ``{"group": heads
     // kv_heads}`` where the kernel takes the group at launch (sm_90a, ``config.runtime_group``), else ``{}``
