@@ -102,16 +102,18 @@ def _heads_first(t: np.ndarray, heads: int) -> np.ndarray:
     return np.repeat(t, heads // t.shape[1], axis=1) if t.shape[1] != heads else t
 
 
-def _softmax_parts(q, k, causal: bool, scale: float):
-    """Per batch: (scaled logits' row max, P = exp(S - max), row sums) as (B, H, Sq, Sk) pieces."""
+def _softmax_parts(q, k, causal: bool, scale: float, bottom_right: bool = False):
+    """Per batch: (scaled logits' row max, P = exp(S - max), row sums) as (B, H, Sq, Sk) pieces. Causal
+    hides key j from query i when j > i (top-left), or j > i + Sk - Sq (``bottom_right``); a row that
+    sees no key has max -inf, P 0 and sum 0."""
     heads = q.shape[2]
     qt, kt = _heads_first(q, heads), _heads_first(k, heads)
     s = (qt @ kt.transpose(0, 1, 3, 2)) * scale
     if causal:
         sq, sk = s.shape[-2:]
-        s[..., np.triu(np.ones((sq, sk), bool), 1)] = -np.inf
-    m = s.max(axis=-1, keepdims=True)
-    p = np.exp(s - m, out=s)
+        s[..., np.triu(np.ones((sq, sk), bool), 1 + (sk - sq if bottom_right else 0))] = -np.inf
+    m = s.max(axis=-1, keepdims=True, initial=-np.inf)
+    p = np.exp(s - np.where(np.isfinite(m), m, 0.0), out=s)
     return m, p, p.sum(axis=-1, keepdims=True)
 
 
@@ -131,6 +133,31 @@ def attention_yardstick(q, k, v, causal: bool, scale: float, dtype: str) -> np.n
     p_low = to_f64(round_to(p, dtype), dtype)
     out = (p_low @ _heads_first(v, q.shape[2])) / l
     return round_to(out.transpose(0, 2, 1, 3), dtype)
+
+
+def varlen_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, cu_seqlens_q, cu_seqlens_k, causal: bool,
+                     scale: float, dtype: str | None = None):
+    """Attention of packed sequences in float64: q (total_q, H, D), k and v (total_k, Hk, D) values,
+    sequence b's rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) and keys [cu_seqlens_k[b], cu_seqlens_k[b + 1]);
+    causal is bottom-right aligned per sequence (FlashAttention's: query i of Sq sees keys j <= i + Sk - Sq).
+    A row that sees no key (an empty key sequence, or causal with Sq > Sk) has O = 0 and LSE = +inf.
+    Returns (out (total_q, H, D), lse (H, total_q)); with ``dtype``, out is instead the yardstick at that
+    precision (``attention_yardstick``'s rounding), as bits."""
+    total_q, heads, d = q.shape
+    out = np.zeros((total_q, heads, v.shape[2]))
+    lse = np.full((heads, total_q), np.inf)
+    for b in range(len(cu_seqlens_q) - 1):
+        q0, q1, k0, k1 = int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1]), int(cu_seqlens_k[b]), int(cu_seqlens_k[b + 1])
+        if q1 == q0 or k1 == k0:
+            continue
+        m, p, l = _softmax_parts(q[None, q0:q1], k[None, k0:k1], causal, scale, bottom_right=True)
+        if dtype is not None:
+            p = to_f64(round_to(p, dtype), dtype)
+        seen = l[0, :, :, 0] > 0  # (H, Sq): rows with a visible key
+        o = (p @ _heads_first(v[None, k0:k1], heads)) / np.where(l > 0, l, 1.0)
+        out[q0:q1] = o[0].transpose(1, 0, 2)
+        lse[:, q0:q1] = np.where(seen, np.log(np.where(seen, l[0, :, :, 0], 1.0)) + m[0, :, :, 0], np.inf)
+    return (out if dtype is None else round_to(out, dtype)), lse
 
 
 # -- fp8 e4m3 ---------------------------------------------------------------------------------------------

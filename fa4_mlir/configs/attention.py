@@ -160,6 +160,12 @@ class AttentionConfig(Checked):
     512 it owns 64 rows, and each consumer warpgroup accumulates half of O's columns. The sm_90a kernel
     takes the group at launch (``runtime_group``: its ``group`` parameter), so there ``group`` only
     describes the call: every group runs the kernel of ``canonical()`` (group 1).
+
+    ``varlen``: Q, K, V and O are packed (total, heads, D): sequence b's queries are rows
+    [cu_seqlens_q[b], cu_seqlens_q[b + 1]) and its keys rows [cu_seqlens_k[b], cu_seqlens_k[b + 1]) (int32
+    prefix sums, launch arguments); the grid's batch enumerates sequences and its query tiles cover the
+    longest. Causal is bottom-right aligned per sequence (FlashAttention's: query i of Sq sees keys
+    j <= i + Sk - Sq); a row that sees no key gets O = 0 and LSE = +inf. The LSE is (H, total_q).
     """
 
     target: str = "sm_100a"
@@ -172,6 +178,7 @@ class AttentionConfig(Checked):
     block_n: int = 0  # sm_90a: keys per K/V tile (0: SM90_KV_TILE of the head dim)
     token_scales: bool = False  # fp8: per-token Q and K dequantization scales (else tensor-wise)
     persistent: bool = False  # sm_90a: one CTA per resident slot walks the tiles (``HopperTile.persistent``)
+    varlen: bool = False  # packed variable-length sequences (``cu_seqlens_q`` / ``cu_seqlens_k``; see below)
 
     def __post_init__(self):
         lookup_dtype(self.dtype, field="AttentionConfig.dtype", allowed=("bf16", "fp16", "fp8_e4m3"))
@@ -206,6 +213,11 @@ class AttentionConfig(Checked):
              "False unless target is sm_90a (the persistent tile walk is the sm_90a kernel's)"),
             ("persistent", not (self.persistent and self.head_dim >= SM90_SPLIT_O_HEAD_DIM),
              f"False at head dim {SM90_SPLIT_O_HEAD_DIM} (both warpgroups share one 64-row tile there)"),
+            ("varlen", isinstance(self.varlen, bool), "True or False"),
+            ("varlen", not self.varlen or not (self.is_fp8 or self.persistent or deep
+                                               or self.head_dim >= SM90_SPLIT_O_HEAD_DIM),
+             "False with fp8_e4m3, persistent, or head dim 256/512 on sm_100a or 512 on sm_90a (packed "
+             "variable-length sequences are built for the 16-bit one-tile kernels)"),
             ("token_scales", isinstance(self.token_scales, bool) and (self.is_fp8 or not self.token_scales),
              "False unless dtype is fp8_e4m3 (per-token scales dequantize fp8 Q and K)"),
             ("token_scales", not (self.token_scales and self.target == "sm_100a" and self.group > 32
@@ -329,6 +341,7 @@ class AttentionConfig(Checked):
     def describe(self) -> str:
         return (f"AttentionConfig {self.target} {self.dtype} d{self.head_dim} {self.num_q}Q"
                 + (" persistent" if self.persistent else "") + (" token-scales" if self.token_scales else "")
+                + (" varlen" if self.varlen else "")
                 + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else ""))
 
 

@@ -232,6 +232,28 @@ def launch_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.ndarray
                           "write_lse": int(lse is not None)}, seed=seed)
 
 
+def launch_varlen_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray,
+                            lse: np.ndarray | None, scale: float, cu_seqlens_q: np.ndarray, cu_seqlens_k: np.ndarray,
+                            *, seed: int = 0):
+    """Packed sequences (``config.varlen``): q and o (total_q, H, D), k and v (total_k, Hk, D) arrays of
+    ``config.dtype`` bits, the int32[B + 1] prefix sums, and the (H, total_q) float32 ``lse`` unless None."""
+    from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, varlen_arguments
+    from fa4_mlir.runtime import GlobalTensor
+
+    h, hk, e = q.shape[1], k.shape[1], config.dtype
+    lengths_q, lengths_k = np.diff(cu_seqlens_q), np.diff(cu_seqlens_k)
+    max_q, max_k = max(int(lengths_q.max(initial=0)), 1), max(int(lengths_k.max(initial=0)), 1)
+
+    def packed(t):  # (total, heads, D) as the kernel's (1, total, heads, D) operand
+        return GlobalTensor.host(t[None], e)
+
+    return kernel.launch(launch_geometry(config, len(cu_seqlens_q) - 1, max_q, h, max_k),
+                         {"q": packed(q), "k": packed(k), "v": packed(v), "o": packed(o), "lse": lse,
+                          "seq_q": max_q, "seq_k": max_k, "num_heads": h, **gqa_arguments(config, h, hk),
+                          "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None),
+                          **varlen_arguments(config, cu_seqlens_q, cu_seqlens_k, q.shape[0], o)}, seed=seed)
+
+
 def launch_mla_attention(kernel, config, q_nope: np.ndarray, q_rope: np.ndarray, kv: np.ndarray,
                          k_rope: np.ndarray, o: np.ndarray, lse: np.ndarray | None, scale: float, *, seed: int = 0):
     """The absorbed MLA (``torch.ops.fa4.mla_attention``'s launch) on contiguous bit arrays: q_nope

@@ -103,6 +103,15 @@ def walk_arguments(config: AttentionConfig, batch: int) -> dict[str, int]:
     return {"batch": batch} if config.target == "sm_90a" and config.persistent else {}
 
 
+def varlen_arguments(config: AttentionConfig, cu_seqlens_q, cu_seqlens_k, total_q: int, o_rows) -> dict:
+    """The packed kernel's (``config.varlen``) sequence arguments: the two int32[B + 1] prefix sums and O's
+    tensor (device pointers, or NumPy arrays on the emulator), and ``total_q``; ``{}`` for other kernels.
+    Its grid is ``launch_geometry(config, B, max_seqlen_q, H, max_seqlen_k)``."""
+    if not config.varlen:
+        return {}
+    return {"cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k, "total_q": total_q, "o_rows": o_rows}
+
+
 def gqa_arguments(config: AttentionConfig, heads: int, kv_heads: int) -> dict[str, int]:
     """The launch's GQA argument for ``heads`` query heads over ``kv_heads`` K/V heads: ``{"group": heads
     // kv_heads}`` where the kernel takes the group at launch (sm_90a, ``config.runtime_group``), else ``{}``

@@ -4,6 +4,8 @@ the GQA group at launch, ``AttentionConfig.runtime_group``; the sm_100a kernel c
 
 from __future__ import annotations
 
+import dataclasses
+
 from fa4_mlir.kernels.source import Param, TensorMapSpec
 
 CONFIG_FIELDS = ("dtype", "head_dim", "causal", "num_q", "group", "exp2_emulation", "token_scales")
@@ -12,7 +14,7 @@ CONFIG_FIELDS = ("dtype", "head_dim", "causal", "num_q", "group", "exp2_emulatio
 def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
            scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False,
            v_box: TensorMapSpec | None = None, runtime_group: bool = False,
-           persistent: bool = False) -> tuple[Param, ...]:
+           persistent: bool = False, varlen: bool = False) -> tuple[Param, ...]:
     """The kernel's parameters, in the order of its signature, with the target's TMA boxes. fp8
     kernels add ``v_scale`` (tensor-wise Q and K scales are folded into ``scale_log2e`` by the host);
     with per-token scales (``scale_boxes``: the q_scale and k_scale boxes) also the two scale maps.
@@ -20,7 +22,9 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
     [B, H / group, D, Sk'] with keys contiguous (Sk' = Sk rounded up to 16, keys permuted within each
     16 as ``fa4_mlir.torch.attention.v_transposed`` makes it). ``runtime_group`` adds the i32 ``group``
     after ``num_heads``: the GQA group as a launch argument (sm_90a); ``persistent`` then the i32 ``batch``
-    (the sm_90a tile walk: the grid no longer says it)."""
+    (the sm_90a tile walk: the grid no longer says it). ``varlen``: Q, K, V and O are packed sequences (one
+    batch of total rows; ``seq_q`` / ``seq_k`` are the longest sequence's lengths, the LSE is (H, total_q)), and
+    ``cu_seqlens_q``, ``cu_seqlens_k``, ``total_q`` and ``o_rows`` follow the other parameters."""
     fp8_params = (Param("v_scale", "f32", "V's dequantization scale (tensor-wise): O is multiplied by it"),) \
         if fp8 or scale_boxes else ()
     token_params = () if scale_boxes is None else (
@@ -32,6 +36,8 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
     group_params = (Param("group", "i32", "query heads per K/V head, H / H_kv >= 1 (GQA): query head h reads "
                           "K/V head h / group"),) if runtime_group else ()
     group_params += (Param("batch", "i32", "batch size B (the persistent tile walk's)"),) if persistent else ()
+    if varlen:
+        return _varlen(params(q_box, kv_box, o_box, runtime_group=runtime_group))
     return (
         Param("q", "tensormap", "Q[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
         Param("k", "tensormap", "K[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
@@ -49,9 +55,33 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
     ) + fp8_params + token_params
 
 
+# the packed (varlen) kernel's docs of the parameters whose meaning changes, and its added parameters
+_VARLEN_DOCS = {
+    "q": "Q[total_q, H, D] (packed sequences) as dims (D, H, total_q, 1)",
+    "k": "K[total_k, H / group, D] (packed sequences) as dims (D, H / group, total_k, 1)",
+    "v": "V[total_k, H / group, D] (packed sequences) as dims (D, H / group, total_k, 1)",
+    "o": "O[total_q, H, D] (packed sequences) as dims (D, H, total_q, 1): the query tiles inside their sequence",
+    "lse": "LSE[H, total_q] fp32 (written when write_lse != 0)",
+    "seq_q": "the longest sequence's query positions, max_seqlen_q (the grid's query tiles cover it)",
+    "seq_k": "the longest sequence's key positions, max_seqlen_k",
+}
+_VARLEN_PARAMS = (
+    Param("cu_seqlens_q", "ptr", "int32[B + 1]: sequence b's queries are rows [cu_seqlens_q[b], cu_seqlens_q[b + 1])"),
+    Param("cu_seqlens_k", "ptr", "int32[B + 1]: sequence b's keys are rows [cu_seqlens_k[b], cu_seqlens_k[b + 1])"),
+    Param("total_q", "i32", "query rows of all sequences, cu_seqlens_q[B] (the LSE's row length)"),
+    Param("o_rows", "ptr", "O[total_q, H, D] (the o map's tensor): the rows of a tile that ends past its sequence "
+          "are stored through it (a TMA store would write into the next sequence)"),
+)
+
+
+def _varlen(dense: tuple[Param, ...]) -> tuple[Param, ...]:
+    return tuple(dataclasses.replace(p, doc=_VARLEN_DOCS.get(p.name, p.doc)) for p in dense) + _VARLEN_PARAMS
+
+
 def declare(kernel, q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
             scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False,
-            v_box: TensorMapSpec | None = None, runtime_group: bool = False, persistent: bool = False) -> None:
+            v_box: TensorMapSpec | None = None, runtime_group: bool = False, persistent: bool = False,
+            varlen: bool = False) -> None:
     """Declare the parameters on a ``fa4_mlir.dsl.Kernel`` (the same names, kinds, docs and boxes as
     ``params``): the kernel function's signature and the manifest's ABI come from this one list."""
-    kernel.declare_params(params(q_box, kv_box, o_box, scale_boxes, fp8, v_box, runtime_group, persistent))
+    kernel.declare_params(params(q_box, kv_box, o_box, scale_boxes, fp8, v_box, runtime_group, persistent, varlen))
