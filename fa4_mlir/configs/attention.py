@@ -366,3 +366,29 @@ def default_exp2_emulation(target: str, dtype: str, head_dim: int) -> int:
     """The ``exp2_emulation`` the torch op (and the artifacts built for it) use: sm_90a fp8 takes
     ``SM90_FP8_EXP2_EMULATION`` of the head dim; every other kernel 0 (all exponentials ``ex2.approx``)."""
     return SM90_FP8_EXP2_EMULATION.get(head_dim, 0) if target == "sm_90a" and dtype == "fp8_e4m3" else 0
+
+
+def varlen_head_dims(target: str) -> tuple[int, ...]:
+    """The head dims of the packed (``varlen``) kernel on ``target``: those ``AttentionConfig(varlen=True)``
+    accepts (16-bit)."""
+    def allowed(d: int) -> bool:
+        try:
+            AttentionConfig(target=target, head_dim=d, varlen=True)
+        except ConfigError:
+            return False
+        return True
+    return tuple(d for d in HEAD_DIMS[target] if allowed(d))
+
+
+def varlen_config(target: str, dtype: str, head_dim: int, causal: bool, group: int,
+                  max_seqlen_k: int) -> AttentionConfig:
+    """The packed kernel ``torch.ops.fa4.flash_attn_varlen`` runs (and test/gpu/build_artifacts.py builds): the
+    dense op's tile for ``max_seqlen_k`` keys (``default_tile``) where the varlen rules allow it, else the head
+    dim's default tile (num_q 2)."""
+    num_q, block_n = default_tile(target, dtype, head_dim, causal, max_seqlen_k)
+    fields = dict(target=target, dtype=dtype, head_dim=head_dim, causal=causal, group=group, varlen=True,
+                  exp2_emulation=default_exp2_emulation(target, dtype, head_dim))
+    try:
+        return AttentionConfig(**fields, num_q=num_q, block_n=block_n)
+    except ConfigError:
+        return AttentionConfig(**fields, num_q=2)

@@ -15,8 +15,8 @@ import pathlib
 import sys
 
 from fa4_mlir import knobs
-from fa4_mlir.configs.attention import (FP8_HEAD_DIMS, SM90_SHORT_TILE, AttentionConfig, default_exp2_emulation,
-                                       default_num_q)
+from fa4_mlir.configs.attention import (FP8_HEAD_DIMS, SM90_SHORT_KEYS, SM90_SHORT_TILE, AttentionConfig,
+                                       default_exp2_emulation, default_num_q, varlen_config, varlen_head_dims)
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.configs.mla import MLAConfig
@@ -62,6 +62,12 @@ def keys() -> list[ArtifactKey]:
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype=dt, head_dim=d, causal=c,
                                                                    num_q=nq, block_n=bn))
                for (dt, d, c), (nq, bn) in SM90_SHORT_TILE.items()]
+    # torch.ops.fa4.flash_attn_varlen and test_varlen_gpu.py: the packed kernels of every varlen head dim, both
+    # masks, both dtypes, for short and long max_seqlen_k (the op's tile: varlen_config); every group, as above
+    wanted += list(dict.fromkeys(
+        ArtifactKey.for_config("attention", varlen_config("sm_90a", dt, d, c, 1, sk))
+        for dt in ("bf16", "fp16") for d in varlen_head_dims("sm_90a") for c in (False, True)
+        for sk in (SM90_SHORT_KEYS, SM90_SHORT_KEYS + 1)))
     # test_mla_gpu.py and bench/mla.py: the MLA op's kernels for its heads, both masks, both dtypes
     wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(dtype=dt, causal=c, tile_heads=th))
                for dt in ("bf16", "fp16") for c in (False, True) for th in MLA_TILE_HEADS]

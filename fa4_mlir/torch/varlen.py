@@ -1,0 +1,263 @@
+"""``torch.ops.fa4.flash_attn_varlen``: attention over packed variable-length sequences, FlashAttention's
+``flash_attn_varlen_func`` calling convention.
+
+``flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
+causal=False, return_lse=False) -> (out, lse)``: q (total_q, H, D) and k, v (total_k, Hk, D) hold B
+sequences back to back, without padding; sequence b's queries are rows [cu_seqlens_q[b], cu_seqlens_q[b + 1])
+and its keys rows [cu_seqlens_k[b], cu_seqlens_k[b + 1]) (int32 prefix sums of B + 1 elements, starting at 0).
+Each sequence gets ``softmax(softmax_scale * q k') v`` over its own keys (GQA as ``flash_attention``: Hk
+divides H); ``causal`` is aligned bottom-right per sequence, as FlashAttention defines it: query i of Sq sees
+keys j <= i + Sk - Sq. A row that sees no key (Sk = 0, or causal with Sq > Sk) gets O = 0 and, with
+``return_lse``, LSE = +inf (FlashAttention's convention); the LSE is (H, total_q) fp32. ``max_seqlen_q`` and
+``max_seqlen_k`` bound the sequences' lengths: the kernel's grid covers ``max_seqlen_q`` query rows per
+sequence, so the op refuses a bound below a real length (rows would be dropped silently).
+
+The metadata is checked before any launch (``_check_values``): dtype int32, 1-D, contiguous, on q's
+device, B + 1 elements each with B >= 1, starting at 0, non-decreasing, ending at q's and k's rows, and the
+maxima. The values are read on the host: on a GPU the op copies both prefix sums to the host in one small
+device-to-host copy, which waits for the current stream (a host synchronization), skipped when the same two
+tensors, unmodified, passed the checks in the last call (``_Checked``: a model's layers share one batch's
+metadata). Hence a CUDA graph captures the op only after an eager call with the same metadata tensors
+(otherwise it says so); ``torch.compile`` traces it (the fake implementation needs no values). No fast path
+yet.
+
+bf16 or fp16; the head dims ``AttentionConfig(varlen=True)`` allows on the target (``head_dims``). Each of
+q, k, v must satisfy TMA's rules (unit innermost stride, 16-byte strides and start); the output is a new
+contiguous tensor; no autograd. On CPU tensors it runs the kernel in the PTX emulator when asked
+(``fa4_mlir.torch.emulated``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import weakref
+
+import numpy as np
+import torch
+
+from fa4_mlir import knobs, runtime
+from fa4_mlir.configs.attention import MAX_GROUP, AttentionConfig, varlen_config, varlen_head_dims
+from fa4_mlir.errors import LaunchError, Unsupported
+from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, varlen_arguments
+from fa4_mlir.torch.emulated import emulator, placement
+from fa4_mlir.torch.tensors import (DTYPES, check_tma_operand, checked_scale, current_stream, fa4_dtype, host_array,
+                                    tma_operand)
+
+OP = "flash_attn_varlen"
+_lib = torch.library.Library("fa4", "FRAGMENT")
+_lib.define("flash_attn_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
+            "int max_seqlen_q, int max_seqlen_k, float? softmax_scale=None, bool causal=False, "
+            "bool return_lse=False) -> (Tensor, Tensor)")
+_kernels: dict[tuple, tuple[AttentionConfig, runtime.Kernel]] = {}
+
+
+@functools.cache
+def head_dims(target: str) -> tuple[int, ...]:
+    """The head dims of the packed kernel on ``target`` (``varlen_head_dims``), memoised."""
+    return varlen_head_dims(target)
+
+
+def _checked_kernel(config: AttentionConfig, kernel):
+    """``kernel`` if it is the packed build (it takes ``cu_seqlens_q``); Unsupported otherwise: a dense kernel
+    launched on packed tensors would read the wrong rows."""
+    if not any(p["name"] == "cu_seqlens_q" for p in kernel.params):
+        raise Unsupported(f"{OP}: the {config.describe()} kernel must take cu_seqlens_q (the packed-sequence "
+                          f"build), got a kernel without it: varlen is not implemented for this config yet")
+    return kernel
+
+
+def _kernel(device: int, config: AttentionConfig):
+    key = (device, config, knobs.debug_timeout_ms())
+    found = _kernels.get(key)
+    if found is None:
+        kernel = runtime.load("attention", config, device=device, debug=key[-1] or False)
+        found = _kernels[key] = (config, _checked_kernel(config, kernel))
+    return found
+
+
+def _shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int]:
+    """(total_q, total_k, H, Hk, D), with the shape rules checked."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 3:
+            raise LaunchError(f"{OP}: {name} must be 3-D (total_rows, heads, head_dim), got shape {tuple(t.shape)}")
+    total_q, h, d = q.shape
+    if tuple(k.shape) != tuple(v.shape):
+        raise LaunchError(f"{OP}: k and v must have one shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    total_k, hk, dk = k.shape
+    if dk != d:
+        raise LaunchError(f"{OP}: k and v must be (total_k, heads_k, head_dim={d}) like q, got {tuple(k.shape)}")
+    if hk < 1 or h % hk:
+        raise LaunchError(f"{OP}: k/v heads must divide q heads ({h}), got {hk}")
+    if h // hk > MAX_GROUP:
+        raise LaunchError(f"{OP}: q heads / k heads must be <= {MAX_GROUP}, got {h} / {hk} = {h // hk}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise LaunchError(f"{OP}: q, k and v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    return total_q, total_k, h, hk, d
+
+
+def _check_metadata(cu_q: torch.Tensor, cu_k: torch.Tensor) -> int:
+    """B, with the rules that need no values checked: int32, 1-D, contiguous, B + 1 >= 2 elements each."""
+    for name, t in (("cu_seqlens_q", cu_q), ("cu_seqlens_k", cu_k)):
+        if t.dtype != torch.int32:
+            raise LaunchError(f"{OP}: {name} dtype must be torch.int32, got {t.dtype}; pass {name}.int()")
+        if t.dim() != 1:
+            raise LaunchError(f"{OP}: {name} must be 1-D (batch + 1 prefix sums), got shape {tuple(t.shape)}")
+        if not t.is_contiguous():
+            raise LaunchError(f"{OP}: {name} must be contiguous, got stride {tuple(t.stride())}; "
+                              f"pass {name}.contiguous()")
+        if t.shape[0] < 2:
+            raise LaunchError(f"{OP}: {name} must have batch + 1 >= 2 elements (0, then the running sums of the "
+                              f"lengths), got {t.shape[0]}")
+    if cu_q.shape[0] != cu_k.shape[0]:
+        raise LaunchError(f"{OP}: cu_seqlens_q and cu_seqlens_k must have one length (batch + 1), got "
+                          f"{cu_q.shape[0]} and {cu_k.shape[0]}")
+    return cu_q.shape[0] - 1
+
+
+def _check_bound(name: str, value) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise LaunchError(f"{OP}: {name} must be an int >= 0, got {value!r}")
+    return value
+
+
+class _Checked:
+    """The prefix sums whose values passed the checks, by tensor: a later call with the same two tensor
+    objects, unmodified (``_version``: torch bumps it on every in-place write), and the same rows and bounds
+    skips the host copy. So a model's layers, which share one batch's metadata, synchronise once, and a call
+    checked eagerly can be captured in a CUDA graph (a replay reads the tensors' values as they are then, like
+    FlashAttention's: the bounds stay the captured ones)."""
+
+    def __init__(self):
+        self._last: tuple | None = None
+
+    @staticmethod
+    def _state(cu_q: torch.Tensor, cu_k: torch.Tensor, rest: tuple) -> tuple:
+        return (cu_q._version, cu_k._version, cu_q.data_ptr(), cu_k.data_ptr(), *rest)
+
+    def seen(self, cu_q: torch.Tensor, cu_k: torch.Tensor, rest: tuple) -> bool:
+        last = self._last
+        return (last is not None and last[0]() is cu_q and last[1]() is cu_k
+                and last[2] == self._state(cu_q, cu_k, rest))
+
+    def remember(self, cu_q: torch.Tensor, cu_k: torch.Tensor, rest: tuple) -> None:
+        self._last = (weakref.ref(cu_q), weakref.ref(cu_k), self._state(cu_q, cu_k, rest))
+
+
+_checked = _Checked()
+
+
+def _host_prefix_sums(cu_q: torch.Tensor, cu_k: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Both prefix sums on the host, as int64 (no step between int32 values overflows). On a GPU: one
+    device-to-host copy of the two (concatenated on the current stream), which waits for the stream; refused
+    under CUDA graph capture, where it cannot run."""
+    if cu_q.device.type == "cpu":
+        return cu_q.numpy().astype(np.int64), cu_k.numpy().astype(np.int64)
+    if torch.cuda.is_current_stream_capturing():
+        raise LaunchError(f"{OP}: the call must run outside CUDA graph capture (its metadata checks copy "
+                          f"cu_seqlens_q and cu_seqlens_k to the host), got a capturing stream")
+    both = torch.cat((cu_q, cu_k)).cpu().numpy().astype(np.int64)
+    n = cu_q.shape[0]
+    return both[:n], both[n:]
+
+
+def _check_values(cu: np.ndarray, name: str, rows: int, what: str, bound: int, bound_name: str) -> None:
+    """The rules of prefix sums ``cu`` (host int32): 0 first, non-decreasing, ``rows`` last, no length above
+    ``bound``. The common case costs a subtraction and two reductions (a few microseconds; ``np.diff`` alone
+    costs 2); the messages are worked out only for a broken rule."""
+    lengths = cu[1:] - cu[:-1]
+    if cu[0] == 0 and cu[-1] == rows and lengths.min() >= 0 and lengths.max() <= bound:
+        return
+    if cu[0] != 0:
+        raise LaunchError(f"{OP}: {name}[0] must be 0, got {int(cu[0])}")
+    if (lengths < 0).any():
+        b = int(np.argmax(lengths < 0))
+        raise LaunchError(f"{OP}: {name} must be non-decreasing, got {name}[{b + 1}] = {int(cu[b + 1])} < "
+                          f"{name}[{b}] = {int(cu[b])}")
+    if cu[-1] != rows:
+        raise LaunchError(f"{OP}: {name}[-1] must be the rows of {what} ({rows}), got {int(cu[-1])}")
+    b = int(np.argmax(lengths))
+    raise LaunchError(f"{OP}: {bound_name} must be >= every sequence's length ({int(lengths[b])}, sequence {b}), "
+                      f"got {bound}; the grid covers {bound_name} rows a sequence, so a smaller bound would drop "
+                      f"rows: pass the longest length")
+
+
+def flash_attn_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                         cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
+                         softmax_scale: float | None = None, causal: bool = False, return_lse: bool = False):
+    where = placement(OP, {"q": q, "k": k, "v": v, "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k})
+    dtype = fa4_dtype(q, f"{OP}: q", DTYPES)
+    total_q, total_k, h, hk, d = _shapes(q, k, v)
+    target = where.target if isinstance(where, emulator) else runtime.device_target(where)
+    dims = head_dims(target)
+    if d not in dims:
+        place = f"{target} in the emulator" if isinstance(where, emulator) else "this GPU"
+        raise LaunchError(f"{OP}: head_dim must be one of {', '.join(map(str, dims))} on {place}, got {d}")
+    batch = _check_metadata(cu_seqlens_q, cu_seqlens_k)
+    max_q, max_k = _check_bound("max_seqlen_q", max_seqlen_q), _check_bound("max_seqlen_k", max_seqlen_k)
+    scale = checked_scale(OP, softmax_scale, d)
+    bounds = (total_q, total_k, max_q, max_k)
+    if not _checked.seen(cu_seqlens_q, cu_seqlens_k, bounds):
+        cu_q, cu_k = _host_prefix_sums(cu_seqlens_q, cu_seqlens_k)
+        _check_values(cu_q, "cu_seqlens_q", total_q, "q", max_q, "max_seqlen_q")
+        _check_values(cu_k, "cu_seqlens_k", total_k, "k", max_k, "max_seqlen_k")
+        _checked.remember(cu_seqlens_q, cu_seqlens_k, bounds)
+    out = torch.empty((total_q, h, d), dtype=q.dtype, device=q.device)
+    lse = torch.empty((h, total_q) if return_lse else (0,), dtype=torch.float32, device=q.device)
+    if total_q == 0:
+        return out, lse
+    if total_k == 0:  # every row sees no key: O = 0, LSE = +inf (FlashAttention's), without a launch
+        out.zero_()
+        lse.fill_(math.inf)
+        return out, lse
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tma_operand(OP, name, t)
+    config = varlen_config(target, dtype, d, bool(causal), h // hk, max_k)
+    if isinstance(where, emulator):
+        kernel = _checked_kernel(config, where.load("attention", config))
+        grid, args = _arguments(config, q, k, v, out, lse if return_lse else None, scale, batch, max_q, max_k,
+                                cu_seqlens_q.numpy(), cu_seqlens_k.numpy(), host_array(out))
+        where.run(kernel, grid, {**args, "lse": lse.detach().numpy() if return_lse else None})
+        return out, lse
+    _, kernel = _kernel(where, config)
+    grid, args = _arguments(config, q, k, v, out, lse if return_lse else None, scale, batch, max_q, max_k,
+                            cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr(), out.data_ptr())
+    kernel.launch(grid, {**args, "lse": (lse if return_lse else out).data_ptr()}, stream=current_stream(where))
+    return out, lse
+
+
+def _arguments(config: AttentionConfig, q, k, v, out, lse, scale: float, batch: int, max_q: int, max_k: int, cu_q,
+               cu_k, o_rows) -> tuple[tuple[int, int, int], dict]:
+    """The grid and the kernel's arguments but ``lse``, as ``fa4_emu.launch_varlen_attention`` passes them:
+    the packed tensors as (1, total, heads, D) maps, the bounds as ``seq_q`` / ``seq_k``, the prefix sums and
+    ``o_rows`` (O's memory: device addresses, or NumPy arrays on the emulator)."""
+    total_q, h, _ = q.shape
+    grid = launch_geometry(config, batch, max_q, h, max_k)
+    args = {"q": tma_operand(q.unsqueeze(0), config.dtype), "k": tma_operand(k.unsqueeze(0), config.dtype),
+            "v": tma_operand(v.unsqueeze(0), config.dtype), "o": tma_operand(out.unsqueeze(0), config.dtype),
+            "seq_q": max_q, "seq_k": max_k, "num_heads": h, **gqa_arguments(config, h, k.shape[1]),
+            "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None),
+            **varlen_arguments(config, cu_q, cu_k, total_q, o_rows)}
+    return grid, args
+
+
+def _flash_attn_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
+                            causal=False, return_lse=False):
+    fa4_dtype(q, f"{OP}: q", DTYPES)
+    total_q, _, h, _, d = _shapes(q, k, v)
+    _check_metadata(cu_seqlens_q, cu_seqlens_k)
+    return q.new_empty((total_q, h, d)), q.new_empty((h, total_q) if return_lse else (0,), dtype=torch.float32)
+
+
+_lib.impl("flash_attn_varlen", flash_attn_varlen_op, "CompositeExplicitAutograd")
+torch.library.register_fake("fa4::flash_attn_varlen", _flash_attn_varlen_fake, lib=_lib)
+
+
+def flash_attn_varlen_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                           cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
+                           softmax_scale: float | None = None, causal: bool = False, return_softmax_lse: bool = False):
+    """FlashAttention's ``flash_attn_varlen_func`` (its argument names; see the module docstring): ``out``
+    (total_q, H, D), or ``(out, lse)`` with ``return_softmax_lse``, lse (H, total_q) fp32."""
+    out, lse = torch.ops.fa4.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                               softmax_scale, causal, return_softmax_lse)
+    return (out, lse) if return_softmax_lse else out
