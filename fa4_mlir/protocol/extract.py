@@ -465,10 +465,12 @@ class _Run:
         sc = self.c.scenario
         bounds = [self.get(v) for v in n.operands[:3]]
         lower, upper = bounds[0], bounds[1]
-        if sc.cta == "first" and _peeled(lower) and isinstance(upper, Sym) and evaluable(upper.term):
+        if sc.cta == "first" and _peeled(lower) and isinstance(upper, Sym) and evaluable(upper.term) \
+                and not any(leaf[0] == "mem" for leaf in leaves(upper.term)):
             # ``c to n`` (c > 0) or ``x + c to n``: the first c iterations are peeled, so every launch
             # gives the first CTA n >= the lower bound; a trailing CTA's own range may still be
-            # empty, which is what the last-CTA scenarios look for
+            # empty, which is what the last-CTA scenarios look for. Not for a bound loaded from memory
+            # (a packed sequence's trip count may be 0: its roles must then agree to skip the work)
             low = lower.term if isinstance(lower, Sym) else lower
             sc.precondition(("cmp", 5, 64, substitute(upper.term, {BLOCK: 0}), substitute(low, {BLOCK: 0})))
         if not all(isinstance(x, int) for x in (lb, ub, step)):

@@ -1,8 +1,10 @@
 """Values the IR leaves to run time, bound per scenario so that every role sees the same run.
 
 A value that depends on kernel arguments is a *term*: a tuple tree whose leaves are
-``("arg", i)`` (kernel argument ``i``) or ``("sreg", "ctaid.x" | "nctaid.x")`` (the CTA's place in
-the grid, which a scenario binds from the start) and whose inner nodes are the integer ops that computed it
+``("arg", i)`` (kernel argument ``i``), ``("mem", ("gep", argument, index), type)`` (a value loaded at
+one address off a kernel argument, the same in every thread: the packed kernels' cu_seqlens) or
+``("sreg", "ctaid.x" | "nctaid.x")`` (the CTA's place in the grid, which a scenario binds from the
+start) and whose inner nodes are the integer ops that computed it
 (``("bin", op, width, a, b)``, ``("cmp", pred, width, a, b)``, ``("select", c, a, b)``,
 ``("cast", width, a)``). Terms are structural, so two roles that compute a bound the same way hold
 the same term. Anything else the verifier cannot know (a loaded value, a warp vote) is an
@@ -32,7 +34,7 @@ from fa4_mlir.protocol.values import binary, compare, wrap
 CANDIDATES = (1, 0, 2, 3, 4, 5, 7, 8, 9, 16, 63, 64, 65, 127, 128, 129, 255, 256, 1000, 4096, -1)
 DEFAULTS = (1, 3, 4096)  # values of the other leaves of a trip count while one leaf is searched
 SEARCH_LIMIT = 1 << 24
-LEAVES = ("arg", "sreg")
+LEAVES = ("arg", "sreg", "mem")  # mem: a value loaded from a kernel argument's memory (semantics._load)
 GRID_LEAVES = (("sreg", "ctaid.x"), ("sreg", "nctaid.x"))
 
 
@@ -84,7 +86,7 @@ def evaluable(term) -> bool:
         return True
     kind = term[0]
     if kind in LEAVES:
-        return kind == "arg" or term in GRID_LEAVES
+        return kind in ("arg", "mem") or term in GRID_LEAVES
     if kind in ("bin", "cmp"):
         return evaluable(term[3]) and evaluable(term[4])
     if kind == "select":
@@ -312,6 +314,8 @@ def describe(term) -> str:
         return f"%arg{term[1]}"
     if kind == "sreg":
         return f"%{term[1]}"
+    if kind == "mem":  # ("mem", ("gep", argument, index), type)
+        return f"{describe(term[1][1])}[{describe(term[1][2])}]"
     if kind == "bin":
         sym = {"addi": "+", "subi": "-", "muli": "*", "divui": "/", "divsi": "/", "remui": "%", "remsi": "%",
                "andi": "&", "ori": "|", "xori": "^", "shli": "<<", "shrui": ">>", "shrsi": ">>"}.get(term[1])

@@ -244,8 +244,9 @@ def launch_varlen_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.
     lengths_q, lengths_k = np.diff(cu_seqlens_q), np.diff(cu_seqlens_k)
     max_q, max_k = max(int(lengths_q.max(initial=0)), 1), max(int(lengths_k.max(initial=0)), 1)
 
-    def packed(t):  # (total, heads, D) as the kernel's (1, total, heads, D) operand
-        return GlobalTensor.host(t[None], e)
+    def packed(t):  # (total, heads, D) as the kernel's (1, total, heads, D) operand: a view (O is written
+        # through it) whose batch stride is the whole tensor (t[None]'s is 0, which TMA rejects)
+        return GlobalTensor.host(t.reshape(1, *t.shape), e)
 
     return kernel.launch(launch_geometry(config, len(cu_seqlens_q) - 1, max_q, h, max_k),
                          {"q": packed(q), "k": packed(k), "v": packed(v), "o": packed(o), "lse": lse,

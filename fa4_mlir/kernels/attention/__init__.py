@@ -51,6 +51,14 @@ kind::f16 MMAs into the same S; registers 176/80/80.
 Head dims 256 and 512 on sm_100a are a different kernel, a CTA pair per tile (``depth512``); ``build``
 and ``launch_geometry`` dispatch to it.
 
+Packed variable-length sequences (``varlen``, module ``varlen``): the grid's z is the sequence b, whose
+packed row offsets and lengths every thread reads from ``cu_seqlens_q`` / ``cu_seqlens_k`` first; a CTA
+past its sequence's rows exits before allocating anything. Q/K/V loads and the TMA store address packed
+rows (batch coordinate 0), keys past Sk_b are masked, causal is bottom-right per sequence, and the one
+trip count may be 0 (every role then skips its tiles; rows that see no key get O = 0, LSE = +inf). A
+tile that ends past Sq_b stores its rows with ``st.global`` through ``o_rows`` (a TMA store would write
+the next sequence's rows); the LSE is (H, total_q). The dense kernels' IR is unchanged.
+
 Causal attention skips the K/V tiles past the CTA's last row in every role (one trip count); keys at
 or past a row's limit (causal diagonal, end of the sequence) are masked to -inf in the tiles that
 reach it. Q and O are (B, Sq, H, D), K and V (B, Sk, H / group, D), row-major, D padded to 64-column
@@ -150,7 +158,7 @@ def build(config: AttentionConfig) -> KernelSource:
                        TensorMapSpec("fp32", (d.bn, 1, 1), "none")) if config.token_scales else None
         declare(k, q_box, kv_box, o_box, scale_boxes, fp8=True)
     else:
-        declare(k, q_box, kv_box, q_box)
+        declare(k, q_box, kv_box, q_box, varlen=config.varlen)
     build_roles(k, d)
     return k.source(grid=f"(ceil(Sq / {config.cta_positions}), H / {g}, B) (launch_geometry)",
                     config={f: getattr(config, f) for f in CONFIG_FIELDS})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import types
 
+from fa4_mlir.kernels.attention import varlen
 from fa4_mlir.kernels.attention.dims import BLOCK, K_STEP_BYTES, ROW_BYTES, WG, Dims
 
 
@@ -30,6 +31,8 @@ class Producers:
         from fa4_mlir.dsl.structs.attention import FA4Tmem, SM100AttentionSMem
 
         dsl, d = self.dsl, self.d
+        # varlen: the CTA's sequence first; a CTA past its sequence's rows exits before TMEM or a barrier
+        seq = varlen.sequence(self.k, arg, self.c) if self.c.varlen else None
         smem = SM100AttentionSMem(self.c)  # q, o over q, kv | k + v, correction, the barriers, tmem_addr
         mbars = smem.misc_mbars()
         tmem = FA4Tmem(self.c)
@@ -38,7 +41,7 @@ class Producers:
             dsl.fa4.tmem_alloc(smem.tmem_addr_ptr())
         mbars.declare_pipelines()
         mbars.init()
-        x = types.SimpleNamespace(arg=arg, smem=smem, mbars=mbars, tmem=tmem, slot=smem.tmem_addr_ptr())
+        x = types.SimpleNamespace(arg=arg, smem=smem, mbars=mbars, tmem=tmem, slot=smem.tmem_addr_ptr(), seq=seq)
         # MLA prefill names its maps as the sm_90a prefill kernel does (q_nope, q_rope, k_nope, k_rope, v)
         x.q_map, x.k_map = (arg.q_nope, arg.k_nope) if d.mla else (arg.q, arg.k)
         self._views(x)
@@ -75,13 +78,19 @@ class Producers:
 
     def _tile(self, x) -> None:
         """The CTA's tile: ``q_start`` (first query position), ``n_iter`` (loop trips of every role:
-        K/V tiles in 2Q, pairs of them in 1Q), ``kvh`` / ``head0`` (K/V head, first query head)."""
+        K/V tiles in 2Q, pairs of them in 1Q), ``kvh`` / ``head0`` (K/V head, first query head);
+        ``q_row`` / ``q1_row`` / ``b`` the Q halves' TMA row and batch coordinates (varlen: packed rows,
+        batch 0)."""
         dsl, c, d, arg = self.dsl, self.c, self.d, x.arg
         V, arith = dsl.Value, dsl.arith
         qt, hy, x.bz = dsl.ctaid("x"), dsl.ctaid("y"), dsl.ctaid("z")
         x.q_start = qt * c.cta_positions
         x.q1_start = x.q_start + c.positions
-        if c.causal:  # tiles past the CTA's last row are skipped by every role alike
+        x.q_row, x.q1_row, x.b = x.q_start, x.q1_start, x.bz
+        if c.varlen:  # the sequence's keys, bottom-right causal
+            x.q_row, x.q1_row, x.b = x.seq.q0 + x.q_start, x.seq.q0 + x.q1_start, 0
+            kv_end = varlen.key_end(x, c)
+        elif c.causal:  # tiles past the CTA's last row are skipped by every role alike
             q_end = x.q_start + c.cta_positions
             kv_end = V(arith.minsi(arg.seq_k.value, q_end.value))
         else:
@@ -117,10 +126,15 @@ class Producers:
             self.dsl.Value(state.stage).named(name)
 
     # -- load warp -----------------------------------------------------------------------------------
+    def _key(self, x, tile):
+        """The TMA row of K/V tile ``tile``'s first key (varlen: after the sequence's packed offset)."""
+        key = tile * self.d.bn
+        return x.seq.k0 + key if self.c.varlen else key
+
     def _load_k(self, x, tag: str, state, tile, with_q: bool, peel: bool) -> None:
         d, fa4 = self.d, self.dsl.fa4
         full = x.mbars.get_k_mbars()[0]
-        key = tile * d.bn
+        key = self._key(x, tile)
         buffers = self._k_buffers(x, tag, state.stage)
         rb = d.row_bytes
         scales = self.c.token_scales
@@ -131,9 +145,9 @@ class Producers:
             for blk in range(d.sub_blocks - (d.rope // BLOCK)):
                 col = q * d.bk0 + blk * BLOCK
                 if with_q:  # Q rides on the first K tile's barriers (the reference's Q0 + K0 load)
-                    fa4.tma_load(x.q_map, x.q[0][q], full, i.value, _coords(col, x.head0, x.q_start, x.bz),
+                    fa4.tma_load(x.q_map, x.q[0][q], full, i.value, _coords(col, x.head0, x.q_row, x.b),
                                  bytes=WG * rb, dst_offset=blk * WG * rb)
-                fa4.tma_load(x.k_map, buf, full, i.value, _coords(col, x.kvh, key, x.bz),
+                fa4.tma_load(x.k_map, buf, full, i.value, _coords(col, x.kvh, key, x.b),
                              bytes=d.bn * rb, dst_offset=blk * d.bn * rb)
             if d.mla:  # the rope block: Q0's into q_rope, K's into its rope buffer or after K_nope
                 if with_q:
@@ -199,7 +213,7 @@ class Producers:
         for q in range(d.nqk):
             fa4.mbarrier_arrive_expect_tx(sync, _raw(q), tx_bytes=d.q_tx + (WG * 4 if scales and q == 0 else 0))
             for blk in range(d.sub_blocks - (d.rope // BLOCK)):
-                box = _coords(q * d.bk0 + blk * BLOCK, x.head0, x.q1_start, x.bz)
+                box = _coords(q * d.bk0 + blk * BLOCK, x.head0, x.q1_row, x.b)
                 fa4.tma_load(x.q_map, x.q[1][q], sync, _raw(q), box, bytes=WG * rb,
                              dst_offset=blk * WG * rb)
             if d.mla:
@@ -210,13 +224,13 @@ class Producers:
     def _load_v(self, x, tag: str, state, tile, peel: bool) -> None:
         d, fa4 = self.d, self.dsl.fa4
         full = x.mbars.get_v_mbars()[0]
-        key = tile * d.bn
+        key = self._key(x, tile)
         state.producer_acquire()
         state.producer_commit(tx_bytes=d.kv_stage)
         buf = fa4.smem_stage(x.smem.v_smem_base(), state.stage, bytes=d.kv_stage)
         rb = d.row_bytes
         for blk in range(d.blocks):
-            fa4.tma_load(x.arg.v, buf, full, state.stage, _coords(blk * BLOCK, x.kvh, key, x.bz),
+            fa4.tma_load(x.arg.v, buf, full, state.stage, _coords(blk * BLOCK, x.kvh, key, x.b),
                          bytes=d.bn * rb, dst_offset=blk * d.bn * rb)
         self._named_step(state, f"{tag}_n" if peel else None)
 
@@ -234,7 +248,8 @@ class Producers:
         """The TMA warp: Q with the first K tile (Q1 on its own barriers in 2Q), then per iteration
         the K and V tiles in the order the MMA warp consumes them."""
         k, V = self.k, self.dsl.Value
-        with k.role("load", warps=[13], registers=self.d.registers[2]), k.elect_one():
+        with k.role("load", warps=[13], registers=self.d.registers[2]), k.elect_one(), \
+                varlen.trips(k, x, self.c):
             ks, vs = self._states(x, "producer", "ld")
 
             def iteration(n, first: bool, tag: str) -> None:
@@ -327,7 +342,8 @@ class Producers:
         two_q = self.c.num_q == 2
         late_k = self.c.token_scales
         vpipe, kpipe = x.mbars.v_pipeline().value, x.mbars.k_pipeline().value
-        with k.role("mma", warps=[12], registers=self.d.registers[2]), k.elect_one():
+        with k.role("mma", warps=[12], registers=self.d.registers[2]), k.elect_one(), \
+                varlen.trips(k, x, self.c):
             ks, vs = self._states(x, "consumer", "mm")
             s0, s1 = x.mbars.producer_s0(), x.mbars.producer_s1()
 

@@ -4,6 +4,7 @@ correction warpgroup (rescales O in TMEM when a row maximum grew), built through
 
 from __future__ import annotations
 
+from fa4_mlir.kernels.attention import varlen
 from fa4_mlir.kernels.attention.dims import BLOCK, FP8_OUT_CHUNK, ROW_BYTES, WG, Dims
 from fa4_mlir.kernels.attention.exp2 import emulated, exp2_poly
 
@@ -82,7 +83,9 @@ class Softmax:
         th = r.t % c.fused_group
         r.pos = r.pos0 + tp
         r.head = x.head0 + th
-        if c.causal:
+        if c.varlen:  # the sequence's keys, bottom-right causal
+            r.lim = varlen.row_limit(x, c, r.pos)
+        elif c.causal:
             pos1 = r.pos + 1
             r.lim = dsl.Value(dsl.arith.minsi(x.arg.seq_k.value, pos1.value))
         else:
@@ -212,13 +215,15 @@ class Softmax:
     # -- epilogue ------------------------------------------------------------------------------------
     def _epilogue(self, x, wg: int, row, m, l, oph) -> None:
         """Wait for the last P@V into O_wg, normalise the rows (1Q: merge O0 and O1 first), write the
-        tile over the dead Q and TMA-store it; the LSE row by row; then free TMEM."""
+        tile over the dead Q and TMA-store it (varlen: row by row where the tile ends past the sequence,
+        ``varlen.Epilogue``); the LSE row by row; then free TMEM."""
         d, c, k, dsl, s = self.d, self.c, self.k, self.dsl, self.s
         a, V, fa4 = dsl.arith, dsl.Value, dsl.fa4
-        f32, W = self.t["f32"], 32
-        v, iv = self._vec(W, f32), self._vec(W, self.t["i32"])
+        f32 = self.t["f32"]
         o_full = x.mbars.producer_o0() if wg == 0 else x.mbars.producer_o1()
-        fa4.mbarrier_try_wait_parity(o_full, V(0).value, oph.value)
+        with varlen.trips(k, x, c):  # varlen: no tile, no P@V to wait for (O is not read: ``vl.output``)
+            fa4.mbarrier_try_wait_parity(o_full, V(0).value, oph.value)
+        vl = varlen.Epilogue(self, x, row) if c.varlen else None
         ms = m if c.token_scales else a.mulf(m, x.arg.scale_log2e)  # per-token: m is in log2 units already
         # fp8: O and the sums carry P's 2^FP8_P_BIAS; O is multiplied by V's scale
         numerator = x.arg.v_scale if d.fp8 else self._f(1.0)
@@ -226,6 +231,8 @@ class Softmax:
             inv = a.divf(numerator, l)
             lsum = a.addf(ms, s.intrinsic(s.LG2, f32, l))
             factors = [(wg, inv)]
+            if vl:
+                vl.saw_keys(l)
         else:  # both warpgroups hold the same rows: swap (max, sum) through S's first columns
             other = 1 - wg
             i32 = self.t["i32"]
@@ -242,6 +249,8 @@ class Softmax:
                 sc.append(self._ex2(a.subf(ml[j][0], gm)))
                 ls.append(a.mulf(ml[j][1], sc[j]))
             total = a.addf(ls[0], ls[1])
+            if vl:
+                vl.saw_keys(total)
             inv = a.divf(numerator, total)
             factors = [(0, a.mulf(sc[0], inv)), (1, a.mulf(sc[1], inv))]
             lsum = a.addf(gm, s.intrinsic(s.LG2, f32, total))
@@ -249,33 +258,17 @@ class Softmax:
             lsum = a.subf(lsum, self._f(FP8_P_BIAS))
             self._store_chunks(x, wg, row, factors)
         blocks = () if d.fp8 else d.out_blocks(wg)
-        if blocks:
-            rowb = row.t * ROW_BYTES
-            sw = a.andi(row.t.value, V(7).value)
-            base = fa4.smem_address(x.o[wg])
-            fv = [dsl.vector.broadcast(v, f) for _, f in factors]
-            elem = self.t["elem"]
-            for rb, blk in enumerate(blocks):
-                for h in (0, 1):
-                    acc = None
-                    for j, (i, _) in enumerate(factors):
-                        o = fa4.tmem_load(x.tmem.o(i), result_type=iv, column_offset=blk * BLOCK + h * W)
-                        o = a.bitcast(v, o)
-                        acc = a.mulf(o, fv[j]) if acc is None else s.fma(o, fv[j], acc)
-                    narrow = a.truncf(self._vec(W, elem), acc)
-                    for q in range(4):  # 16-byte chunks at their 128B-swizzled positions
-                        part = dsl.vector.extract_strided_slice(self._vec(8, elem), narrow, [8 * q], [8], [1])
-                        chunk = a.shli(a.xori(sw, V(h * 4 + q).value), V(4).value)
-                        at = (rowb + V(chunk)) + rb * WG * ROW_BYTES
-                        dsl.llvm.store(part, dsl.byte_offset(base, at), alignment=16)
-            dsl.nvvm.fence_proxy(dsl.nvvm.ProxyKind.async_shared, space=dsl.nvvm.SharedSpace.shared_cta)
-            fa4.named_barrier(sym_name=f"softmax{wg}", threads=128)
-            with k.if_(row.t == 0):
-                for rb, blk in enumerate(blocks):
-                    fa4.tma_store(x.arg.o, x.o[wg], [V(blk * BLOCK).value, x.head0.value, row.pos0.value, x.bz.value],
-                                  bytes=WG * ROW_BYTES, src_offset=rb * WG * ROW_BYTES)
-                fa4.tma_store_wait(pending=0)
-        if c.num_q == 2 or wg == 0:
+        if blocks and vl:  # the TMA store where the tile lies inside the sequence, else row by row
+            with dsl.if_else(vl.tile_inside(c.positions)) as branch:
+                with branch.then_():
+                    self._store_tile(x, wg, row, blocks, factors, vl)
+                with branch.else_():
+                    self._store_rows(x, blocks, factors, vl)
+        elif blocks:
+            self._store_tile(x, wg, row, blocks, factors)
+        if (c.num_q == 2 or wg == 0) and vl:
+            vl.store_lse(a.mulf(lsum, self._f(self.s.LN2)))
+        elif c.num_q == 2 or wg == 0:
             lse = a.mulf(lsum, self._f(self.s.LN2))
             inq = a.cmpi(a.CmpIPredicate.slt, row.pos.value, x.arg.seq_q.value)
             with k.if_(V(a.andi(inq, (x.arg.write_lse != 0).value))):
@@ -286,6 +279,54 @@ class Softmax:
         if wg == 0:  # warp 1 frees TMEM: the warp that allocated it (one warp must do both)
             with k.if_((row.tid // 32 == 1).named("sm0_owner")):
                 fa4.tmem_dealloc(x.slot)
+
+    def _o_vectors(self, x, blocks, factors, vl=None):
+        """The normalised output, 32 columns at a time: (index in ``blocks``, block, half, 16-bit vector);
+        1Q sums both O halves' shares (``factors``). varlen: zeros for a row that saw no key."""
+        dsl, s, a, fa4 = self.dsl, self.s, self.dsl.arith, self.dsl.fa4
+        W = 32
+        v, iv = self._vec(W, self.t["f32"]), self._vec(W, self.t["i32"])
+        fv = [dsl.vector.broadcast(v, f) for _, f in factors]
+        for rb, blk in enumerate(blocks):
+            for h in (0, 1):
+                if vl and blk * BLOCK + h * W >= self.c.head_dim:  # the padded block's columns past D (d96)
+                    continue
+                acc = None
+                for j, (i, _) in enumerate(factors):
+                    o = fa4.tmem_load(x.tmem.o(i), result_type=iv, column_offset=blk * BLOCK + h * W)
+                    o = a.bitcast(v, o)
+                    acc = a.mulf(o, fv[j]) if acc is None else s.fma(o, fv[j], acc)
+                if vl:
+                    acc = vl.output(acc)
+                yield rb, blk, h, a.truncf(self._vec(W, self.t["elem"]), acc)
+
+    def _store_tile(self, x, wg: int, row, blocks, factors, vl=None) -> None:
+        """Write the output tile over the dead Q (128B-swizzled) and TMA-store it (varlen: at the
+        sequence's packed rows, batch 0)."""
+        k, dsl, a, V, fa4 = self.k, self.dsl, self.dsl.arith, self.dsl.Value, self.dsl.fa4
+        rowb = row.t * ROW_BYTES
+        sw = a.andi(row.t.value, V(7).value)
+        base = fa4.smem_address(x.o[wg])
+        elem = self.t["elem"]
+        for rb, _, h, narrow in self._o_vectors(x, blocks, factors, vl):
+            for q in range(4):  # 16-byte chunks at their 128B-swizzled positions
+                part = dsl.vector.extract_strided_slice(self._vec(8, elem), narrow, [8 * q], [8], [1])
+                chunk = a.shli(a.xori(sw, V(h * 4 + q).value), V(4).value)
+                at = (rowb + V(chunk)) + rb * WG * ROW_BYTES
+                dsl.llvm.store(part, dsl.byte_offset(base, at), alignment=16)
+        dsl.nvvm.fence_proxy(dsl.nvvm.ProxyKind.async_shared, space=dsl.nvvm.SharedSpace.shared_cta)
+        fa4.named_barrier(sym_name=f"softmax{wg}", threads=128)
+        first, b = (vl.q_row(), V(0)) if vl else (row.pos0, x.bz)
+        with k.if_(row.t == 0):
+            for rb, blk in enumerate(blocks):
+                fa4.tma_store(x.arg.o, x.o[wg], [V(blk * BLOCK).value, x.head0.value, first.value, b.value],
+                              bytes=WG * ROW_BYTES, src_offset=rb * WG * ROW_BYTES)
+            fa4.tma_store_wait(pending=0)
+
+    def _store_rows(self, x, blocks, factors, vl) -> None:
+        """varlen, a tile that ends past the sequence: each thread stores its own row (``vl.store_row``)."""
+        for _, blk, h, narrow in self._o_vectors(x, blocks, factors, vl):
+            vl.store_row(narrow, blk * BLOCK + h * 32)
 
     def _store_chunks(self, x, wg: int, row, factors) -> None:
         """fp8: the bf16 output tile is twice the bytes of the fp8 Q it is written over, so it goes out
@@ -335,7 +376,7 @@ class Softmax:
         d, k, dsl, s = self.d, self.k, self.dsl, self.s
         a, V, fa4 = dsl.arith, dsl.Value, dsl.fa4
         v, iv = self._vec(32, self.t["f32"]), self._vec(32, self.t["i32"])
-        with k.role("correction", warps=[8, 9, 10, 11], registers=self.d.registers[1]):
+        with k.role("correction", warps=[8, 9, 10, 11], registers=self.d.registers[1]), varlen.trips(k, x, self.c):
             t = dsl.tid_x() % 128
             zero = V(0).value  # made before the loop: the stage and barrier index of every release below
             states = []
