@@ -160,6 +160,16 @@ def varlen_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, cu_seqlens_q, 
     return (out if dtype is None else round_to(out, dtype)), lse
 
 
+def paged_keys(cache: np.ndarray, block_table: np.ndarray, seqused_k) -> tuple[np.ndarray, np.ndarray]:
+    """A paged cache (num_pages, page_size, Hk, D) as packed rows: sequence b's ``seqused_k[b]`` keys (key j
+    in row j % page_size of page ``block_table[b, j // page_size]``) back to back, and their int32 prefix
+    sums; for ``varlen_attention``."""
+    page = cache.shape[1]
+    rows = [cache[block_table[b, j // page], j % page] for b in range(len(seqused_k)) for j in range(int(seqused_k[b]))]
+    packed = np.stack(rows) if rows else np.zeros((0, *cache.shape[2:]), cache.dtype)
+    return packed, np.concatenate([[0], np.cumsum(seqused_k)]).astype(np.int32)
+
+
 # -- fp8 e4m3 ---------------------------------------------------------------------------------------------
 
 E4M3_MAX = 448.0

@@ -10,6 +10,7 @@ budget. No MLIR import.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from fa4_mlir.configs.depth512 import Depth512Config
 from fa4_mlir.configs.dtypes import dtype as lookup_dtype
@@ -57,6 +58,7 @@ SM90_NUM_Q: dict[tuple[str, int, bool], int] = {("bf16", 64, False): 3, ("fp16",
 SM90_SHORT_KEYS = 2048
 SM90_SHORT_TILE: dict[tuple[str, int, bool], tuple[int, int]] = {("bf16", 64, True): (2, 128),
                                                                  ("fp16", 64, True): (2, 128)}
+PAGE_MULTIPLE = 16  # a paged K/V cache's page_size is a multiple of this: TMA loads K/V tiles in chunks of it
 BLOCK_COLS = 64  # sm_90a: 16-bit columns of one 128-byte swizzle block
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
 
@@ -166,6 +168,12 @@ class AttentionConfig(Checked):
     prefix sums, launch arguments); the grid's batch enumerates sequences and its query tiles cover the
     longest. Causal is bottom-right aligned per sequence (FlashAttention's: query i of Sq sees keys
     j <= i + Sk - Sq); a row that sees no key gets O = 0 and LSE = +inf. The LSE is (H, total_q).
+
+    ``page_size``: K and V are a paged cache (num_pages, page_size, Hk, D); sequence b holds ``seqused_k[b]``
+    keys, key j in row j % page_size of page ``block_table[b, j // page_size]`` (launch arguments). Q is
+    dense (B, Sq, H, D), or packed with ``varlen`` (then ``cu_seqlens_k`` is not used). Causal is aligned
+    bottom-right as with ``varlen``. TMA loads each K/V tile in chunks of gcd(keys a tile, page_size) rows,
+    each inside one page.
     """
 
     target: str = "sm_100a"
@@ -179,6 +187,7 @@ class AttentionConfig(Checked):
     token_scales: bool = False  # fp8: per-token Q and K dequantization scales (else tensor-wise)
     persistent: bool = False  # sm_90a: one CTA per resident slot walks the tiles (``HopperTile.persistent``)
     varlen: bool = False  # packed variable-length sequences (``cu_seqlens_q`` / ``cu_seqlens_k``; see below)
+    page_size: int = 0  # keys per page of a paged K/V cache (``block_table``; see below); 0: K/V contiguous
 
     def __post_init__(self):
         lookup_dtype(self.dtype, field="AttentionConfig.dtype", allowed=("bf16", "fp16", "fp8_e4m3"))
@@ -218,6 +227,14 @@ class AttentionConfig(Checked):
                                                or self.head_dim >= SM90_SPLIT_O_HEAD_DIM),
              "False with fp8_e4m3, persistent, or head dim 256/512 on sm_100a or 512 on sm_90a (packed "
              "variable-length sequences are built for the 16-bit one-tile kernels)"),
+            ("page_size", type(self.page_size) is int and (self.page_size == 0 or (
+                self.page_size >= PAGE_MULTIPLE and self.page_size % PAGE_MULTIPLE == 0)),
+             f"0 (contiguous K/V) or a multiple of {PAGE_MULTIPLE} (TMA loads a K/V tile in whole {PAGE_MULTIPLE}-row "
+             f"chunks of one page)"),
+            ("page_size", not self.page_size or not (self.is_fp8 or self.persistent or deep
+                                                    or self.head_dim >= SM90_SPLIT_O_HEAD_DIM),
+             "0 with fp8_e4m3, persistent, or head dim 256/512 on sm_100a or 512 on sm_90a (the paged K/V cache is "
+             "built for the 16-bit one-tile kernels)"),
             ("token_scales", isinstance(self.token_scales, bool) and (self.is_fp8 or not self.token_scales),
              "False unless dtype is fp8_e4m3 (per-token scales dequantize fp8 Q and K)"),
             ("token_scales", not (self.token_scales and self.target == "sm_100a" and self.group > 32
@@ -234,6 +251,20 @@ class AttentionConfig(Checked):
         for name, ok, expected in rules:
             if not ok:
                 raise ConfigError(f"AttentionConfig.{name} must be {expected}, got {getattr(self, name)!r}")
+
+    @property
+    def serving(self) -> bool:
+        """Per-sequence lengths read at launch (``varlen`` or ``page_size``): causal is aligned bottom-right,
+        and a row may see no key."""
+        return self.varlen or self.page_size > 0
+
+    @property
+    def page_chunk(self) -> int:
+        """Keys a paged K/V tile's TMA load takes from one page: gcd(keys a tile, page_size); 0 if not paged."""
+        if not self.page_size:
+            return 0
+        bn = self.hopper.bn if self.target == "sm_90a" else self.fa4.bn
+        return math.gcd(bn, self.page_size)
 
     @property
     def is_fp8(self) -> bool:
@@ -341,7 +372,7 @@ class AttentionConfig(Checked):
     def describe(self) -> str:
         return (f"AttentionConfig {self.target} {self.dtype} d{self.head_dim} {self.num_q}Q"
                 + (" persistent" if self.persistent else "") + (" token-scales" if self.token_scales else "")
-                + (" varlen" if self.varlen else "")
+                + (" varlen" if self.varlen else "") + (f" paged {self.page_size}" if self.page_size else "")
                 + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else ""))
 
 

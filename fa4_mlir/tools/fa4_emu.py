@@ -255,6 +255,33 @@ def launch_varlen_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.
                           **varlen_arguments(config, cu_seqlens_q, cu_seqlens_k, q.shape[0], o)}, seed=seed)
 
 
+def launch_paged_attention(kernel, config, q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, o: np.ndarray,
+                           lse: np.ndarray | None, scale: float, block_table: np.ndarray, seqused_k: np.ndarray,
+                           cu_seqlens_q: np.ndarray | None = None, *, seed: int = 0):
+    """A paged K/V cache (``config.page_size``): k_cache and v_cache (num_pages, page_size, Hk, D) bits, the
+    int32 (B, pages_per_seq) ``block_table`` and (B,) ``seqused_k``; q and o dense (B, Sq, H, D) with the (B, H,
+    Sq) ``lse``, or packed (total_q, H, D) with ``cu_seqlens_q`` (``config.varlen``) and the (H, total_q) lse."""
+    from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, paged_arguments, varlen_arguments
+    from fa4_mlir.runtime import GlobalTensor
+
+    e, hk = config.dtype, k_cache.shape[2]
+    max_k = max(int(np.max(seqused_k, initial=0)), 1)
+    if cu_seqlens_q is None:
+        b, sq, h, _ = q.shape
+        maps, packed = {"q": GlobalTensor.host(q, e), "o": GlobalTensor.host(o, e)}, {}
+    else:
+        h, b = q.shape[1], len(cu_seqlens_q) - 1
+        sq = max(int(np.diff(cu_seqlens_q).max(initial=0)), 1)
+        maps = {n: GlobalTensor.host(t.reshape(1, *t.shape), e) for n, t in (("q", q), ("o", o))}
+        packed = varlen_arguments(config, cu_seqlens_q, None, q.shape[0], o)
+    return kernel.launch(launch_geometry(config, b, sq, h, max_k),
+                         {**maps, "k": GlobalTensor.host(k_cache, e), "v": GlobalTensor.host(v_cache, e), "lse": lse,
+                          "seq_q": sq, "seq_k": max_k, "num_heads": h, **gqa_arguments(config, h, hk),
+                          "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None), **packed,
+                          **paged_arguments(config, block_table, block_table.shape[1], seqused_k, k_cache.shape[0])},
+                         seed=seed)
+
+
 def launch_mla_attention(kernel, config, q_nope: np.ndarray, q_rope: np.ndarray, kv: np.ndarray,
                          k_rope: np.ndarray, o: np.ndarray, lse: np.ndarray | None, scale: float, *, seed: int = 0):
     """The absorbed MLA (``torch.ops.fa4.mla_attention``'s launch) on contiguous bit arrays: q_nope

@@ -21,6 +21,44 @@ def packed_batch(rng: np.random.Generator, lengths_q, lengths_k, heads: int, kv_
     return q, k, v, cu_q, cu_k
 
 
+def paged_batch(rng: np.random.Generator, lengths_k, page_size: int, kv_heads: int, d: int, dtype: str,
+                spare: int = 2):
+    """A paged K/V cache for sequences of ``lengths_k`` keys: k_cache and v_cache (num_pages, page_size, Hk, D)
+    random bits, the pages shuffled (``spare`` pages no sequence uses), the int32 (B, pages_per_seq) block
+    table (entries past a sequence's pages -1: never read) and the int32 (B,) key counts."""
+    pages = [-(-n // page_size) for n in lengths_k]
+    num_pages = sum(pages) + spare
+    order = rng.permutation(num_pages).astype(np.int32)
+    table = np.full((len(lengths_k), max(max(pages, default=0), 1)), -1, np.int32)
+    at = 0
+    for b, n in enumerate(pages):
+        table[b, :n] = order[at:at + n]
+        at += n
+    k, v = (reference.random_bits(rng, (num_pages, page_size, kv_heads, d), dtype, 1.0) for _ in range(2))
+    return k, v, table, np.asarray(lengths_k, np.int32)
+
+
+def check_paged_in_emulator(config, q, k_cache, v_cache, table, seqused_k, scale: float, cu_q=None,
+                            seed: int = 0) -> None:
+    """Run ``config``'s paged kernel in the emulator; q dense (B, Sq, H, D), or packed with ``cu_q``; checked
+    as ``check_varlen_in_emulator`` checks, against the keys the block table names (``reference.paged_keys``)."""
+    from fa4_mlir import runtime
+    from fa4_mlir.tools.fa4_emu import launch_paged_attention
+
+    dense = cu_q is None
+    o = np.full(q.shape, reference.POISON[config.dtype], np.uint16)
+    lse = np.full((q.shape[0], q.shape[2], q.shape[1]) if dense else (q.shape[1], q.shape[0]), np.nan, np.float32)
+    launch_paged_attention(runtime.load("attention", config, device="emulator"), config, q, k_cache, v_cache, o, lse,
+                           scale, table, seqused_k, cu_q, seed=seed)
+    k, cu_k = reference.paged_keys(k_cache, table, seqused_k)
+    v, _ = reference.paged_keys(v_cache, table, seqused_k)
+    if dense:  # as packed sequences of Sq rows each
+        b, sq, h, d = q.shape
+        q, o, lse = q.reshape(b * sq, h, d), o.reshape(b * sq, h, d), lse.transpose(1, 0, 2).reshape(h, b * sq)
+        cu_q = np.arange(b + 1, dtype=np.int32) * sq
+    _compare(config, q, k, v, cu_q, cu_k, scale, o, lse)
+
+
 def check_varlen_in_emulator(config, q, k, v, cu_q, cu_k, scale: float, seed: int = 0) -> None:
     """Run ``config``'s packed kernel in the emulator (race detector on); O (every row written: the poison
     must be gone, rows past a sequence's end belong to the next one and must hold its values) and the LSE
@@ -29,11 +67,16 @@ def check_varlen_in_emulator(config, q, k, v, cu_q, cu_k, scale: float, seed: in
     from fa4_mlir import runtime
     from fa4_mlir.tools.fa4_emu import launch_varlen_attention
 
-    dtype, causal = config.dtype, config.causal
-    o = np.full(q.shape, reference.POISON[dtype], np.uint16)
+    o = np.full(q.shape, reference.POISON[config.dtype], np.uint16)
     lse = np.full((q.shape[1], q.shape[0]), np.nan, np.float32)
     launch_varlen_attention(runtime.load("attention", config, device="emulator"), config, q, k, v, o, lse, scale,
                             cu_q, cu_k, seed=seed)
+    _compare(config, q, k, v, cu_q, cu_k, scale, o, lse)
+
+
+def _compare(config, q, k, v, cu_q, cu_k, scale: float, o, lse) -> None:
+    """O (total_q, H, D) bits and the (H, total_q) LSE of packed sequences against float64."""
+    dtype, causal = config.dtype, config.causal
     qf, kf, vf = (reference.to_f64(t, dtype) for t in (q, k, v))
     ref, ref_lse = reference.varlen_attention(qf, kf, vf, cu_q, cu_k, causal, scale)
     yard, _ = reference.varlen_attention(qf, kf, vf, cu_q, cu_k, causal, scale, dtype=dtype)

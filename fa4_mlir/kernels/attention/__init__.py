@@ -117,7 +117,19 @@ def varlen_arguments(config: AttentionConfig, cu_seqlens_q, cu_seqlens_k, total_
     Its grid is ``launch_geometry(config, B, max_seqlen_q, H, max_seqlen_k)``."""
     if not config.varlen:
         return {}
-    return {"cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k, "total_q": total_q, "o_rows": o_rows}
+    keys = {} if config.page_size else {"cu_seqlens_k": cu_seqlens_k}  # paged: seqused_k gives the keys
+    return {"cu_seqlens_q": cu_seqlens_q, **keys, "total_q": total_q, "o_rows": o_rows}
+
+
+def paged_arguments(config: AttentionConfig, block_table, pages_per_seq: int, seqused_k, num_pages: int) -> dict:
+    """The paged kernel's (``config.page_size``) arguments: the int32 [B, pages_per_seq] block table and the
+    int32 [B] key counts (device pointers, or NumPy arrays on the emulator), the table's row length and the
+    cache's pages; ``{}`` for other kernels. A packed Q (``config.varlen``) passes ``cu_seqlens_k=None`` to
+    ``varlen_arguments`` (left out)."""
+    if not config.page_size:
+        return {}
+    return {"block_table": block_table, "pages_per_seq": pages_per_seq, "seqused_k": seqused_k,
+            "num_pages": num_pages}
 
 
 def gqa_arguments(config: AttentionConfig, heads: int, kv_heads: int) -> dict[str, int]:

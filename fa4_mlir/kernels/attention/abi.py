@@ -14,7 +14,7 @@ CONFIG_FIELDS = ("dtype", "head_dim", "causal", "num_q", "group", "exp2_emulatio
 def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
            scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False,
            v_box: TensorMapSpec | None = None, runtime_group: bool = False,
-           persistent: bool = False, varlen: bool = False) -> tuple[Param, ...]:
+           persistent: bool = False, varlen: bool = False, paged: bool = False) -> tuple[Param, ...]:
     """The kernel's parameters, in the order of its signature, with the target's TMA boxes. fp8
     kernels add ``v_scale`` (tensor-wise Q and K scales are folded into ``scale_log2e`` by the host);
     with per-token scales (``scale_boxes``: the q_scale and k_scale boxes) also the two scale maps.
@@ -24,7 +24,9 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
     after ``num_heads``: the GQA group as a launch argument (sm_90a); ``persistent`` then the i32 ``batch``
     (the sm_90a tile walk: the grid no longer says it). ``varlen``: Q, K, V and O are packed sequences (one
     batch of total rows; ``seq_q`` / ``seq_k`` are the longest sequence's lengths, the LSE is (H, total_q)), and
-    ``cu_seqlens_q``, ``cu_seqlens_k``, ``total_q`` and ``o_rows`` follow the other parameters."""
+    ``cu_seqlens_q``, ``cu_seqlens_k``, ``total_q`` and ``o_rows`` follow the other parameters. ``paged``: K and V
+    are a paged cache (``kv_box`` holds one chunk of a page), and ``block_table``, ``pages_per_seq``, ``seqused_k``
+    and ``num_pages`` come last (with ``varlen``, ``cu_seqlens_k`` is left out: ``seqused_k`` gives the keys)."""
     fp8_params = (Param("v_scale", "f32", "V's dequantization scale (tensor-wise): O is multiplied by it"),) \
         if fp8 or scale_boxes else ()
     token_params = () if scale_boxes is None else (
@@ -36,8 +38,8 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
     group_params = (Param("group", "i32", "query heads per K/V head, H / H_kv >= 1 (GQA): query head h reads "
                           "K/V head h / group"),) if runtime_group else ()
     group_params += (Param("batch", "i32", "batch size B (the persistent tile walk's)"),) if persistent else ()
-    if varlen:
-        return _varlen(params(q_box, kv_box, o_box, runtime_group=runtime_group))
+    if varlen or paged:
+        return _serving(params(q_box, kv_box, o_box, runtime_group=runtime_group), varlen, paged)
     return (
         Param("q", "tensormap", "Q[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
         Param("k", "tensormap", "K[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
@@ -55,7 +57,7 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
     ) + fp8_params + token_params
 
 
-# the packed (varlen) kernel's docs of the parameters whose meaning changes, and its added parameters
+# the docs of the parameters whose meaning changes in the packed (varlen) and the paged kernels
 _VARLEN_DOCS = {
     "q": "Q[total_q, H, D] (packed sequences) as dims (D, H, total_q, 1)",
     "k": "K[total_k, H / group, D] (packed sequences) as dims (D, H / group, total_k, 1)",
@@ -65,6 +67,11 @@ _VARLEN_DOCS = {
     "seq_q": "the longest sequence's query positions, max_seqlen_q (the grid's query tiles cover it)",
     "seq_k": "the longest sequence's key positions, max_seqlen_k",
 }
+_PAGED_DOCS = {
+    "k": "the K cache [num_pages, page_size, H / group, D] as dims (D, H / group, page_size, num_pages)",
+    "v": "the V cache [num_pages, page_size, H / group, D] as dims (D, H / group, page_size, num_pages)",
+    "seq_k": "the longest sequence's key count, max(seqused_k)",
+}
 _VARLEN_PARAMS = (
     Param("cu_seqlens_q", "ptr", "int32[B + 1]: sequence b's queries are rows [cu_seqlens_q[b], cu_seqlens_q[b + 1])"),
     Param("cu_seqlens_k", "ptr", "int32[B + 1]: sequence b's keys are rows [cu_seqlens_k[b], cu_seqlens_k[b + 1])"),
@@ -72,16 +79,29 @@ _VARLEN_PARAMS = (
     Param("o_rows", "ptr", "O[total_q, H, D] (the o map's tensor): the rows of a tile that ends past its sequence "
           "are stored through it (a TMA store would write into the next sequence)"),
 )
+_PAGED_PARAMS = (
+    Param("block_table", "ptr", "int32[B, pages_per_seq]: sequence b's key j is in row j % page_size of page "
+          "block_table[b, j / page_size]"),
+    Param("pages_per_seq", "i32", "block_table's row length"),
+    Param("seqused_k", "ptr", "int32[B]: sequence b's key count (its pages hold at least that many)"),
+    Param("num_pages", "i32", "pages of the K/V cache (a debug build traps a block_table entry outside [0, "
+          "num_pages))"),
+)
 
 
-def _varlen(dense: tuple[Param, ...]) -> tuple[Param, ...]:
-    return tuple(dataclasses.replace(p, doc=_VARLEN_DOCS.get(p.name, p.doc)) for p in dense) + _VARLEN_PARAMS
+def _serving(dense: tuple[Param, ...], varlen: bool, paged: bool) -> tuple[Param, ...]:
+    """The dense parameters with the packed and/or paged kernel's docs, then their added parameters."""
+    docs = {**(_VARLEN_DOCS if varlen else {}), **(_PAGED_DOCS if paged else {})}
+    added = tuple(p for p in _VARLEN_PARAMS if not (paged and p.name == "cu_seqlens_k")) if varlen else ()
+    return tuple(dataclasses.replace(p, doc=docs.get(p.name, p.doc)) for p in dense) + added + \
+        (_PAGED_PARAMS if paged else ())
 
 
 def declare(kernel, q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
             scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False,
             v_box: TensorMapSpec | None = None, runtime_group: bool = False, persistent: bool = False,
-            varlen: bool = False) -> None:
+            varlen: bool = False, paged: bool = False) -> None:
     """Declare the parameters on a ``fa4_mlir.dsl.Kernel`` (the same names, kinds, docs and boxes as
     ``params``): the kernel function's signature and the manifest's ABI come from this one list."""
-    kernel.declare_params(params(q_box, kv_box, o_box, scale_boxes, fp8, v_box, runtime_group, persistent, varlen))
+    kernel.declare_params(params(q_box, kv_box, o_box, scale_boxes, fp8, v_box, runtime_group, persistent, varlen,
+                                  paged))
