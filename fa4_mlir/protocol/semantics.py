@@ -197,13 +197,16 @@ def _load(r, n, mask):
     ptr = r.get(n.operands[0])
     if isinstance(ptr, Ptr) and mask.any():
         _access(r, n, mask, Access(False, _smem(r, ptr.ref), what=ptr.ref.what))
-    if isinstance(ptr, Sym) and not ptr.varying and ptr.term[0] == "gep" and len(n.results) == 1:
-        # global memory at one address for every thread, off a kernel argument (the packed kernels'
-        # cu_seqlens: read-only launch metadata): one unknown value for all threads, a leaf a
-        # scenario binds like an argument, so that trip counts computed from it are verifiable
+    invariant = "invariant" in n.attrs and isinstance(ptr, Sym) and not ptr.varying
+    if invariant and ptr.term[0] == "gep" and len(n.results) == 1:
+        # memory the kernel never writes (``invariant``: ld.global.nc) at one address off a kernel argument
+        # (the packed and paged kernels' cu_seqlens, seqused_k): one unknown value for all threads, a leaf
+        # a scenario binds like an argument, so that trip counts computed from it are verifiable
         r.set(n, [Sym(("mem", ptr.term, n.result_types[0]))])
         return
-    r.set(n, [opaque(ptr, r.tids)] * len(n.results))
+    # other invariant memory at one address is still the same in every thread (branches on it are
+    # uniform); any other load may differ per thread
+    r.set(n, [opaque(ptr) if invariant else opaque(ptr, r.tids)] * len(n.results))
 
 
 def _store(r, n, mask):

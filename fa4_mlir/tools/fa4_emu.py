@@ -42,6 +42,7 @@ import sys
 import numpy as np
 
 from fa4_mlir import __version__, reference
+from fa4_mlir.errors import LaunchError
 from fa4_mlir.tools.kernel_options import kernel_options as _kernel_options
 from fa4_mlir.tools.kernel_options import shorthands as _shorthands
 
@@ -232,6 +233,16 @@ def launch_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.ndarray
                           "write_lse": int(lse is not None)}, seed=seed)
 
 
+def _batch_of_one(t: np.ndarray) -> np.ndarray:
+    """A packed (total, heads, D) array as a (1, total, heads, D) view: the kernels' TMA operand, whose batch
+    stride is the whole tensor (``t[None]``'s is 0, which TMA rejects). A view, so O is written in place:
+    ``t`` must be C-contiguous (a reshape would copy it and the results would be lost)."""
+    if not t.flags.c_contiguous:
+        raise LaunchError(f"a packed array must be C-contiguous (the kernel writes O through a view of it), got "
+                          f"strides {t.strides}; pass np.ascontiguousarray(...)")
+    return t.reshape(1, *t.shape)
+
+
 def launch_varlen_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray,
                             lse: np.ndarray | None, scale: float, cu_seqlens_q: np.ndarray, cu_seqlens_k: np.ndarray,
                             *, seed: int = 0):
@@ -244,9 +255,8 @@ def launch_varlen_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.
     lengths_q, lengths_k = np.diff(cu_seqlens_q), np.diff(cu_seqlens_k)
     max_q, max_k = max(int(lengths_q.max(initial=0)), 1), max(int(lengths_k.max(initial=0)), 1)
 
-    def packed(t):  # (total, heads, D) as the kernel's (1, total, heads, D) operand: a view (O is written
-        # through it) whose batch stride is the whole tensor (t[None]'s is 0, which TMA rejects)
-        return GlobalTensor.host(t.reshape(1, *t.shape), e)
+    def packed(t):  # (total, heads, D) as the kernel's (1, total, heads, D) operand
+        return GlobalTensor.host(_batch_of_one(t), e)
 
     return kernel.launch(launch_geometry(config, len(cu_seqlens_q) - 1, max_q, h, max_k),
                          {"q": packed(q), "k": packed(k), "v": packed(v), "o": packed(o), "lse": lse,
@@ -272,7 +282,7 @@ def launch_paged_attention(kernel, config, q: np.ndarray, k_cache: np.ndarray, v
     else:
         h, b = q.shape[1], len(cu_seqlens_q) - 1
         sq = max(int(np.diff(cu_seqlens_q).max(initial=0)), 1)
-        maps = {n: GlobalTensor.host(t.reshape(1, *t.shape), e) for n, t in (("q", q), ("o", o))}
+        maps = {n: GlobalTensor.host(_batch_of_one(t), e) for n, t in (("q", q), ("o", o))}
         packed = varlen_arguments(config, cu_seqlens_q, None, q.shape[0], o)
     return kernel.launch(launch_geometry(config, b, sq, h, max_k),
                          {**maps, "k": GlobalTensor.host(k_cache, e), "v": GlobalTensor.host(v_cache, e), "lse": lse,

@@ -1181,3 +1181,30 @@ func.func @tmem_freed_by_four_warps() attributes {fa4.target = "sm_100a"} {
   }) {num_warps = 4} : () -> ()
   return
 }
+
+// -----
+
+// A plain load (not ``invariant``: the kernel may write that memory) may differ per thread, even at
+// one address: a branch on it around protocol ops is not verifiable.
+func.func @plain_load_branch(%lengths: !llvm.ptr<1>) {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  %n = llvm.load %lengths : !llvm.ptr<1> -> i32
+  %on = arith.cmpi sgt, %n, %c0 : i32
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [unsupported]: the verifier cannot tell which threads take this branch}}
+      scf.if %on {
+        "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}

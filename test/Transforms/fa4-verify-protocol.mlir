@@ -18,6 +18,7 @@
 // CHECK-LABEL: func.func @warp0_writes_then_barrier
 // CHECK-LABEL: func.func @tma_store_after_proxy_fence
 // CHECK: nvvm.fence.proxy
+// CHECK-LABEL: func.func @invariant_uniform_load
 // PAIR: gpu.func @pair_mma
 // PAIR: "fa4.mma_commit"(%{{.*}}, %{{.*}}) {multicast_mask = 3 : i64}
 
@@ -354,5 +355,34 @@ func.func @tma_store_after_proxy_fence(%map: !fa4.tensormap) {
     }) {sym_name = "epilogue", warps = array<i32: 0, 1, 2, 3>} : () -> ()
     gpu.yield
   }) {num_warps = 4} : () -> ()
+  return
+}
+
+// Both roles branch on a value loaded from one address off a kernel argument, read-only in the
+// kernel (``invariant``: a packed batch's cu_seqlens): the same in every thread, so the writer's
+// arrivals and the reader's wait are taken together.
+func.func @invariant_uniform_load(%lengths: !llvm.ptr<1>) {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  %b = nvvm.read.ptx.sreg.ctaid.z : i32
+  %p = llvm.getelementptr %lengths[%b] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+  %n = llvm.load %p invariant : !llvm.ptr<1> -> i32
+  %on = arith.cmpi sgt, %n, %c0 : i32
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      scf.if %on {
+        "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      scf.if %on {
+        "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
   return
 }

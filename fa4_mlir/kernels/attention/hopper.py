@@ -57,12 +57,21 @@ rings going on from tile to tile, O in a region of its own (written and TMA-stor
 loads; thread 0 waits for the last store's read before the region is written again). The batch is a
 parameter (``batch``).
 
+Packed variable-length sequences (``AttentionConfig.varlen``, ``hopper_varlen``): the grid's z is the
+sequence b; each role reads cu_seqlens_q/k[b] and [b + 1] (read-only loads) and derives its tile from
+them (in the role: values made before the roles live across their dispatch, where ptxas spilled one).
+Q/K/V are TMA-loaded from the sequence's packed rows (batch coordinate 0); causal is bottom-right per
+sequence; a CTA past its sequence's rows does nothing, one without a K/V tile writes O = 0 and LSE =
++inf; O is TMA-stored where a warpgroup's 64 rows lie inside the sequence, else stored per thread
+through ``o_rows``. The dense kernel is unchanged (top-left causal, the same PTX).
+
 Built through ``fa4_mlir.dsl``: this module declares the parameters and builds the prologue and the
 load warp; ``hopper_consumer`` builds the consumer warpgroups.
 """
 
 from __future__ import annotations
 
+import contextlib
 import types
 
 from fa4_mlir.configs.attention import AttentionConfig
@@ -102,20 +111,35 @@ def build(config: AttentionConfig) -> KernelSource:
     else:
         q_box = o_box = TensorMapSpec(config.dtype, (BLOCK, 1, WG_ROWS, 1), "128B")
         kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, t.bn, 1), "128B")
-        declare(k, q_box, kv_box, o_box, runtime_group=True, persistent=t.persistent)
+        declare(k, q_box, kv_box, o_box, runtime_group=True, persistent=t.persistent, varlen=config.varlen)
+    consumer, sequence = Consumer, None  # the dense kernel's tile is the prologue's
+    if config.varlen:  # packed sequences: each role reads its sequence's tile; the consumers are varlen's
+        from fa4_mlir.kernels.attention.hopper_varlen import VarlenConsumer, set_tile
+
+        consumer, sequence = VarlenConsumer, set_tile
     with k.body() as arg:
         g = _prologue(dsl, k, config, arg)
         consumer_registers, load_registers = REGISTERS[n]
         for w in range(n):
             with k.role(f"consumer{w}", warps=range(4 * w, 4 * w + 4), registers=consumer_registers):
-                Consumer(k, g, w).build()
-        with k.role("load", warps=[4 * n], registers=load_registers), k.elect_one():
-            _load(dsl, k, g)
+                if sequence:
+                    sequence(g)
+                consumer(k, g, w).build()
+        with k.role("load", warps=[4 * n], registers=load_registers):
+            if sequence:
+                sequence(g)
+            with _only(k, g.work), k.elect_one():
+                _load(dsl, k, g)
     grid = "(min(ceil(Sq / {bm}) * H * B, resident CTAs), 1, 1)" if t.persistent else "(ceil(Sq / {bm}), H, B)"
     persistent = {"persistent": True} if t.persistent else {}
     return k.source(grid=grid.format(bm=t.bm) + " (launch_geometry)",
                     config={**{f: getattr(config, f) for f in CONFIG_FIELDS}, "group": "runtime", "block_n": t.bn,
                             **persistent})
+
+
+def _only(k, condition):
+    """``k.if_(condition)``, or no branch for None (the dense kernel: every CTA loads)."""
+    return contextlib.nullcontext() if condition is None else k.if_(condition)
 
 
 def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
@@ -171,7 +195,8 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         qbar=barriers["q_full"], kfull=barriers["k_full"], vfull=barriers["v_full"], kp=kp, vp=vp, qp=qp,
         persistent=t.persistent, place=_place,
         exp2_emulation=c.exp2_emulation, lazy_rescale=c.lazy_rescale,
-        shared_kv=False, tile_heads=1, kv_begin=None, kv_limit=arg.seq_k)  # the MLA kernel's consumer hooks off
+        shared_kv=False, tile_heads=1, kv_begin=None, kv_limit=arg.seq_k,  # the MLA kernel's consumer hooks off
+        q_base=None, k_base=None, work=None)  # varlen: the sequence's first Q and K/V rows, whether the CTA works
     if t.persistent:  # the tile walk: this CTA's first tile, its stride and the number of tiles
         q_tiles = name(dsl.Value(dsl.arith.divsi((arg.seq_q + (t.bm - 1)).value, dsl.Value(t.bm).value)), "q_tiles")
         g.q_tiles, g.heads_batch = q_tiles, name(arg.num_heads * arg.batch, "hb")
@@ -210,6 +235,9 @@ def _set_tile(dsl, g, qt, head, bz) -> None:
     g.head, g.bz = head, bz
     g.kvh = name(head // arg.group, "kvh")  # the group is a launch argument: one division per tile
     g.q_start = name(qt * t.bm, "q_start")
+    if c.varlen:  # bz is the sequence; its rows, lengths and K/V tiles are each role's (hopper_varlen.set_tile)
+        g.seq = bz
+        return
     if c.causal:  # tiles past the CTA's last row are skipped by every role alike
         q_end = name(g.q_start + t.bm, "q_end")
         kv_end = name(dsl.Value(dsl.arith.minsi(arg.seq_k.value, q_end.value)), "kv_end")
@@ -250,6 +278,8 @@ def _load(dsl, k, g) -> None:
 def _load_q(dsl, g, index) -> None:
     """The tile's Q (and q scales) on barrier ``index`` of the Q ring."""
     starts = (g.q_start,) if g.split_o else [g.q_start + w * WG_ROWS for w in range(g.consumers)]
+    if g.q_base is not None:  # varlen: rows of the packed Q
+        starts = [g.q_base + s for s in starts]
     per_block = g.row // g.t.elem_bytes  # elements of a swizzled row
     for blk in range(g.blocks):
         column = dsl.Value(blk * per_block).value
@@ -279,7 +309,7 @@ def _load_tile(dsl, g, which: str, tile, state) -> None:
     ring, full, tensor_map = (g.kring, g.kfull, g.arg.k) if which == "k" else (g.vring, g.vfull, g.arg.v)
     nbytes = g.t.kv_stage_bytes
     scales = which == "k" and g.kscale is not None  # the K tile's k scales ride on its barrier
-    key = tile * g.bn
+    key = tile * g.bn if g.k_base is None else g.k_base + tile * g.bn  # varlen: rows of the packed K/V
     state.producer_acquire()
     state.producer_commit(tx_bytes=nbytes + (g.t.k_scale_bytes if scales else 0))
     buf = dsl.fa4.smem_stage(ring, state.stage, bytes=nbytes)

@@ -34,6 +34,10 @@ tile_heads`` positions: row r is position ``r / tile_heads`` of head ``head + r 
 ``t.v_stage_bytes`` (V stages narrower than K's: the prefill form's V is 128 columns, K 192); with
 split KV, ``kv_begin`` and ``kv_limit`` (the CTA's keys: tile j holds keys ``kv_begin + j BN ..``,
 masked from ``kv_limit`` on), and its own epilogue.
+
+Packed sequences (``hopper_varlen.VarlenConsumer``) override the hooks ``_key_limits`` (bottom-right
+causal), ``_finite`` (rows that see no key) and the epilogue (``_normalizers``, ``_store_tile`` and
+stores per thread).
 """
 
 from __future__ import annotations
@@ -198,11 +202,7 @@ class Consumer:
             self.heads = [(g.head + r % self.tile_heads).named(f"{p}head{i}") for i, r in enumerate(rows)]
         self.ninf = fm.constant(fm.NEG_INF)
         self.neg_scale = dsl.arith.negf(g.arg.scale_log2e)
-        seq_k = g.kv_limit  # seq_k, or with split KV (MLA) the end of the CTA's keys
-        if g.c.causal:
-            self.lim = [dsl.Value(dsl.arith.minsi(seq_k.value, (pos + 1).value)) for pos in self.pos]
-        else:
-            self.lim = [seq_k, seq_k]
+        self.lim = self._key_limits(g.kv_limit)
         if qs is None:
             zero = dsl.Value(0).value
             dsl.fa4.mbarrier_try_wait_parity(g.qbar, zero, zero)
@@ -211,6 +211,14 @@ class Consumer:
         # per-token scales: each row's softmax scale (else scale_log2e for all)
         self.row_scale = fp8.row_scales(self) if g.qscale is not None else None
         self.neg_row_scale = [dsl.arith.negf(x) for x in self.row_scale] if self.row_scale else None
+
+    def _key_limits(self, seq_k) -> list:
+        """Rows r0's and r0 + 8's key limits (keys at or past one are masked): ``seq_k`` (``g.kv_limit``:
+        seq_k, or with split KV (MLA) the end of the CTA's keys); causal, top-left: the row's position + 1
+        (``hopper_varlen`` aligns it bottom-right)."""
+        if self.g.c.causal:
+            return [dsl.Value(dsl.arith.minsi(seq_k.value, (pos + 1).value)) for pos in self.pos]
+        return [seq_k, seq_k]
 
     # -- MMAs and turns ------------------------------------------------------------------------------
     def _qk(self, state):
@@ -339,6 +347,7 @@ class Consumer:
             idx = [i for i in range(len(vals)) if (i % 4) >> 1 == row]
             m = self._row_max(vals, row, m_old) if m_new is None else m_new[row]
             maxima.append(m)
+            m = self._finite(m)  # what the exponents subtract (varlen causal: 0 for a row without keys)
             if self.g.t.fp8:  # P scaled by 2^P_BIAS out of e4m3's subnormals (cancels in O / sum)
                 nms = fm.fma(m, neg_scale, fm.constant(fp8.P_BIAS))
             else:
@@ -351,6 +360,11 @@ class Consumer:
                 probs[i] = exp2_poly_fma(y) if n in poly else fm.exp2(y)
             sums.append(self._tree(dsl.arith.addf, [probs[i] for i in idx]))
         return maxima, ((factors, grew) if m_old is not None else None), probs, sums
+
+    def _finite(self, m):
+        """A row maximum as the exponents subtract it: as is (every row of these kernels sees a key;
+        ``hopper_varlen``'s rows may not, and subtract 0 instead of -inf)."""
+        return m
 
     def _pack(self, probs: list) -> list:
         """P as RS fragments: per 16 keys, (row r, keys 2q..), (r + 8, 2q..), (r, 8 + 2q..), (r + 8, 8 + 2q..)
@@ -378,6 +392,14 @@ class Consumer:
     def _epilogue(self, o, sums: list, maxima: list) -> None:
         """1 / row sum, O over the warpgroup's dead Q rows (128B swizzle), TMA store, LSE."""
         g, w = self.g, self.w
+        inv, lse = self._normalizers(sums, maxima)
+        self._store_tile(o, inv, self.row0)
+        if w == 0 or not g.split_o:  # split O: the warpgroups' rows (and LSE) are the same
+            self._write_lse(lse)
+
+    def _normalizers(self, sums: list, maxima: list) -> tuple[list, list]:
+        """Rows r0's and r0 + 8's factors of O (1 / row sum; fp8: times V's scale) and log-sum-exps."""
+        g = self.g
         scale = g.arg.scale_log2e
         one, ln2 = fm.constant(1.0), fm.constant(fm.LN2)
         inv, lse = [], []
@@ -392,6 +414,12 @@ class Consumer:
                 inv.append(dsl.arith.divf(one, total))
                 log2_sum = dsl.arith.addf(dsl.arith.mulf(maxima[r], scale), fm.log2(total))
             lse.append(dsl.arith.mulf(log2_sum, ln2))
+        return inv, lse
+
+    def _store_tile(self, o, inv: list, row) -> None:
+        """O times ``inv`` over the warpgroup's dead Q rows (128B swizzle), TMA-stored at row ``row``
+        (the store clips rows past the tensor's end)."""
+        g, w = self.g, self.w
         # row r0 (and r0 + 8, same swizzle phase) of block b: b * 64 * 128 + r * 128 bytes of the
         # warpgroup's O; the 16-byte chunk c of a row sits at chunk c ^ (r % 8)
         sw = dsl.Value(dsl.arith.andi(self.r0.value, dsl.Value(7).value))
@@ -421,13 +449,11 @@ class Consumer:
         first = w * blocks if g.split_o else 0
         with self.k.if_(self.t == 0):
             for blk in range(blocks):
-                coords = [dsl.Value((first + blk) * BLOCK).value, g.head.value, self.row0.value, g.bz.value]
+                coords = [dsl.Value((first + blk) * BLOCK).value, g.head.value, row.value, g.bz.value]
                 dsl.fa4.tma_store(g.arg.o, g.o[w], coords, bytes=g.wg_rows * ROW,
                                   src_offset=blk * g.wg_rows * ROW)
             if not g.persistent:  # persistent: the wait is the next tile's (or the role's end)
                 dsl.fa4.tma_store_wait(pending=0)
-        if w == 0 or not g.split_o:  # split O: the warpgroups' rows (and LSE) are the same
-            self._write_lse(lse)
 
     def _write_lse(self, lse: list) -> None:
         """Lane q = 0 of each quad writes its two rows' log-sum-exp, for rows below ``seq_q``."""

@@ -34,7 +34,7 @@ def sequence(k, arg, c) -> types.SimpleNamespace:
     b = dsl.ctaid("z")
 
     def at(ptr, index):
-        return V(dsl.llvm.load(i32, dsl.element_ptr(ptr, index, i32)))
+        return V(dsl.llvm.load(i32, dsl.element_ptr(ptr, index, i32), invariant=True))  # ld.global.nc
 
     s = types.SimpleNamespace(q0=at(arg.cu_seqlens_q, b), k0=at(arg.cu_seqlens_k, b))
     s.sq = at(arg.cu_seqlens_q, b + 1) - s.q0

@@ -1,0 +1,131 @@
+"""The sm_90a attention over packed variable-length sequences (``AttentionConfig(target="sm_90a",
+varlen=True)``, ``hopper_varlen``): every varlen config through the whole compiler (protocol verifier on,
+ptxas -arch=sm_90a) with zero spills and the packed kernel's parameters; its numerics in the PTX emulator
+over ragged batches (empty query and key sequences, single rows, Sq != Sk both ways, causal rows that see
+no key, several CTAs and K/V ring wraps, GQA); the config rules of ``varlen``. The GPU runs are the
+lead's (test/gpu)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+from varlen_cases import check_varlen_in_emulator, packed_batch
+
+from fa4_mlir.configs.attention import AttentionConfig
+from fa4_mlir.errors import ConfigError
+from fa4_mlir.kernels import attention
+from fa4_mlir.kernels.attention.abi import params
+from fa4_mlir.layouts import hopper_attention_layout
+
+VARLEN = [dict(dtype=dt, head_dim=hd, causal=ca)
+          for dt, hd, ca in itertools.product(("bf16", "fp16"), (64, 96, 128, 192, 256), (False, True))]
+VARLEN += [dict(head_dim=64, num_q=3), dict(head_dim=64, num_q=3, causal=True, dtype="fp16")]
+
+
+def _ids(kw):
+    return "-".join(f"{k}={v}" for k, v in kw.items())
+
+
+@pytest.mark.parametrize("kwargs", VARLEN, ids=_ids)
+def test_every_varlen_config_assembles_without_spills(ctx, kwargs):
+    from fa4_mlir.core.compiler import compile_kernel
+    from fa4_mlir.core.layout_ir import place_layout
+
+    config = AttentionConfig(target="sm_90a", varlen=True, **kwargs)
+    source = attention.build(config)
+    result = compile_kernel(source, stop="cubin")  # the protocol verifier runs beside ptxas
+    m = result.manifest
+    assert (m["spill_stores"], m["spill_loads"]) == (0, 0), m
+    assert m["threads"][0] == 128 * (config.hopper.consumers + 1)
+    _, placed = place_layout(hopper_attention_layout(config), "sm_90a")
+    assert m["smem_bytes"] == placed.smem_bytes  # varlen adds no shared memory
+    names = [p.name for p in source.params]
+    assert names[-4:] == ["cu_seqlens_q", "cu_seqlens_k", "total_q", "o_rows"]
+    assert names == [p.name for p in params(None, None, None, runtime_group=True, varlen=True)]
+    ptx = result.ptx
+    entry = re.search(r"\.entry attention\((.*?)\)", ptx, re.S).group(1)
+    kinds = re.findall(r"\.param (\.align 64 \.b8|\.u64 \.ptr|\.u32|\.f32)", entry)
+    assert kinds[-4:] == [".u64 .ptr", ".u64 .ptr", ".u32", ".u64 .ptr"] and len(kinds) == len(names)
+    # every role reads cu_seqlens[b] and [b + 1] of both sums (read-only: ld.global.nc); the rows of a
+    # tile past its sequence's end are stored per thread (16-bit pairs), the LSE per row
+    assert len(re.findall(r"ld\.global\.nc\.b32", ptx)) >= 4
+    assert re.search(r"st\.global\.b32", ptx)
+    assert "cp.async.bulk.tensor.4d.global.shared::cta" in ptx  # the TMA store of tiles inside their sequence
+
+
+def test_dense_kernel_keeps_its_parameters_and_top_left_diagonal():
+    dense, packed = (attention.build(AttentionConfig(target="sm_90a", causal=True, varlen=v)) for v in (False, True))
+    assert [p.name for p in dense.params][-1] == "write_lse" and "cu_seqlens_q" not in dense.mlir
+    assert "%kv_end = arith.minsi %seq_k, %q_end" in dense.mlir  # top-left, unchanged
+    assert "%diagonal = " in packed.mlir and "%seq_kb = " in packed.mlir  # bottom-right per sequence
+
+
+# (dtype, head dim, causal, num_q, query lengths, key lengths, heads, kv heads). Key tiles: 192 keys at
+# head dim 64, 128 at 96/128, 112 at 192, 80 at 256 (two-stage rings: three tiles wrap them); CTAs of
+# 128 rows (num_q 3: 192). Each case names what it covers beyond its config.
+EMULATED = [
+    ("bf16", 64, False, 2, [1, 150, 0, 33], [1, 40, 7, 200], 4, 1),  # a single row and key, an empty Q, GQA 4
+    ("fp16", 64, True, 2, [200, 1, 17], [420, 1, 40], 4, 1),  # Sq < Sk causal, two CTAs, three key tiles
+    ("bf16", 64, True, 2, [130, 5, 64], [40, 0, 64], 8, 1),  # Sq > Sk causal: rows see no key; empty K; GQA 8
+    ("fp16", 64, False, 2, [0, 3, 0], [5, 0, 9], 1, 1),  # rows without a key tile (O = 0, LSE = +inf)
+    ("bf16", 64, False, 2, [300, 10], [400, 10], 1, 1),  # three CTAs, ring wrap
+    ("bf16", 64, True, 3, [250, 7], [100, 7], 1, 1),  # num_q 3, Sq > Sk causal
+    ("fp16", 64, False, 3, [200, 0, 64], [64, 3, 250], 4, 1),  # num_q 3, GQA
+    ("bf16", 96, False, 2, [150, 3], [0, 260], 2, 2),  # 150 rows, no key: two keyless CTAs
+    ("fp16", 96, True, 2, [100, 1], [70, 1], 4, 1),  # causal Sq > Sk, GQA 4
+    ("bf16", 96, True, 2, [1, 65], [129, 65], 1, 1),  # one row sees all 129 keys; equal lengths
+    ("bf16", 96, False, 2, [33, 77, 2], [1, 200, 9], 8, 1),  # GQA 8, a single key
+    ("bf16", 128, False, 2, [70, 0, 130], [100, 5, 1], 2, 1),
+    ("bf16", 128, True, 2, [70, 0, 130, 5], [20, 5, 1, 0], 2, 1),  # causal: Sq > Sk, Sk = 0 and 1
+    ("fp16", 128, True, 2, [129, 64], [300, 64], 8, 1),  # a row past one CTA, ring wrap, GQA 8
+    ("fp16", 128, False, 2, [1, 1, 1], [1, 2, 3], 4, 1),  # single rows
+    ("fp16", 128, True, 2, [128, 128], [128, 128], 4, 1),  # equal, whole tiles: the TMA store only
+    ("fp16", 192, True, 2, [100, 40], [100, 200], 1, 1),
+    ("bf16", 192, False, 2, [140, 0], [250, 3], 4, 1),  # three key tiles, GQA 4
+    ("bf16", 192, True, 2, [200, 3], [50, 0], 1, 1),  # causal Sq > Sk over two CTAs, empty K
+    ("fp16", 192, False, 2, [64, 128, 1], [112, 113, 1], 1, 1),  # lengths at the tile edges
+    ("bf16", 256, True, 2, [65, 129], [64, 300], 2, 1),  # four key tiles
+    ("fp16", 256, False, 2, [100, 1, 0], [1, 100, 30], 8, 1),  # GQA 8
+    ("fp16", 256, True, 2, [150], [20], 1, 1),  # 130 rows that see no key, one CTA without a key tile
+    ("bf16", 256, False, 2, [64, 64], [64, 64], 1, 1),  # whole warpgroup tiles
+]
+
+
+@pytest.mark.parametrize("dtype, d, causal, num_q, lengths_q, lengths_k, h, hk", EMULATED,
+                         ids=[f"{c[0]}-d{c[1]}-{'causal' if c[2] else 'full'}-q{c[3]}-{i}" for i, c in enumerate(EMULATED)])
+def test_packed_batches_match_f64_reference_in_the_emulator(dtype, d, causal, num_q, lengths_q, lengths_k, h, hk):
+    """O (every row written, rows that see no key exactly 0) and the LSE (+inf there) against float64,
+    within twice the error of the computation at the kernel's precision (``varlen_cases``)."""
+    config = AttentionConfig(target="sm_90a", dtype=dtype, head_dim=d, causal=causal, num_q=num_q, varlen=True)
+    rng = np.random.default_rng(len(lengths_q) * 1000 + d)
+    q, k, v, cu_q, cu_k = packed_batch(rng, lengths_q, lengths_k, h, hk, d, dtype)
+    check_varlen_in_emulator(config, q, k, v, cu_q, cu_k, d ** -0.5)
+
+
+_VARLEN_RULE = (r"AttentionConfig.varlen must be False with fp8_e4m3, persistent, or head dim 256/512 on sm_100a or "
+                r"512 on sm_90a \(packed variable-length sequences are built for the 16-bit one-tile kernels\), got True")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(varlen=1), r"AttentionConfig.varlen must be True or False, got 1"),
+    (dict(varlen=True, dtype="fp8_e4m3"), _VARLEN_RULE),
+    (dict(varlen=True, persistent=True), _VARLEN_RULE),
+    (dict(varlen=True, head_dim=512), _VARLEN_RULE),
+    (dict(varlen=True, target="sm_100a", head_dim=256), _VARLEN_RULE),
+    (dict(varlen=True, target="sm_100a", head_dim=512), _VARLEN_RULE),
+])
+def test_varlen_config_errors(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        AttentionConfig(**{"target": "sm_90a", **kwargs})
+
+
+def test_varlen_arguments_only_for_packed_kernels():
+    cu = np.array([0, 3], np.int32)
+    dense = AttentionConfig(target="sm_90a")
+    assert attention.varlen_arguments(dense, cu, cu, 3, None) == {}
+    packed = AttentionConfig(target="sm_90a", varlen=True)
+    assert attention.varlen_arguments(packed, cu, cu, 3, "o") == {"cu_seqlens_q": cu, "cu_seqlens_k": cu,
+                                                                   "total_q": 3, "o_rows": "o"}
