@@ -46,7 +46,8 @@ STAGE_PIPELINES = {
     "ptx": "gpu-module-to-binary{format=isa}",
 }
 def stage_pipeline(stage: str, debug_timeout_ms: int = 0, verify_protocol: bool = True) -> str:
-    """The fa4-opt pipeline of ``stage``; a debug build's barrier waits trap after ``debug_timeout_ms``;
+    """The fa4-opt pipeline of ``stage``; a debug build's barrier waits trap after ``debug_timeout_ms``
+    and its ``fa4.debug_check`` ops trap where they fail (both: ``fa4-lower-barriers{timeout=MS}``);
     ``verify_protocol=False`` leaves out the protocol verifier."""
     pipeline = STAGE_PIPELINES[stage]
     if not verify_protocol:
@@ -116,7 +117,8 @@ def compile_kernel(source: KernelSource | str, *, target: str | None = None, sto
 
     ``target`` must agree with the input's ``#nvvm.target`` if it has one; an input without one gets
     ``target`` (default sm_100a). ``debug_timeout_ms > 0`` makes a debug build: every barrier wait
-    that lasts that long prints what it waited for and traps. ``verify_protocol`` runs
+    that lasts that long prints what it waited for and traps, and so does every failed
+    ``fa4.debug_check`` (release builds erase them). ``verify_protocol`` runs
     fa4-verify-protocol before lowering (a protocol error fails stage fa4). The protocol check changes
     nothing, so it runs on a copy of the IR it is given, while ptxas runs (a process of its own), and its
     error, if any, is the one raised, as if it had run in place. Raises CompileError (a failing stage),

@@ -78,8 +78,6 @@ class OpBase(ir.OpView):
         cls._attrs = tuple(f for f in fields if isinstance(f, Attr))
         if sum(o.variadic for o in cls._operands) > 1:
             raise TypeError(f"{cls.__name__}: at most one variadic operand group (no segment sizes)")
-        if any(o.variadic and isinstance(o.constraint, AnyOf) for o in cls._operands):
-            raise TypeError(f"{cls.__name__}: a variadic operand group cannot be AnyOf-constrained")
         for group in (cls._operands, cls._results, cls._regions):
             for i, f in enumerate(group):
                 f.index = i
@@ -125,9 +123,12 @@ class OpBase(ir.OpView):
         view = op.opview
         for f in (*cls._operands, *cls._results):
             if isinstance(f.constraint, AnyOf):
-                t = getattr(view, f.name).type
-                if not f.constraint.check(t):
-                    yield f"{f.name} must be {f.constraint.describe}, got {t}"
+                variadic = isinstance(f, Operand) and f.variadic  # each value checked, named by position
+                values = getattr(view, f.name)
+                for i, v in enumerate(values if variadic else [values]):
+                    if not f.constraint.check(v.type):
+                        where = f"{f.name} #{i}" if variadic else f.name
+                        yield f"{where} must be {f.constraint.describe}, got {v.type}"
         for r in cls._regions:
             region = op.regions[r.index]
             blocks = list(region.blocks)

@@ -143,6 +143,22 @@ class Kernel:
         with self.if_(Value(fa4.elect_one(loc=here()))):
             yield
 
+    def debug_check(self, cond, message: str, *values) -> None:
+        """Assert ``cond`` (an i1 ``Value``) in debug builds (``fa4.debug_check``): where it is false the
+        thread prints ``message``, a printf format with one ``%d``/``%u``/``%x`` per i32 value (``%ld``
+        ... per i64), and traps. Release builds compile it to nothing. Ints among ``values`` are i32
+        constants. A bad condition or message is an error here, at the author's line."""
+        cond = raw(cond)
+        if str(cond.type) != "i1":
+            raise TypeError(f"debug_check condition must be an i1 (a comparison), got {cond.type}")
+        if not isinstance(message, str):
+            raise TypeError(f"debug_check message must be a str, got {type(message).__name__}")
+        op = fa4.DebugCheckOp(cond, [raw(v) for v in values], message=message, loc=here())
+        errors = list(fa4.DebugCheckOp.field_errors(op.operation)) or list(op.verify())
+        if errors:
+            op.operation.erase()
+            raise ValueError(f"debug_check {errors[0]}")
+
     # -- control flow ----------------------------------------------------------------------------------
     @contextlib.contextmanager
     def if_(self, condition, carry: tuple[Carried, ...] = ()):

@@ -47,4 +47,9 @@ class ProtocolError(EmulationError):
 
 
 class Trap(EmulationError):
-    """The kernel executed ``trap`` (on a GPU: an illegal-instruction error that ends the context)."""
+    """The kernel executed ``trap`` (on a GPU: an illegal-instruction error that ends the context).
+    ``output`` is what the launch printed before (``vprintf``): a debug build's reason for trapping."""
+
+    def __init__(self, message: str, output: list[str] | None = None):
+        self.output = list(output or [])
+        super().__init__(message)

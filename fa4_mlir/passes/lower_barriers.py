@@ -1,4 +1,5 @@
-"""fa4-lower-barriers: mbarrier ops become NVVM mbarrier, tcgen05.commit and fence operations."""
+"""fa4-lower-barriers: mbarrier ops become NVVM mbarrier, tcgen05.commit and fence operations; debug
+checks become printf-and-trap (debug builds) or nothing (release builds)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ class LowerBarriersPass(Fa4Pass):
     * mma_commit: on sm_100a ``tcgen05.commit.cta_group::N.mbarrier::arrive::one`` (``.multicast::cluster``
       with a mask); on sm_90a ``wgmma.commit_group``, ``wgmma.wait_group 0``, then one arrival by
       thread 0 of the warpgroup.
+    * debug_check: with ``timeout`` > 0 (a debug build), ``scf.if`` on the negated condition holding
+      ``gpu.printf`` of the message and its values, then ``llvm.intr.trap``; with ``timeout=0`` the op
+      is erased (values computed only for it die in canonicalize), so a release build's PTX is that of
+      the kernel without it. The debug flag of a build is ``timeout`` > 0 (``compile_kernel``'s
+      ``debug_timeout_ms``): one option, so a debug build never has checks without trapping waits or
+      the other way round.
     """
 
     name = "fa4-lower-barriers"
@@ -65,6 +72,11 @@ def _lower(k: KernelLowering, timeout_ms: int):
                 _try_wait_or_trap(k, op, timeout_ms)
             else:
                 _LOWER[op.OPERATION_NAME](k, op)
+        op.operation.erase()
+    for op in k.ops("fa4.debug_check"):
+        if timeout_ms:
+            with k.at(op):
+                _check_or_trap(k, op)
         op.operation.erase()
     return []
 
@@ -179,6 +191,14 @@ def _report_timeout(k: KernelLowering, op, timeout_ms: int) -> None:
                f"{barrier}[%u] phase %u, block (%u,%u,%u) thread %u\n",
                [op.index, op.phase, *block, k.tid()])
     llvm.intr_trap()
+
+
+def _check_or_trap(k: KernelLowering, op) -> None:
+    """Where ``op.cond`` is false: print the message with the values and trap."""
+    message = op.message if op.message.endswith("\n") else op.message + "\n"
+    with _then(arith.xori(op.cond, k.flag(True))):
+        gpu.PrintfOp(message, list(op.values))
+        llvm.intr_trap()
 
 
 def _commit(k: KernelLowering, op) -> None:

@@ -21,7 +21,7 @@ LOWERED_BY = {
     "fa4-lower-tmem": ("tmem_alloc", "tmem_dealloc", "tmem_load", "tmem_store", "tcgen05_mma"),
     "fa4-lower-wgmma": ("wgmma", "wgmma_commit", "wgmma_wait", "wgmma_fence_acc"),
     "fa4-lower-barriers": ("mbarrier_init", "mbarrier_arrive", "mbarrier_arrive_expect_tx",
-                           "mbarrier_try_wait_parity", "mma_commit"),
+                           "mbarrier_try_wait_parity", "mma_commit", "debug_check"),
 }
 
 

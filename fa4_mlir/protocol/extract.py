@@ -16,7 +16,7 @@ import dataclasses
 
 import numpy as np
 
-from fa4_mlir.protocol.mirror import Block, Mirror, Node
+from fa4_mlir.protocol.mirror import NO_PROTOCOL_EFFECT, Block, Mirror, Node
 from fa4_mlir.protocol import semantics
 from fa4_mlir.protocol.model import (WARP, BarrierArray, Event, Kernel, Process, Site, Threads, Unverifiable)
 from fa4_mlir.protocol.solve import (GRID_LEAVES, Bindings, Infeasible, describe, evaluable, leaves,
@@ -188,7 +188,7 @@ def _opaque(n: Node) -> bool:
         return False
     if n.regions:
         return not n.relevant
-    return n.name not in _HANDLERS and not n.name.startswith("fa4.")
+    return n.name not in _HANDLERS and (not n.name.startswith("fa4.") or n.name in NO_PROTOCOL_EFFECT)
 
 
 def mark_dead(mirror: Mirror) -> None:

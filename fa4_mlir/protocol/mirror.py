@@ -17,6 +17,8 @@ from fa4_mlir.protocol.model import Site
 # Ops whose regions are entered even without protocol ops inside (their values matter).
 MEMORY_OPS = ("llvm.load", "llvm.store")
 FENCE_OPS = ("nvvm.fence.proxy",)  # generic -> async proxy ordering of shared memory
+# fa4 ops without barrier, memory or proxy effect (a debug build's checks): opaque to the protocol.
+NO_PROTOCOL_EFFECT = ("fa4.debug_check",)
 
 
 def _shared(op) -> bool:
@@ -117,6 +119,7 @@ class Mirror:
         node = Node(name, [self._id(v) for v in op.operands], [self._id(r) for r in results],
                     [_width(r.type) for r in results], attrs, [self._region(r) for r in op.regions],
                     Site(name, file, line, col), [str(r.type) for r in results])
-        node.relevant = (name.startswith("fa4.") or (name in MEMORY_OPS and _shared(op)) or name in FENCE_OPS
+        node.relevant = ((name.startswith("fa4.") and name not in NO_PROTOCOL_EFFECT)
+                         or (name in MEMORY_OPS and _shared(op)) or name in FENCE_OPS
                          or any(n.relevant for blocks in node.regions for b in blocks for n in b.ops))
         return node

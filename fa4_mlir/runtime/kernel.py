@@ -238,10 +238,10 @@ class Kernel:
         name = driver.error_name(err)
         if name in _TRAP_CODES:
             raise KernelTrap(
-                f"kernel {self.name} trapped ({driver.error_text(err)}): this debug build traps when a barrier "
-                f"wait lasts {self.debug_timeout_ms} ms, and the device printed the barrier, index and phase "
-                f"('fa4 debug: barrier wait timed out ...') on stdout; the CUDA context is now unusable, so "
-                f"restart the process", name)
+                f"kernel {self.name} trapped ({driver.error_text(err)}): this debug build traps when a "
+                f"barrier wait lasts {self.debug_timeout_ms} ms or a debug check fails, and the device printed "
+                f"why ('fa4 debug: barrier wait timed out ...' naming the barrier, index and phase, or the "
+                f"check's message) on stdout; the CUDA context is now unusable, so restart the process", name)
         raise CudaError(f"kernel {self.name} failed: {driver.error_text(err)}", name)
 
 

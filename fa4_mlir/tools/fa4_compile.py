@@ -57,7 +57,7 @@ def _base_parser(add_help: bool) -> argparse.ArgumentParser:
                    help="write the artifact into the runtime's cache (FA4_CACHE_DIR) instead of -o")
     p.add_argument("--debug", action="store_true",
                    help=f"debug build: a barrier wait that lasts {knobs.DEFAULT_DEBUG_TIMEOUT_MS} ms prints "
-                        "what it waited for and traps")
+                        "what it waited for and traps, and so does a failed fa4.debug_check")
     p.add_argument("--debug-timeout-ms", type=int, default=None, metavar="MS",
                    help="debug build with this barrier-wait limit (implies --debug)")
     p.add_argument("--no-verify-protocol", dest="verify_protocol", action="store_false",

@@ -1,6 +1,6 @@
 """The ``fa4`` dialect: what FlashAttention-4-class warp-specialised kernels are made of.
 
-Sections: Types | Shared memory and tensor memory | Mbarriers | Pipelines | Warp roles | TMA | Misc.
+Sections: Types | Shared memory and tensor memory | Mbarriers | Pipelines | Warp roles | TMA | Misc | Debug.
 The registry (``DIALECT``, the snake_case builders, ``__all__``) is at the bottom.
 
 All fa4 ops print in MLIR's generic form (``"fa4.pipeline_create"(%full, %empty) {...}``): IRDL ops have
@@ -24,6 +24,7 @@ from fa4_mlir.dialects.fa4.memory import *  # noqa: F401,F403
 from fa4_mlir.dialects.fa4.barriers import *  # noqa: F401,F403
 from fa4_mlir.dialects.fa4.roles import *  # noqa: F401,F403
 from fa4_mlir.dialects.fa4.transfers import *  # noqa: F401,F403
+from fa4_mlir.dialects.fa4.debug import *  # noqa: F401,F403
 
 # ===================================================================================================
 # Registry

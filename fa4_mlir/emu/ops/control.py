@@ -36,10 +36,18 @@ def _ret(op, ctx) -> None:
     op.kind = "exit"
 
 
+SHOWN_LINES = 4  # printed lines a Trap's message repeats (all are in Trap.output)
+
+
 @handles("trap")
 def _trap(op, ctx) -> None:
     def run(w, m):
-        raise Trap(f"{w.where(op)} executed trap")
+        printed = list(w.launch.stats.output)
+        message = f"{w.where(op)} executed trap"
+        if printed:  # a debug build prints why before it traps: the GPU's printf buffer, in the error
+            more = f"\n... ({len(printed) - SHOWN_LINES} more lines)" if len(printed) > SHOWN_LINES else ""
+            message += f"; the kernel printed before it:\n{''.join(printed[:SHOWN_LINES]).rstrip()}{more}"
+        raise Trap(message, printed)
     op.run = run
 
 

@@ -1246,3 +1246,85 @@ func.func @kernel_verify_protocol_kind() attributes {fa4.verify_protocol = 0} {
 // expected-error @+1 {{'builtin.module' fa4.target must be a string, got 100 : i64}}
 module attributes {fa4.target = 100} {
 }
+
+// -----
+
+// ===== fa4.debug_check =====
+
+func.func @debug_check_fewer_conversions_than_values(%ok: i1, %seq: i32, %page: i32) {
+  // expected-error @+1 {{'fa4.debug_check' message must have one conversion per value (2), got 1 in 'sequence %d'}}
+  "fa4.debug_check"(%ok, %seq, %page) {message = "sequence %d"} : (i1, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @debug_check_more_conversions_than_values(%ok: i1, %seq: i32) {
+  // expected-error @+1 {{'fa4.debug_check' message must have one conversion per value (1), got 3 in 'sequence %d, page %d (%u pages), 100%%'}}
+  "fa4.debug_check"(%ok, %seq) {message = "sequence %d, page %d (%u pages), 100%%"} : (i1, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @debug_check_condition_not_i1(%c: i32, %seq: i32) {
+  // expected-error @+1 {{expected 'i1' but got 'i32'}}
+  "fa4.debug_check"(%c, %seq) {message = "sequence %d"} : (i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @debug_check_value_not_an_integer(%ok: i1, %x: f32) {
+  // expected-error @+1 {{'fa4.debug_check' values #0 must be i32 or i64, got f32}}
+  "fa4.debug_check"(%ok, %x) {message = "x %d"} : (i1, f32) -> ()
+  return
+}
+
+// -----
+
+func.func @debug_check_values_of_two_types(%ok: i1, %seq: i32, %w: i64) {
+  // expected-error @+1 {{expected 'i32' but got 'i64'}}
+  "fa4.debug_check"(%ok, %seq, %w) {message = "sequence %d, key %ld"} : (i1, i32, i64) -> ()
+  return
+}
+
+// -----
+
+func.func @debug_check_float_conversion(%ok: i1, %seq: i32) {
+  // expected-error @+1 {{'fa4.debug_check' message conversions must be integer ones (%d %i %u %o %x %X), got '%f'}}
+  "fa4.debug_check"(%ok, %seq) {message = "scale %f"} : (i1, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @debug_check_star_width(%ok: i1, %seq: i32) {
+  // expected-error @+1 {{'fa4.debug_check' message conversions must not take a '*' width or precision, got '%*d'}}
+  "fa4.debug_check"(%ok, %seq) {message = "sequence %*d"} : (i1, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @debug_check_i64_without_l(%ok: i1, %w: i64) {
+  // expected-error @+1 {{'fa4.debug_check' conversion 0 of message must have an l length modifier for value #0 of type i64, got '%d'}}
+  "fa4.debug_check"(%ok, %w) {message = "key %d"} : (i1, i64) -> ()
+  return
+}
+
+// -----
+
+func.func @debug_check_i32_with_l(%ok: i1, %seq: i32) {
+  // expected-error @+1 {{'fa4.debug_check' conversion 0 of message must have no l length modifier for value #0 of type i32, got '%lu'}}
+  "fa4.debug_check"(%ok, %seq) {message = "sequence %lu"} : (i1, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @debug_check_empty_message(%ok: i1) {
+  // expected-error @+1 {{'fa4.debug_check' message must be a non-empty string, got ""}}
+  "fa4.debug_check"(%ok) {message = ""} : (i1) -> ()
+  return
+}

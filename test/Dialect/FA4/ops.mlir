@@ -139,3 +139,14 @@ func.func @warpgroup_mma(%acc: !llvm.struct<(f32, f32, f32, f32)>, %p: vector<4x
   %f = "fa4.wgmma_fence_acc"(%rs) : (!llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f32, f32, f32, f32)>
   return
 }
+
+// CHECK-LABEL: func.func @debug_checks
+func.func @debug_checks(%ok: i1, %seq: i32, %page: i32, %w: i64) {
+  // CHECK: "fa4.debug_check"(%{{.*}}, %{{.*}}, %{{.*}}) {message = "fa4 debug: sequence %d, page %u"} : (i1, i32, i32) -> ()
+  "fa4.debug_check"(%ok, %seq, %page) {message = "fa4 debug: sequence %d, page %u"} : (i1, i32, i32) -> ()
+  // CHECK: "fa4.debug_check"(%{{.*}}, %{{.*}}) {message = "wide 0x%lx, 100%%"} : (i1, i64) -> ()
+  "fa4.debug_check"(%ok, %w) {message = "wide 0x%lx, 100%%"} : (i1, i64) -> ()
+  // CHECK: "fa4.debug_check"(%{{.*}}) {message = "no values"} : (i1) -> ()
+  "fa4.debug_check"(%ok) {message = "no values"} : (i1) -> ()
+  return
+}
