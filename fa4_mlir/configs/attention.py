@@ -399,16 +399,27 @@ def default_exp2_emulation(target: str, dtype: str, head_dim: int) -> int:
     return SM90_FP8_EXP2_EMULATION.get(head_dim, 0) if target == "sm_90a" and dtype == "fp8_e4m3" else 0
 
 
-def varlen_head_dims(target: str) -> tuple[int, ...]:
-    """The head dims of the packed (``varlen``) kernel on ``target``: those ``AttentionConfig(varlen=True)``
-    accepts (16-bit)."""
+def _head_dims_with(target: str, **fields) -> tuple[int, ...]:
+    """The 16-bit head dims of ``target`` that ``AttentionConfig(**fields)`` accepts."""
     def allowed(d: int) -> bool:
         try:
-            AttentionConfig(target=target, head_dim=d, varlen=True)
+            AttentionConfig(target=target, head_dim=d, **fields)
         except ConfigError:
             return False
         return True
     return tuple(d for d in HEAD_DIMS[target] if allowed(d))
+
+
+def varlen_head_dims(target: str) -> tuple[int, ...]:
+    """The head dims of the packed (``varlen``) kernel on ``target``: those ``AttentionConfig(varlen=True)``
+    accepts (16-bit)."""
+    return _head_dims_with(target, varlen=True)
+
+
+def paged_head_dims(target: str) -> tuple[int, ...]:
+    """The head dims of the paged K/V cache kernel on ``target``: those ``AttentionConfig(page_size=...)``
+    accepts (16-bit)."""
+    return _head_dims_with(target, page_size=PAGE_MULTIPLE)
 
 
 def varlen_config(target: str, dtype: str, head_dim: int, causal: bool, group: int,
@@ -418,6 +429,21 @@ def varlen_config(target: str, dtype: str, head_dim: int, causal: bool, group: i
     dim's default tile (num_q 2)."""
     num_q, block_n = default_tile(target, dtype, head_dim, causal, max_seqlen_k)
     fields = dict(target=target, dtype=dtype, head_dim=head_dim, causal=causal, group=group, varlen=True,
+                  exp2_emulation=default_exp2_emulation(target, dtype, head_dim))
+    try:
+        return AttentionConfig(**fields, num_q=num_q, block_n=block_n)
+    except ConfigError:
+        return AttentionConfig(**fields, num_q=2)
+
+
+def paged_config(target: str, dtype: str, head_dim: int, causal: bool, group: int, page_size: int,
+                 capacity: int) -> AttentionConfig:
+    """The paged K/V cache kernel ``torch.ops.fa4.flash_attn_with_kvcache`` runs (and test/gpu/build_artifacts.py
+    builds) for pages of ``page_size`` keys: the dense op's tile for ``capacity`` keys (a sequence's most:
+    pages_per_seq * page_size; ``default_tile``) where the paged rules allow it, else the head dim's default
+    tile (num_q 2)."""
+    num_q, block_n = default_tile(target, dtype, head_dim, causal, capacity)
+    fields = dict(target=target, dtype=dtype, head_dim=head_dim, causal=causal, group=group, page_size=page_size,
                   exp2_emulation=default_exp2_emulation(target, dtype, head_dim))
     try:
         return AttentionConfig(**fields, num_q=num_q, block_n=block_n)

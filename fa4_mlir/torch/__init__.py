@@ -10,6 +10,7 @@ eagerly first.
     d = fa4_mlir.torch.gemm_residual(a, b, c, alpha=1.0, beta=1.0)  # torch.addmm(c, a, b)
     o = fa4_mlir.torch.flash_attention(q, k, v, causal=True)  # (B, S, H, D), like flash-attn
     o = fa4_mlir.torch.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k)  # packed (total, H, D)
+    o = fa4_mlir.torch.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, block_table)  # decode
     o = fa4_mlir.torch.mla_attention(q_nope, q_rope, kv_latent, k_rope)  # MLA, absorbed (sm_90)
     o = fa4_mlir.torch.mla_prefill(q_nope, q_rope, k_nope, k_rope, v, causal=True)  # MLA prefill
 
@@ -27,6 +28,7 @@ except ImportError:  # pragma: no cover - depends on the machine
 from fa4_mlir.torch import ops  # noqa: F401  (registers torch.ops.fa4.*)
 from fa4_mlir.torch.attention import flash_attention
 from fa4_mlir.torch.emulated import emulator
+from fa4_mlir.torch.kvcache import flash_attn_with_kvcache
 from fa4_mlir.torch.mla import mla_attention
 from fa4_mlir.torch.mla_prefill import mla_prefill
 from fa4_mlir.torch.varlen import flash_attn_varlen_func
@@ -34,5 +36,5 @@ from fa4_mlir.torch.varlen import flash_attn_varlen_func
 copy_pipeline = torch.ops.fa4.copy_pipeline
 gemm_residual = torch.ops.fa4.gemm_residual
 
-__all__ = ["copy_pipeline", "emulator", "flash_attention", "flash_attn_varlen_func", "gemm_residual", "mla_attention",
-           "mla_prefill"]
+__all__ = ["copy_pipeline", "emulator", "flash_attention", "flash_attn_varlen_func", "flash_attn_with_kvcache",
+           "gemm_residual", "mla_attention", "mla_prefill"]

@@ -16,12 +16,12 @@ The metadata is checked before any launch (``_check_values``): dtype int32, 1-D,
 device, B + 1 elements each with B >= 1, starting at 0, non-decreasing, ending at q's and k's rows, and the
 maxima. The values are read on the host: on a GPU the op copies both prefix sums to the host in one small
 device-to-host copy, which waits for the current stream (a host synchronization), skipped when the same two
-tensors, unmodified, passed the checks in the last call (``_Checked``: a model's layers share one batch's
+tensors, unmodified, passed the checks in the last call (``serving.Checked``: a model's layers share one batch's
 metadata). Hence a CUDA graph captures the op only after an eager call with the same metadata tensors
 (otherwise it says so); ``torch.compile`` traces it (the fake implementation needs no values). No fast path
 yet.
 
-bf16 or fp16; the head dims ``AttentionConfig(varlen=True)`` allows on the target (``head_dims``). Each of
+bf16 or fp16; the head dims ``AttentionConfig(varlen=True)`` allows on the target (``varlen_head_dims``). Each of
 q, k, v must satisfy TMA's rules (unit innermost stride, 16-byte strides and start); the output is a new
 contiguous tensor; no autograd. On CPU tensors it runs the kernel in the PTX emulator when asked
 (``fa4_mlir.torch.emulated``).
@@ -29,18 +29,18 @@ contiguous tensor; no autograd. On CPU tensors it runs the kernel in the PTX emu
 
 from __future__ import annotations
 
-import functools
 import math
-import weakref
 
 import numpy as np
 import torch
 
-from fa4_mlir import knobs, runtime
-from fa4_mlir.configs.attention import MAX_GROUP, AttentionConfig, varlen_config, varlen_head_dims
-from fa4_mlir.errors import LaunchError, Unsupported
+from fa4_mlir import runtime
+from fa4_mlir.configs.attention import MAX_GROUP, AttentionConfig, varlen_config
+from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, varlen_arguments
 from fa4_mlir.torch.emulated import emulator, placement
+from fa4_mlir.torch.serving import (Checked, Kernels, check_bound, check_index_tensor, host_values,
+                                    serving_head_dims)
 from fa4_mlir.torch.tensors import (DTYPES, check_tma_operand, checked_scale, current_stream, fa4_dtype, host_array,
                                     tma_operand)
 
@@ -49,31 +49,8 @@ _lib = torch.library.Library("fa4", "FRAGMENT")
 _lib.define("flash_attn_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
             "int max_seqlen_q, int max_seqlen_k, float? softmax_scale=None, bool causal=False, "
             "bool return_lse=False) -> (Tensor, Tensor)")
-_kernels: dict[tuple, tuple[AttentionConfig, runtime.Kernel]] = {}
-
-
-@functools.cache
-def head_dims(target: str) -> tuple[int, ...]:
-    """The head dims of the packed kernel on ``target`` (``varlen_head_dims``), memoised."""
-    return varlen_head_dims(target)
-
-
-def _checked_kernel(config: AttentionConfig, kernel):
-    """``kernel`` if it is the packed build (it takes ``cu_seqlens_q``); Unsupported otherwise: a dense kernel
-    launched on packed tensors would read the wrong rows."""
-    if not any(p["name"] == "cu_seqlens_q" for p in kernel.params):
-        raise Unsupported(f"{OP}: the {config.describe()} kernel must take cu_seqlens_q (the packed-sequence "
-                          f"build), got a kernel without it: varlen is not implemented for this config yet")
-    return kernel
-
-
-def _kernel(device: int, config: AttentionConfig):
-    key = (device, config, knobs.debug_timeout_ms())
-    found = _kernels.get(key)
-    if found is None:
-        kernel = runtime.load("attention", config, device=device, debug=key[-1] or False)
-        found = _kernels[key] = (config, _checked_kernel(config, kernel))
-    return found
+# a dense kernel launched on packed tensors would read the wrong rows: the packed build takes cu_seqlens_q
+_kernels = Kernels(OP, "cu_seqlens_q", "packed-sequence")
 
 
 def _shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int]:
@@ -99,13 +76,7 @@ def _shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int
 def _check_metadata(cu_q: torch.Tensor, cu_k: torch.Tensor) -> int:
     """B, with the rules that need no values checked: int32, 1-D, contiguous, B + 1 >= 2 elements each."""
     for name, t in (("cu_seqlens_q", cu_q), ("cu_seqlens_k", cu_k)):
-        if t.dtype != torch.int32:
-            raise LaunchError(f"{OP}: {name} dtype must be torch.int32, got {t.dtype}; pass {name}.int()")
-        if t.dim() != 1:
-            raise LaunchError(f"{OP}: {name} must be 1-D (batch + 1 prefix sums), got shape {tuple(t.shape)}")
-        if not t.is_contiguous():
-            raise LaunchError(f"{OP}: {name} must be contiguous, got stride {tuple(t.stride())}; "
-                              f"pass {name}.contiguous()")
+        check_index_tensor(OP, name, t, 1, "(batch + 1 prefix sums)")
         if t.shape[0] < 2:
             raise LaunchError(f"{OP}: {name} must have batch + 1 >= 2 elements (0, then the running sums of the "
                               f"lengths), got {t.shape[0]}")
@@ -115,50 +86,7 @@ def _check_metadata(cu_q: torch.Tensor, cu_k: torch.Tensor) -> int:
     return cu_q.shape[0] - 1
 
 
-def _check_bound(name: str, value) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise LaunchError(f"{OP}: {name} must be an int >= 0, got {value!r}")
-    return value
-
-
-class _Checked:
-    """The prefix sums whose values passed the checks, by tensor: a later call with the same two tensor
-    objects, unmodified (``_version``: torch bumps it on every in-place write), and the same rows and bounds
-    skips the host copy. So a model's layers, which share one batch's metadata, synchronise once, and a call
-    checked eagerly can be captured in a CUDA graph (a replay reads the tensors' values as they are then, like
-    FlashAttention's: the bounds stay the captured ones)."""
-
-    def __init__(self):
-        self._last: tuple | None = None
-
-    @staticmethod
-    def _state(cu_q: torch.Tensor, cu_k: torch.Tensor, rest: tuple) -> tuple:
-        return (cu_q._version, cu_k._version, cu_q.data_ptr(), cu_k.data_ptr(), *rest)
-
-    def seen(self, cu_q: torch.Tensor, cu_k: torch.Tensor, rest: tuple) -> bool:
-        last = self._last
-        return (last is not None and last[0]() is cu_q and last[1]() is cu_k
-                and last[2] == self._state(cu_q, cu_k, rest))
-
-    def remember(self, cu_q: torch.Tensor, cu_k: torch.Tensor, rest: tuple) -> None:
-        self._last = (weakref.ref(cu_q), weakref.ref(cu_k), self._state(cu_q, cu_k, rest))
-
-
-_checked = _Checked()
-
-
-def _host_prefix_sums(cu_q: torch.Tensor, cu_k: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Both prefix sums on the host, as int64 (no step between int32 values overflows). On a GPU: one
-    device-to-host copy of the two (concatenated on the current stream), which waits for the stream; refused
-    under CUDA graph capture, where it cannot run."""
-    if cu_q.device.type == "cpu":
-        return cu_q.numpy().astype(np.int64), cu_k.numpy().astype(np.int64)
-    if torch.cuda.is_current_stream_capturing():
-        raise LaunchError(f"{OP}: the call must run outside CUDA graph capture (its metadata checks copy "
-                          f"cu_seqlens_q and cu_seqlens_k to the host), got a capturing stream")
-    both = torch.cat((cu_q, cu_k)).cpu().numpy().astype(np.int64)
-    n = cu_q.shape[0]
-    return both[:n], both[n:]
+_checked = Checked()
 
 
 def _check_values(cu: np.ndarray, name: str, rows: int, what: str, bound: int, bound_name: str) -> None:
@@ -189,19 +117,20 @@ def flash_attn_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_s
     dtype = fa4_dtype(q, f"{OP}: q", DTYPES)
     total_q, total_k, h, hk, d = _shapes(q, k, v)
     target = where.target if isinstance(where, emulator) else runtime.device_target(where)
-    dims = head_dims(target)
+    dims = serving_head_dims(target, paged=False)
     if d not in dims:
         place = f"{target} in the emulator" if isinstance(where, emulator) else "this GPU"
         raise LaunchError(f"{OP}: head_dim must be one of {', '.join(map(str, dims))} on {place}, got {d}")
     batch = _check_metadata(cu_seqlens_q, cu_seqlens_k)
-    max_q, max_k = _check_bound("max_seqlen_q", max_seqlen_q), _check_bound("max_seqlen_k", max_seqlen_k)
+    max_q, max_k = check_bound(OP, "max_seqlen_q", max_seqlen_q), check_bound(OP, "max_seqlen_k", max_seqlen_k)
     scale = checked_scale(OP, softmax_scale, d)
     bounds = (total_q, total_k, max_q, max_k)
-    if not _checked.seen(cu_seqlens_q, cu_seqlens_k, bounds):
-        cu_q, cu_k = _host_prefix_sums(cu_seqlens_q, cu_seqlens_k)
+    metadata = (cu_seqlens_q, cu_seqlens_k)
+    if not _checked.seen(metadata, bounds):
+        cu_q, cu_k = host_values(OP, {"cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k})
         _check_values(cu_q, "cu_seqlens_q", total_q, "q", max_q, "max_seqlen_q")
         _check_values(cu_k, "cu_seqlens_k", total_k, "k", max_k, "max_seqlen_k")
-        _checked.remember(cu_seqlens_q, cu_seqlens_k, bounds)
+        _checked.remember(metadata, bounds)
     out = torch.empty((total_q, h, d), dtype=q.dtype, device=q.device)
     lse = torch.empty((h, total_q) if return_lse else (0,), dtype=torch.float32, device=q.device)
     if total_q == 0:
@@ -214,12 +143,12 @@ def flash_attn_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_s
         check_tma_operand(OP, name, t)
     config = varlen_config(target, dtype, d, bool(causal), h // hk, max_k)
     if isinstance(where, emulator):
-        kernel = _checked_kernel(config, where.load("attention", config))
+        kernel = _kernels.checked(config, where.load("attention", config))
         grid, args = _arguments(config, q, k, v, out, lse if return_lse else None, scale, batch, max_q, max_k,
                                 cu_seqlens_q.numpy(), cu_seqlens_k.numpy(), host_array(out))
         where.run(kernel, grid, {**args, "lse": lse.detach().numpy() if return_lse else None})
         return out, lse
-    _, kernel = _kernel(where, config)
+    kernel = _kernels.get(where, config)
     grid, args = _arguments(config, q, k, v, out, lse if return_lse else None, scale, batch, max_q, max_k,
                             cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr(), out.data_ptr())
     kernel.launch(grid, {**args, "lse": (lse if return_lse else out).data_ptr()}, stream=current_stream(where))

@@ -20,7 +20,7 @@ import fa4_mlir.torch as fa4_torch  # noqa: E402
 from fa4_mlir import reference, runtime  # noqa: E402
 from fa4_mlir.configs.attention import AttentionConfig, varlen_config  # noqa: E402
 from fa4_mlir.errors import LaunchError, Unsupported  # noqa: E402
-from fa4_mlir.torch import varlen  # noqa: E402
+from fa4_mlir.torch import serving, varlen  # noqa: E402
 from fa4_mlir.torch.emulated import emulator  # noqa: E402
 from varlen_cases import packed_batch  # noqa: E402
 
@@ -146,7 +146,7 @@ def test_a_dense_kernel_is_never_launched_on_packed_tensors():
     config = AttentionConfig(target="sm_100a", head_dim=64, varlen=True)
     with pytest.raises(Unsupported, match=r"flash_attn_varlen: the AttentionConfig sm_100a bf16 d64 2Q varlen kernel "
                                           r"must take cu_seqlens_q \(the packed-sequence build\)"):
-        varlen._checked_kernel(config, Dense())
+        varlen._kernels.checked(config, Dense())
     assert isinstance(Unsupported("x"), NotImplementedError)
 
 
@@ -297,25 +297,26 @@ def test_a_decreasing_step_is_found_even_where_int32_would_wrap():
 def test_checked_prefix_sums_are_remembered_by_tensor_and_version():
     """The host copy is skipped only for the very tensors of the last checked call, unmodified, with the same
     rows and bounds: an in-place write, another tensor with equal values, or other bounds check again."""
-    checked = varlen._Checked()
+    checked = serving.Checked()
     cu_q, cu_k = _cu(0, 3, 10), _cu(0, 5, 12)
     bounds = (10, 12, 7, 7)
-    assert not checked.seen(cu_q, cu_k, bounds)
-    checked.remember(cu_q, cu_k, bounds)
-    assert checked.seen(cu_q, cu_k, bounds)
-    assert not checked.seen(cu_q, cu_k, (10, 12, 7, 8))
-    assert not checked.seen(cu_q.clone(), cu_k, bounds)
+    assert not checked.seen((cu_q, cu_k), bounds)
+    checked.remember((cu_q, cu_k), bounds)
+    assert checked.seen((cu_q, cu_k), bounds)
+    assert not checked.seen((cu_q, cu_k), (10, 12, 7, 8))
+    assert not checked.seen((cu_q.clone(), cu_k), bounds)
+    assert not checked.seen((cu_q, None), bounds)
     cu_k[1] = 6  # torch bumps the version of an in-place write
-    assert not checked.seen(cu_q, cu_k, bounds)
-    checked.remember(cu_q, cu_k, bounds)
+    assert not checked.seen((cu_q, cu_k), bounds)
+    checked.remember((cu_q, cu_k), bounds)
     del cu_q  # a freed tensor's entry never matches a new tensor at the same address
-    assert not checked.seen(_cu(0, 3, 10), cu_k, bounds)
+    assert not checked.seen((_cu(0, 3, 10), cu_k), bounds)
 
 
 def test_an_in_place_change_of_checked_prefix_sums_is_checked_again():
     """A call refused after its prefix sums were changed in place since an accepted call with the same tensors."""
     args = _args()
-    varlen._checked.remember(args["cu_seqlens_q"], args["cu_seqlens_k"], (10, 12, 7, 7))
+    varlen._checked.remember((args["cu_seqlens_q"], args["cu_seqlens_k"]), (10, 12, 7, 7))
     args["cu_seqlens_q"][2] = 9
     with pytest.raises(LaunchError, match=r"cu_seqlens_q\[-1\] must be the rows of q \(10\), got 9"):
         _call(args)
