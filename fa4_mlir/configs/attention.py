@@ -58,7 +58,7 @@ SM90_NUM_Q: dict[tuple[str, int, bool], int] = {("bf16", 64, False): 3, ("fp16",
 SM90_SHORT_KEYS = 2048
 SM90_SHORT_TILE: dict[tuple[str, int, bool], tuple[int, int]] = {("bf16", 64, True): (2, 128),
                                                                  ("fp16", 64, True): (2, 128)}
-PAGE_MULTIPLE = 16  # a paged K/V cache's page_size is a multiple of this: TMA loads K/V tiles in chunks of it
+PAGE_MULTIPLE = 16  # a paged K/V cache's page_size is a power of two >= this: TMA loads K/V tiles in chunks of it
 BLOCK_COLS = 64  # sm_90a: 16-bit columns of one 128-byte swizzle block
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
 
@@ -169,7 +169,7 @@ class AttentionConfig(Checked):
     longest. Causal is bottom-right aligned per sequence (FlashAttention's: query i of Sq sees keys
     j <= i + Sk - Sq); a row that sees no key gets O = 0 and LSE = +inf. The LSE is (H, total_q).
 
-    ``page_size``: K and V are a paged cache (num_pages, page_size, Hk, D); sequence b holds ``seqused_k[b]``
+    ``page_size``: K and V are a paged cache (num_pages, page_size, Hk, D), page_size a power of two >= 16; sequence b holds ``seqused_k[b]``
     keys, key j in row j % page_size of page ``block_table[b, j // page_size]`` (launch arguments). Q is
     dense (B, Sq, H, D), or packed with ``varlen`` (then ``cu_seqlens_k`` is not used). Causal is aligned
     bottom-right as with ``varlen``. TMA loads each K/V tile in chunks of gcd(keys a tile, page_size) rows,
@@ -228,13 +228,22 @@ class AttentionConfig(Checked):
              "False with fp8_e4m3, persistent, or head dim 256/512 on sm_100a or 512 on sm_90a (packed "
              "variable-length sequences are built for the 16-bit one-tile kernels)"),
             ("page_size", type(self.page_size) is int and (self.page_size == 0 or (
-                self.page_size >= PAGE_MULTIPLE and self.page_size % PAGE_MULTIPLE == 0)),
-             f"0 (contiguous K/V) or a multiple of {PAGE_MULTIPLE} (TMA loads a K/V tile in whole {PAGE_MULTIPLE}-row "
-             f"chunks of one page)"),
+                self.page_size >= PAGE_MULTIPLE and self.page_size & (self.page_size - 1) == 0)),
+             f"0 (contiguous K/V) or a power of two >= {PAGE_MULTIPLE} (TMA loads a K/V tile in chunks of one page, "
+             f"whole {PAGE_MULTIPLE}-row multiples; other sizes' chunk arithmetic spills registers)"),
             ("page_size", not self.page_size or not (self.is_fp8 or self.persistent or deep
                                                     or self.head_dim >= SM90_SPLIT_O_HEAD_DIM),
              "0 with fp8_e4m3, persistent, or head dim 256/512 on sm_100a or 512 on sm_90a (the paged K/V cache is "
              "built for the 16-bit one-tile kernels)"),
+            # the paged loads of many chunks a tile spill in the load warp (ptxas, a sweep of every head dim, page
+            # size, mask and Q layout; the rest have zero spills)
+            ("page_size", self.page_size != PAGE_MULTIPLE or not (
+                (hopper and self.head_dim >= 192) or (not hopper and self.head_dim == 64 and self.num_q == 1)),
+             f">= {2 * PAGE_MULTIPLE} at head dims 192 and 256 on sm_90a and with num_q 1 at head dim 64 on sm_100a "
+             f"(pages of {PAGE_MULTIPLE} keys take 20 TMA loads or 12 chunks a tile there, and the load warp spills)"),
+            ("num_q", not (hopper and self.page_size and self.num_q == 3),
+             "2 with a paged K/V cache on sm_90a (three consumer warpgroups leave the load warp 32 registers, and "
+             "its paged loads spill)"),
             ("token_scales", isinstance(self.token_scales, bool) and (self.is_fp8 or not self.token_scales),
              "False unless dtype is fp8_e4m3 (per-token scales dequantize fp8 Q and K)"),
             ("token_scales", not (self.token_scales and self.target == "sm_100a" and self.group > 32

@@ -13,14 +13,14 @@ O = 0 and LSE = +inf; ``lse`` is (B, H, Sq) fp32 (empty unless ``return_lse``). 
 The cache:
 - paged: k_cache and v_cache (num_pages, page_size, Hk, D) with ``block_table`` (B, pages_per_seq) int32:
   sequence b's key j is row j % page_size of page block_table[b, j // page_size]; a sequence holds at most
-  pages_per_seq * page_size keys. page_size must be a multiple of 16 (TMA loads K/V tiles in 16-row chunks
-  of one page): 16, 64, 256 (vLLM's 16, FlashAttention's 256) ... Entries past the pages a sequence uses are
+  pages_per_seq * page_size keys. page_size must be a power of two >= 16 (TMA loads K/V tiles in chunks of
+  one page): 16, 64, 256 (vLLM's 16, FlashAttention's 256) ... Entries past the pages a sequence uses are
   never read (-1 is fine).
 - not paged (no ``block_table``): k_cache and v_cache (B, Sk_max, Hk, D); it runs on the paged kernel with the
-  cache viewed as pages: the largest of ``CACHE_PAGES`` (256 ... 16) that divides Sk_max, block_table
-  arange(B * pages_per_seq) row by row (so the paged kernels of the common page sizes serve every Sk_max; a
-  cache whose batch stride is not Sk_max rows runs as one page of Sk_max keys a sequence). Sk_max must be a
-  multiple of 16 (pad the cache, or pass it paged).
+  cache's memory viewed as pages: the largest of ``CACHE_PAGES`` (256 ... 16) dividing Sk_max and the batch
+  stride in rows, sequence b's pages from b * stride / page on (so the paged kernels of the common page sizes
+  serve every Sk_max, slices of a longer cache included). Sk_max and the batch stride must be multiples of 16
+  rows (pad the cache, or pass it paged).
 - ``cache_seqlens``: int32 (B,) on q's device, a 0-d int32 CPU tensor (one length for every sequence; what
   ``fa4_mlir.torch.flash_attn_with_kvcache`` makes of an int: its value needs no device copy), or None (the
   whole cache: Sk_max, or pages_per_seq * page_size).
@@ -79,6 +79,7 @@ class Layout(NamedTuple):
     num_pages: int
     page_size: int
     pages_per_seq: int
+    stride_pages: int = 0  # not paged: pages from one sequence's first to the next's (its batch stride)
 
     @property
     def capacity(self) -> int:
@@ -91,30 +92,35 @@ class Layout(NamedTuple):
         return f"{self.capacity}: k_cache's seqlen"
 
 
-# a non-paged cache's page: the largest of these that divides its seqlen (the paged kernels of the common
-# page sizes serve it, whatever Sk_max is)
+# a non-paged cache's page: the largest of these that divides its seqlen and batch stride (the paged kernels of
+# the common page sizes serve it, whatever Sk_max is)
 CACHE_PAGES = (256, 128, 64, 32, 16)
 
 
-def _cache_page(k_cache: torch.Tensor) -> int:
-    """The page size a non-paged (B, Sk_max, Hk, D) cache runs with: the largest of ``CACHE_PAGES`` dividing
-    Sk_max where the cache views as (B * Sk_max / page, page, Hk, D) pages (its batch stride is Sk_max rows),
-    else Sk_max itself (one page a sequence)."""
+def _cache_page(k_cache: torch.Tensor) -> tuple[int, int]:
+    """The page size a non-paged (B, Sk_max, Hk, D) cache runs with, and the pages between one sequence's first
+    and the next's: the largest of ``CACHE_PAGES`` dividing Sk_max and the batch stride in rows (a slice of a
+    longer cache has a larger one); (0, 0) when none does."""
     b, rows = k_cache.shape[:2]
-    if b > 1 and k_cache.stride(0) != rows * k_cache.stride(1):
-        return rows
-    return next((p for p in CACHE_PAGES if rows % p == 0), rows)
+    stride = rows if b == 1 else k_cache.stride(0) // k_cache.stride(1)
+    if b > 1 and k_cache.stride(0) % k_cache.stride(1):
+        return 0, 0
+    size = next((p for p in CACHE_PAGES if rows % p == 0 and stride % p == 0), 0)
+    return size, (stride // size if size else 0)
 
 
 def _as_pages(cache: torch.Tensor, layout: Layout) -> torch.Tensor:
-    """The cache as (num_pages, page_size, Hk, D): a paged one as it is, a non-paged one viewed as pages."""
+    """The cache as (num_pages, page_size, Hk, D): a paged one as it is; a non-paged one's memory as pages of
+    ``layout.page_size`` rows from its first element (sequence b's at page b * stride_pages)."""
     if layout.paged:
         return cache
-    return cache.view(layout.num_pages, layout.page_size, *cache.shape[2:]) if layout.pages_per_seq > 1 else cache
+    row = cache.stride(1)
+    return cache.as_strided((layout.num_pages, layout.page_size, *cache.shape[2:]),
+                            (layout.page_size * row, row, *cache.stride()[2:]))
 
 
 def _page_sizes_text() -> str:
-    return f"a multiple of {PAGE_MULTIPLE} (16, 32, 48, ..., e.g. 16, 64, 256)"
+    return f"a power of two >= {PAGE_MULTIPLE} (16, 32, 64, 128, 256, ...)"
 
 
 def _layout(q, k_cache, v_cache, k, v, cache_seqlens, block_table) -> Layout:
@@ -154,7 +160,7 @@ def _layout(q, k_cache, v_cache, k, v, cache_seqlens, block_table) -> Layout:
         if block_table.shape[0] != b or block_table.shape[1] < 1:
             raise LaunchError(f"{OP}: block_table must be (batch={b}, pages_per_seq >= 1), got "
                               f"{tuple(block_table.shape)}")
-        if page < PAGE_MULTIPLE or page % PAGE_MULTIPLE:
+        if page < PAGE_MULTIPLE or page & (page - 1):
             raise LaunchError(f"{OP}: page_size (k_cache.shape[1]) must be {_page_sizes_text()}, got {page}")
         if rows < 1:
             raise LaunchError(f"{OP}: k_cache must have >= 1 page, got shape {tuple(k_cache.shape)}")
@@ -163,12 +169,13 @@ def _layout(q, k_cache, v_cache, k, v, cache_seqlens, block_table) -> Layout:
         if rows != b:
             raise LaunchError(f"{OP}: k_cache must be (batch={b}, seqlen_cache, heads_k, head_dim) without a "
                               f"block_table, got {tuple(k_cache.shape)}")
-        if page < PAGE_MULTIPLE or page % PAGE_MULTIPLE:
-            raise LaunchError(f"{OP}: k_cache's seqlen must be {_page_sizes_text()} without a block_table (the "
-                              f"cache runs as one page of that many keys a sequence), got {page}; pad the cache "
-                              f"to {max(-(-page // PAGE_MULTIPLE), 1) * PAGE_MULTIPLE} keys or pass it paged")
-        size = _cache_page(k_cache)
-        layout = Layout(b, sq, h, hk, d, new, False, b * page // size, size, page // size)
+        size, stride = _cache_page(k_cache)
+        if not size:
+            raise LaunchError(f"{OP}: k_cache's seqlen and batch stride (in rows) must be multiples of "
+                              f"{PAGE_MULTIPLE} without a block_table (the cache runs as pages of up to "
+                              f"{CACHE_PAGES[0]} keys), got seqlen {page}, strides {tuple(k_cache.stride())}; pad the "
+                              f"cache to {max(-(-page // PAGE_MULTIPLE), 1) * PAGE_MULTIPLE} keys or pass it paged")
+        layout = Layout(b, sq, h, hk, d, new, False, (b - 1) * stride + page // size, size, page // size, stride)
     if cache_seqlens is not None:
         if cache_seqlens.dim() == 0:
             if cache_seqlens.dtype != torch.int32 or cache_seqlens.device.type not in ("cpu", "meta"):
@@ -279,8 +286,9 @@ def flash_attn_with_kvcache_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
     b, sq, h = layout.batch, layout.seq_q, layout.heads
     out = torch.empty((b, sq, h, layout.head_dim), dtype=q.dtype, device=q.device)
     lse = torch.empty((b, h, sq) if return_lse else (0,), dtype=torch.float32, device=q.device)
-    table = block_table if layout.paged else torch.arange(layout.num_pages, dtype=torch.int32,
-                                                          device=q.device).view(b, layout.pages_per_seq)
+    table = block_table if layout.paged else (
+        torch.arange(layout.pages_per_seq, dtype=torch.int32, device=q.device)[None, :]
+        + layout.stride_pages * torch.arange(b, dtype=torch.int32, device=q.device)[:, None])
     k_cache, v_cache = _as_pages(k_cache, layout), _as_pages(v_cache, layout)
     starts = cache_seqlens if fixed is None else torch.full((b,), fixed - layout.new, dtype=torch.int32,
                                                              device=q.device)

@@ -93,12 +93,17 @@ SHAPE_ERRORS = [
     ({"block_table": _i32(3, 1, 4).view(1, 3)},
      r"flash_attn_with_kvcache: block_table must be \(batch=2, pages_per_seq >= 1\), got \(1, 3\)"),
     ({"k_cache": _z(12, 8, 2, 64), "v_cache": _z(12, 8, 2, 64)},
-     r"flash_attn_with_kvcache: page_size \(k_cache.shape\[1\]\) must be a multiple of 16 \(16, 32, 48, ..., "
-     r"e.g. 16, 64, 256\), got 8"),
+     r"flash_attn_with_kvcache: page_size \(k_cache.shape\[1\]\) must be a power of two >= 16 \(16, 32, 64, 128, "
+     r"256, ...\), got 8"),
+    ({"k_cache": _z(12, 48, 2, 64), "v_cache": _z(12, 48, 2, 64)},
+     r"flash_attn_with_kvcache: page_size \(k_cache.shape\[1\]\) must be a power of two >= 16 .*, got 48"),
     ({"k_cache": _z(2, 40, 2, 64), "v_cache": _z(2, 40, 2, 64), "block_table": None},
-     r"flash_attn_with_kvcache: k_cache's seqlen must be a multiple of 16 \(16, 32, 48, ..., e.g. 16, 64, 256\) "
-     r"without a block_table \(the cache runs as one page of that many keys a sequence\), got 40; pad the cache "
-     r"to 48 keys or pass it paged"),
+     r"flash_attn_with_kvcache: k_cache's seqlen and batch stride \(in rows\) must be multiples of 16 without a "
+     r"block_table \(the cache runs as pages of up to 256 keys\), got seqlen 40, strides \(5120, 128, 64, 1\); pad "
+     r"the cache to 48 keys or pass it paged"),
+    ({"k_cache": _z(2, 72, 2, 64)[:, :32], "v_cache": _z(2, 72, 2, 64)[:, :32], "block_table": None},
+     r"flash_attn_with_kvcache: k_cache's seqlen and batch stride \(in rows\) must be multiples of 16 .*got seqlen "
+     r"32, strides \(9216, 128, 64, 1\)"),
     ({"k_cache": _z(3, 32, 2, 64), "v_cache": _z(3, 32, 2, 64), "block_table": None},
      r"flash_attn_with_kvcache: k_cache must be \(batch=2, seqlen_cache, heads_k, head_dim\) without a "
      r"block_table, got \(3, 32, 2, 64\)"),
@@ -397,13 +402,20 @@ def test_the_op_in_the_emulator_matches_float64(target, dtype, d, h, hk, causal,
 
 
 def test_a_non_paged_cache_runs_as_pages_of_the_common_sizes():
-    """A (B, Sk_max, Hk, D) cache is viewed as pages of the largest of 256 ... 16 that divides Sk_max (the paged
-    kernels of the common page sizes serve every Sk_max); one whose batch stride is not Sk_max rows (a slice of a
-    longer cache) runs as one page of Sk_max keys a sequence."""
+    """A (B, Sk_max, Hk, D) cache is viewed as pages of the largest of 256 ... 16 dividing Sk_max and its batch
+    stride in rows (the paged kernels of the common page sizes serve every Sk_max); a slice of a longer cache
+    takes its batch stride's pages; the view's pages are the cache's rows."""
     def cache(*shape):
         return torch.zeros(*shape, dtype=torch.bfloat16)
-    assert kvcache._cache_page(cache(2, 8192, 1, 64)) == 256
-    assert kvcache._cache_page(cache(2, 384, 1, 64)) == 128
-    assert kvcache._cache_page(cache(3, 48, 2, 64)) == 16
-    assert kvcache._cache_page(cache(2, 1024, 1, 64)[:, :512]) == 512
-    assert kvcache._cache_page(cache(1, 1024, 1, 64)[:, :512]) == 256  # one sequence: no batch stride to match
+    assert kvcache._cache_page(cache(2, 8192, 1, 64)) == (256, 32)
+    assert kvcache._cache_page(cache(2, 384, 1, 64)) == (128, 3)
+    assert kvcache._cache_page(cache(3, 48, 2, 64)) == (16, 3)
+    assert kvcache._cache_page(cache(2, 1024, 1, 64)[:, :512]) == (256, 4)
+    assert kvcache._cache_page(cache(2, 1040, 1, 64)[:, :512]) == (16, 65)
+    assert kvcache._cache_page(cache(1, 1024, 1, 64)[:, :512]) == (256, 2)
+    full = torch.arange(2 * 96 * 4, dtype=torch.float32).view(2, 96, 1, 4)
+    sliced = full[:, :64]
+    layout = kvcache.Layout(2, 1, 1, 1, 4, 0, False, 1 * 3 + 2, 32, 2, 3)
+    pages = kvcache._as_pages(sliced, layout)
+    assert pages.shape == (5, 32, 1, 4)
+    assert torch.equal(pages[3:5].reshape(64, 1, 4), sliced[1]) and torch.equal(pages[0:2].reshape(64, 1, 4), sliced[0])

@@ -59,6 +59,14 @@ trip count may be 0 (every role then skips its tiles; rows that see no key get O
 tile that ends past Sq_b stores its rows with ``st.global`` through ``o_rows`` (a TMA store would write
 the next sequence's rows); the LSE is (H, total_q). The dense kernels' IR is unchanged.
 
+A paged K/V cache (``page_size``, module ``paged``): K and V are [num_pages, page_size, Hk, D] caches whose
+TMA box is one chunk of a page (gcd(bn, page_size) rows); the load warp reads each K/V tile's
+block-table entries once (clamped to the sequence's last page: a tile's chunks past it still deliver
+their bytes, masked keys) and loads the K and the V tile as bn / chunk TMA loads each into the same
+stage. Sk_b = seqused_k[b] and everything else is as with ``varlen`` (bottom-right causal, trip count 0,
+rows that see no key); Q is packed (``varlen``) or dense (B, Sq, H, D) with the dense O store and
+(B, H, Sq) LSE.
+
 Causal attention skips the K/V tiles past the CTA's last row in every role (one trip count); keys at
 or past a row's limit (causal diagonal, end of the sequence) are masked to -inf in the tiles that
 reach it. Q and O are (B, Sq, H, D), K and V (B, Sk, H / group, D), row-major, D padded to 64-column
@@ -162,7 +170,8 @@ def build(config: AttentionConfig) -> KernelSource:
     d = Dims(config)
     g = config.fused_group
     q_box = TensorMapSpec(config.dtype, (BLOCK, g, config.positions, 1), d.swizzle)
-    kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, d.bn, 1), d.swizzle)
+    # paged: one chunk of a page (config.page_chunk rows), a K/V tile being bn / chunk loads
+    kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, config.page_chunk or d.bn, 1), d.swizzle)
     k = dsl.Kernel(NAME, config.target, NUM_WARPS)
     if config.is_fp8:  # bf16 O in 32-column chunks (64-byte rows); per-token scales: one fp32 per row / key
         o_box = TensorMapSpec(config.out_dtype, (FP8_OUT_CHUNK, g, config.positions, 1), "64B")
@@ -170,7 +179,7 @@ def build(config: AttentionConfig) -> KernelSource:
                        TensorMapSpec("fp32", (d.bn, 1, 1), "none")) if config.token_scales else None
         declare(k, q_box, kv_box, o_box, scale_boxes, fp8=True)
     else:
-        declare(k, q_box, kv_box, q_box, varlen=config.varlen)
+        declare(k, q_box, kv_box, q_box, varlen=config.varlen, paged=bool(config.page_size))
     build_roles(k, d)
     return k.source(grid=f"(ceil(Sq / {config.cta_positions}), H / {g}, B) (launch_geometry)",
                     config={f: getattr(config, f) for f in CONFIG_FIELDS})

@@ -65,6 +65,14 @@ sequence; a CTA past its sequence's rows does nothing, one without a K/V tile wr
 +inf; O is TMA-stored where a warpgroup's 64 rows lie inside the sequence, else stored per thread
 through ``o_rows``. The dense kernel is unchanged (top-left causal, the same PTX).
 
+A paged K/V cache (``AttentionConfig.page_size``, ``hopper_paged``): K and V are caches of pages, sequence
+b's key j in row j % page_size of page block_table[b, j / page_size]; the load warp loads each K/V tile as
+BN / chunk TMA loads per 64-column block (chunk = gcd(BN, page_size) rows, inside one page; the box of the
+k/v maps), the page index clamped to the sequence's last page (a chunk past its keys still delivers its
+bytes; those keys are masked). Sk_b = seqused_k[b]; Q is dense (B, Sq, H, D), every sequence Sq rows: O
+TMA-stored as the dense kernel's, LSE (B, H, Sq); or packed (``varlen``: cu_seqlens_q, O and LSE as
+above). The rest is the packed kernel's (``hopper_varlen``: bottom-right causal, rows that see no key).
+
 Built through ``fa4_mlir.dsl``: this module declares the parameters and builds the prologue and the
 load warp; ``hopper_consumer`` builds the consumer warpgroups.
 """
@@ -87,6 +95,8 @@ PRODUCER_REGISTERS = 24
 # (consumer, load warpgroup) setmaxnreg budgets by consumer warpgroups: 3 x 128 x 160 + 128 x 32 = 65536, the
 # 512 threads' pool (a setmaxnreg.inc past the pool waits forever: fa4.warp_specialize checks it)
 REGISTERS = {2: (CONSUMER_REGISTERS, PRODUCER_REGISTERS), 3: (160, 32)}
+# the paged load warp (``hopper_paged``) spills at 24: 2 x 128 x 232 + 128 x 40 = 64512, the launch pool
+PAGED_REGISTERS = {2: (232, 40), 3: (160, 32)}
 # the parameters' names in the printed IR (fa4-compile --emit fa4), as the text kernel had them
 _ARG_NAMES = {"q": "q_map", "k": "k_map", "v": "v_map", "o": "o_map"}
 _BARRIER_NAMES = {"q_full": "qbar"}
@@ -110,16 +120,19 @@ def build(config: AttentionConfig) -> KernelSource:
                 persistent=t.persistent)
     else:
         q_box = o_box = TensorMapSpec(config.dtype, (BLOCK, 1, WG_ROWS, 1), "128B")
-        kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, t.bn, 1), "128B")
-        declare(k, q_box, kv_box, o_box, runtime_group=True, persistent=t.persistent, varlen=config.varlen)
+        # paged: a K/V TMA load takes one chunk of a page (``hopper_paged``)
+        kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, config.page_chunk or t.bn, 1), "128B")
+        declare(k, q_box, kv_box, o_box, runtime_group=True, persistent=t.persistent, varlen=config.varlen,
+                paged=bool(config.page_size))
     consumer, sequence = Consumer, None  # the dense kernel's tile is the prologue's
-    if config.varlen:  # packed sequences: each role reads its sequence's tile; the consumers are varlen's
+    if config.serving:  # packed sequences or a paged cache: each role reads its sequence's tile; the
+        # consumers are varlen's
         from fa4_mlir.kernels.attention.hopper_varlen import VarlenConsumer, set_tile
 
         consumer, sequence = VarlenConsumer, set_tile
     with k.body() as arg:
         g = _prologue(dsl, k, config, arg)
-        consumer_registers, load_registers = REGISTERS[n]
+        consumer_registers, load_registers = (PAGED_REGISTERS if config.page_size else REGISTERS)[n]
         for w in range(n):
             with k.role(f"consumer{w}", warps=range(4 * w, 4 * w + 4), registers=consumer_registers):
                 if sequence:
@@ -235,7 +248,7 @@ def _set_tile(dsl, g, qt, head, bz) -> None:
     g.head, g.bz = head, bz
     g.kvh = name(head // arg.group, "kvh")  # the group is a launch argument: one division per tile
     g.q_start = name(qt * t.bm, "q_start")
-    if c.varlen:  # bz is the sequence; its rows, lengths and K/V tiles are each role's (hopper_varlen.set_tile)
+    if c.serving:  # bz is the sequence; its rows, lengths and K/V tiles are each role's (hopper_varlen.set_tile)
         g.seq = bz
         return
     if c.causal:  # tiles past the CTA's last row are skipped by every role alike
@@ -295,6 +308,11 @@ def _load_kv(dsl, k, g, ks, vs) -> None:
     """The tile's K and V tiles through their rings (``ks``, ``vs``: the producer states)."""
     from fa4_mlir.dsl.names import name, name_all
 
+    if g.c.page_size:  # K and V tiles chunk by chunk from the block table's pages
+        from fa4_mlir.kernels.attention.hopper_paged import load_kv
+
+        load_kv(k, g, ks, vs)
+        return
     _load_tile(dsl, g, "k", dsl.Value(0), ks)
     with k.range(1, g.n_tiles, carry=[ks, vs]) as j:
         name_all([ks.stage, ks.phase, vs.stage, vs.phase], ["ld_ks", "ld_kph", "ld_vs", "ld_vph"])

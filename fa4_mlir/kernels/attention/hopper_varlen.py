@@ -49,10 +49,17 @@ def set_tile(g) -> None:
     def at(pointer, index):  # invariant: read-only in the kernel (ld.global.nc), the same in every thread
         return dsl.Value(dsl.llvm.load(i32, dsl.element_ptr(pointer, index, i32), invariant=True))
 
-    g.q_base, q_end = name(at(arg.cu_seqlens_q, b), "q_base"), at(arg.cu_seqlens_q, b + 1)
-    g.k_base, k_end = name(at(arg.cu_seqlens_k, b), "k_base"), at(arg.cu_seqlens_k, b + 1)
-    g.seq_q, g.kv_limit = name(q_end - g.q_base, "seq_qb"), name(k_end - g.k_base, "seq_kb")
-    g.bz = dsl.Value(0)
+    if not c.page_size:
+        g.q_base, q_end = name(at(arg.cu_seqlens_q, b), "q_base"), at(arg.cu_seqlens_q, b + 1)
+        g.k_base, k_end = name(at(arg.cu_seqlens_k, b), "k_base"), at(arg.cu_seqlens_k, b + 1)
+        g.seq_q, g.kv_limit = name(q_end - g.q_base, "seq_qb"), name(k_end - g.k_base, "seq_kb")
+        g.bz = dsl.Value(0)
+    elif c.varlen:  # paged, packed Q: the keys are seqused_k[b] (pages, no packed K/V rows)
+        g.q_base, q_end = name(at(arg.cu_seqlens_q, b), "q_base"), at(arg.cu_seqlens_q, b + 1)
+        g.seq_q, g.kv_limit = name(q_end - g.q_base, "seq_qb"), name(at(arg.seqused_k, b), "seq_kb")
+        g.bz = dsl.Value(0)
+    else:  # paged, dense Q: every sequence has seq_q rows at batch coordinate b
+        g.seq_q, g.kv_limit = arg.seq_q, name(at(arg.seqused_k, b), "seq_kb")
     if c.causal:  # bottom-right: row i sees keys j < i + 1 + Sk_b - Sq_b; the CTA's last row bounds its tiles
         g.diagonal = name(g.kv_limit - g.seq_q + 1, "diagonal")
         last = g.q_start + t.bm + (g.kv_limit - g.seq_q)
@@ -86,7 +93,10 @@ class VarlenConsumer(Consumer):
             with branch.else_(), k.if_(g.live):  # rows without a K/V tile; no Q was loaded
                 self._rows()
                 zero = fm.constant(0.0)
-                self._store_rows(lambda i, r, h: zero)
+                if g.c.varlen:
+                    self._store_rows(lambda i, r, h: zero)
+                else:  # dense Q (paged): O = 0 * 0 over the unloaded Q rows, TMA-stored (clipped past seq_q)
+                    self._store_tile(dsl.llvm.mlir_zero(self.oacc), [zero, zero], self.row0)
                 self._write_lse([fm.constant(POS_INF)] * 2)
 
     def _rows(self) -> None:
@@ -121,6 +131,10 @@ class VarlenConsumer(Consumer):
                 keyless = dsl.arith.cmpf(dsl.arith.CmpFPredicate.OEQ, maxima[r], self.ninf)
                 inv[r] = dsl.arith.select(keyless, zero, inv[r])
                 lse[r] = dsl.arith.select(keyless, inf, lse[r])
+        if not g.c.varlen:  # dense Q (paged): the dense kernel's TMA store, clipped past seq_q
+            self._store_tile(o, inv, self.row0)
+            self._write_lse(lse)
+            return
         end = self.row0 + g.wg_rows
         with self.k.if_(_slt(end - 1, g.seq_q)):  # the warpgroup's rows inside the sequence
             self._store_tile(o, inv, g.q_base + self.row0)
@@ -148,6 +162,9 @@ class VarlenConsumer(Consumer):
         """Lane q = 0 of each quad writes its two rows' log-sum-exp to ``lse[head * total_q + q0 + row]``,
         for rows below Sq_b."""
         g, arg = self.g, self.g.arg
+        if not g.c.varlen:  # dense Q (paged): lse[(b * H + head) * seq_q + row], the dense kernel's
+            super()._write_lse(lse)
+            return
         wanted = dsl.arith.andi((arg.write_lse != 0).value, (self.qq == 0).value)
         for r in (0, 1):
             with self.k.if_(dsl.arith.andi(_slt(self.pos[r], g.seq_q).value, wanted)):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import types
 
-from fa4_mlir.kernels.attention import varlen
+from fa4_mlir.kernels.attention import paged, varlen
 from fa4_mlir.kernels.attention.dims import BLOCK, K_STEP_BYTES, ROW_BYTES, WG, Dims
 
 
@@ -31,8 +31,8 @@ class Producers:
         from fa4_mlir.dsl.structs.attention import FA4Tmem, SM100AttentionSMem
 
         dsl, d = self.dsl, self.d
-        # varlen: the CTA's sequence first; a CTA past its sequence's rows exits before TMEM or a barrier
-        seq = varlen.sequence(self.k, arg, self.c) if self.c.varlen else None
+        # varlen / paged: the CTA's sequence first; a CTA past its rows exits before TMEM or a barrier
+        seq = varlen.sequence(self.k, arg, self.c) if self.c.serving else None
         smem = SM100AttentionSMem(self.c)  # q, o over q, kv | k + v, correction, the barriers, tmem_addr
         mbars = smem.misc_mbars()
         tmem = FA4Tmem(self.c)
@@ -80,15 +80,16 @@ class Producers:
         """The CTA's tile: ``q_start`` (first query position), ``n_iter`` (loop trips of every role:
         K/V tiles in 2Q, pairs of them in 1Q), ``kvh`` / ``head0`` (K/V head, first query head);
         ``q_row`` / ``q1_row`` / ``b`` the Q halves' TMA row and batch coordinates (varlen: packed rows,
-        batch 0)."""
+        batch 0; paged: ``b`` is the dense Q's batch and K/V are addressed by page, ``paged``)."""
         dsl, c, d, arg = self.dsl, self.c, self.d, x.arg
         V, arith = dsl.Value, dsl.arith
         qt, hy, x.bz = dsl.ctaid("x"), dsl.ctaid("y"), dsl.ctaid("z")
         x.q_start = qt * c.cta_positions
         x.q1_start = x.q_start + c.positions
         x.q_row, x.q1_row, x.b = x.q_start, x.q1_start, x.bz
-        if c.varlen:  # the sequence's keys, bottom-right causal
+        if c.varlen:
             x.q_row, x.q1_row, x.b = x.seq.q0 + x.q_start, x.seq.q0 + x.q1_start, 0
+        if c.serving:  # the sequence's keys, bottom-right causal
             kv_end = varlen.key_end(x, c)
         elif c.causal:  # tiles past the CTA's last row are skipped by every role alike
             q_end = x.q_start + c.cta_positions
@@ -131,10 +132,12 @@ class Producers:
         key = tile * self.d.bn
         return x.seq.k0 + key if self.c.varlen else key
 
-    def _load_k(self, x, tag: str, state, tile, with_q: bool, peel: bool) -> None:
+    def _load_k(self, x, tag: str, state, tile, with_q: bool, peel: bool, pages=None) -> None:
+        """K tile ``tile`` into the K ring's next stage (its depth sub-stages), with Q0 the first time;
+        paged: chunk by chunk from ``pages`` (``paged.Pages.tile``)."""
         d, fa4 = self.d, self.dsl.fa4
         full = x.mbars.get_k_mbars()[0]
-        key = self._key(x, tile)
+        key = None if pages else self._key(x, tile)
         buffers = self._k_buffers(x, tag, state.stage)
         rb = d.row_bytes
         scales = self.c.token_scales
@@ -147,8 +150,13 @@ class Producers:
                 if with_q:  # Q rides on the first K tile's barriers (the reference's Q0 + K0 load)
                     fa4.tma_load(x.q_map, x.q[0][q], full, i.value, _coords(col, x.head0, x.q_row, x.b),
                                  bytes=WG * rb, dst_offset=blk * WG * rb)
+                if pages:
+                    continue
                 fa4.tma_load(x.k_map, buf, full, i.value, _coords(col, x.kvh, key, x.b),
                              bytes=d.bn * rb, dst_offset=blk * d.bn * rb)
+            if pages:  # paged: chunk-major over the blocks
+                blocks = [(q * d.bk0 + blk * BLOCK, blk * d.bn * rb) for blk in range(d.sub_blocks)]
+                paged.load_chunks(d, fa4, x.k_map, buf, full, i.value, blocks, x.kvh, pages)
             if d.mla:  # the rope block: Q0's into q_rope, K's into its rope buffer or after K_nope
                 if with_q:
                     self._load_q_rope(x, 0, full, i, x.q_start)
@@ -221,17 +229,22 @@ class Producers:
             if scales and q == 0:
                 self._load_q_scale(x, 1, sync, q)
 
-    def _load_v(self, x, tag: str, state, tile, peel: bool) -> None:
+    def _load_v(self, x, tag: str, state, tile, peel: bool, pages=None) -> None:
+        """V tile ``tile`` into the V ring's next stage (paged: from ``pages``, as ``_load_k``)."""
         d, fa4 = self.d, self.dsl.fa4
         full = x.mbars.get_v_mbars()[0]
-        key = self._key(x, tile)
+        key = None if pages else self._key(x, tile)
         state.producer_acquire()
         state.producer_commit(tx_bytes=d.kv_stage)
         buf = fa4.smem_stage(x.smem.v_smem_base(), state.stage, bytes=d.kv_stage)
         rb = d.row_bytes
-        for blk in range(d.blocks):
-            fa4.tma_load(x.arg.v, buf, full, state.stage, _coords(blk * BLOCK, x.kvh, key, x.b),
-                         bytes=d.bn * rb, dst_offset=blk * d.bn * rb)
+        if pages:
+            blocks = [(blk * BLOCK, blk * d.bn * rb) for blk in range(d.blocks)]
+            paged.load_chunks(d, fa4, x.arg.v, buf, full, state.stage, blocks, x.kvh, pages)
+        else:
+            for blk in range(d.blocks):
+                fa4.tma_load(x.arg.v, buf, full, state.stage, _coords(blk * BLOCK, x.kvh, key, x.b),
+                             bytes=d.bn * rb, dst_offset=blk * d.bn * rb)
         self._named_step(state, f"{tag}_n" if peel else None)
 
     def _states(self, x, side: str, prefix: str) -> list:
@@ -246,25 +259,29 @@ class Producers:
 
     def load(self, x) -> None:
         """The TMA warp: Q with the first K tile (Q1 on its own barriers in 2Q), then per iteration
-        the K and V tiles in the order the MMA warp consumes them."""
+        the K and V tiles in the order the MMA warp consumes them (paged: the iteration's block-table
+        entries first, shared by its K and V tiles)."""
         k, V = self.k, self.dsl.Value
         with k.role("load", warps=[13], registers=self.d.registers[2]), k.elect_one(), \
                 varlen.trips(k, x, self.c):
             ks, vs = self._states(x, "producer", "ld")
+            table = paged.Pages(k, x, self.c, self.d.bn) if self.c.page_size else None
 
             def iteration(n, first: bool, tag: str) -> None:
                 if self.c.num_q == 2:
-                    self._load_k(x, f"{tag}k", ks, n, with_q=first, peel=first)
+                    pages = table.tile(n) if table else None
+                    self._load_k(x, f"{tag}k", ks, n, with_q=first, peel=first, pages=pages)
                     if first:
                         self._load_q1(x)
-                    self._load_v(x, f"{tag}v", vs, n, peel=first)
+                    self._load_v(x, f"{tag}v", vs, n, peel=first, pages=pages)
                     return
                 even = n * 2
                 odd = even + 1
-                self._load_k(x, f"{tag}ke", ks, even, with_q=first, peel=first)
-                self._load_k(x, f"{tag}ko", ks, odd, with_q=False, peel=first)
-                self._load_v(x, f"{tag}ve", vs, even, peel=first)
-                self._load_v(x, f"{tag}vo", vs, odd, peel=first)
+                pe, po = (table.tile(even), table.tile(odd)) if table else (None, None)
+                self._load_k(x, f"{tag}ke", ks, even, with_q=first, peel=first, pages=pe)
+                self._load_k(x, f"{tag}ko", ks, odd, with_q=False, peel=first, pages=po)
+                self._load_v(x, f"{tag}ve", vs, even, peel=first, pages=pe)
+                self._load_v(x, f"{tag}vo", vs, odd, peel=first, pages=po)
 
             iteration(V(0), True, "ld0")
             with k.range(1, x.n_iter, carry=self._carry(ks, vs)) as n:

@@ -83,7 +83,7 @@ class Softmax:
         th = r.t % c.fused_group
         r.pos = r.pos0 + tp
         r.head = x.head0 + th
-        if c.varlen:  # the sequence's keys, bottom-right causal
+        if c.serving:  # the sequence's keys, bottom-right causal
             r.lim = varlen.row_limit(x, c, r.pos)
         elif c.causal:
             pos1 = r.pos + 1
@@ -216,14 +216,15 @@ class Softmax:
     def _epilogue(self, x, wg: int, row, m, l, oph) -> None:
         """Wait for the last P@V into O_wg, normalise the rows (1Q: merge O0 and O1 first), write the
         tile over the dead Q and TMA-store it (varlen: row by row where the tile ends past the sequence,
-        ``varlen.Epilogue``); the LSE row by row; then free TMEM."""
+        ``varlen.Epilogue``, which also zeroes the rows that see no key of a paged kernel); the LSE row by
+        row; then free TMEM."""
         d, c, k, dsl, s = self.d, self.c, self.k, self.dsl, self.s
         a, V, fa4 = dsl.arith, dsl.Value, dsl.fa4
         f32 = self.t["f32"]
         o_full = x.mbars.producer_o0() if wg == 0 else x.mbars.producer_o1()
         with varlen.trips(k, x, c):  # varlen: no tile, no P@V to wait for (O is not read: ``vl.output``)
             fa4.mbarrier_try_wait_parity(o_full, V(0).value, oph.value)
-        vl = varlen.Epilogue(self, x, row) if c.varlen else None
+        vl = varlen.Epilogue(self, x, row) if c.serving else None
         ms = m if c.token_scales else a.mulf(m, x.arg.scale_log2e)  # per-token: m is in log2 units already
         # fp8: O and the sums carry P's 2^FP8_P_BIAS; O is multiplied by V's scale
         numerator = x.arg.v_scale if d.fp8 else self._f(1.0)
@@ -258,14 +259,14 @@ class Softmax:
             lsum = a.subf(lsum, self._f(FP8_P_BIAS))
             self._store_chunks(x, wg, row, factors)
         blocks = () if d.fp8 else d.out_blocks(wg)
-        if blocks and vl:  # the TMA store where the tile lies inside the sequence, else row by row
+        if blocks and vl and c.varlen:  # TMA store where the tile lies inside the sequence, else row by row
             with dsl.if_else(vl.tile_inside(c.positions)) as branch:
                 with branch.then_():
                     self._store_tile(x, wg, row, blocks, factors, vl)
                 with branch.else_():
                     self._store_rows(x, blocks, factors, vl)
-        elif blocks:
-            self._store_tile(x, wg, row, blocks, factors)
+        elif blocks:  # paged with a dense Q: the dense store (clipped at seq_q), rows that see no key zeroed
+            self._store_tile(x, wg, row, blocks, factors, vl)
         if (c.num_q == 2 or wg == 0) and vl:
             vl.store_lse(a.mulf(lsum, self._f(self.s.LN2)))
         elif c.num_q == 2 or wg == 0:
@@ -302,7 +303,7 @@ class Softmax:
 
     def _store_tile(self, x, wg: int, row, blocks, factors, vl=None) -> None:
         """Write the output tile over the dead Q (128B-swizzled) and TMA-store it (varlen: at the
-        sequence's packed rows, batch 0)."""
+        sequence's packed rows, batch 0; ``vl.origin``)."""
         k, dsl, a, V, fa4 = self.k, self.dsl, self.dsl.arith, self.dsl.Value, self.dsl.fa4
         rowb = row.t * ROW_BYTES
         sw = a.andi(row.t.value, V(7).value)
@@ -316,7 +317,7 @@ class Softmax:
                 dsl.llvm.store(part, dsl.byte_offset(base, at), alignment=16)
         dsl.nvvm.fence_proxy(dsl.nvvm.ProxyKind.async_shared, space=dsl.nvvm.SharedSpace.shared_cta)
         fa4.named_barrier(sym_name=f"softmax{wg}", threads=128)
-        first, b = (vl.q_row(), V(0)) if vl else (row.pos0, x.bz)
+        first, b = vl.origin() if vl else (row.pos0, x.bz)
         with k.if_(row.t == 0):
             for rb, blk in enumerate(blocks):
                 fa4.tma_store(x.arg.o, x.o[wg], [V(blk * BLOCK).value, x.head0.value, first.value, b.value],

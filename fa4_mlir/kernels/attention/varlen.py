@@ -16,6 +16,11 @@ O goes out by TMA where the store box's rows lie inside the sequence; a box that
 would overwrite the next sequence's rows (another CTA's), so there each softmax thread stores its own
 row (one TMEM lane) through ``o_rows`` with 16-byte ``st.global``, only rows < Sq_b and only the head
 dim's columns (head dim 96: the padded block's last 32 columns are not the tensor's).
+
+A paged K/V cache (``page_size``, module ``paged``) reuses all of it (``config.serving``) with Sk_b =
+seqused_k[b]: with a packed Q (``varlen``) Sq_b comes from ``cu_seqlens_q`` as above; with a dense Q
+every sequence has seq_q rows, no CTA exits, O goes out by the dense TMA store (clipped at seq_q) and
+the LSE is (B, H, Sq).
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ import types
 
 def sequence(k, arg, c) -> types.SimpleNamespace:
     """The CTA's sequence (``q0``, ``sq``, ``k0``, ``sk``: packed row offsets and lengths, i32) from the
-    prefix sums; exits the CTA, all threads alike, when its first query position is past Sq_b."""
+    prefix sums; exits the CTA, all threads alike, when its first query position is past Sq_b. Paged
+    (``c.page_size``): ``sk`` = seqused_k[b] and no ``k0`` (the block table places the keys); with a dense
+    Q, ``sq`` = seq_q and no ``q0`` (the grid's query tiles cover seq_q: no CTA starts past it)."""
     from fa4_mlir import dsl
 
     a, V = dsl.arith, dsl.Value
@@ -36,9 +43,18 @@ def sequence(k, arg, c) -> types.SimpleNamespace:
     def at(ptr, index):
         return V(dsl.llvm.load(i32, dsl.element_ptr(ptr, index, i32), invariant=True))  # ld.global.nc
 
-    s = types.SimpleNamespace(q0=at(arg.cu_seqlens_q, b), k0=at(arg.cu_seqlens_k, b))
-    s.sq = at(arg.cu_seqlens_q, b + 1) - s.q0
-    s.sk = at(arg.cu_seqlens_k, b + 1) - s.k0
+    if c.page_size:
+        s = types.SimpleNamespace(q0=None, k0=None, sq=arg.seq_q)
+        if c.varlen:
+            s.q0 = at(arg.cu_seqlens_q, b)
+            s.sq = at(arg.cu_seqlens_q, b + 1) - s.q0
+        s.sk = at(arg.seqused_k, b)
+        if not c.varlen:
+            return s
+    else:
+        s = types.SimpleNamespace(q0=at(arg.cu_seqlens_q, b), k0=at(arg.cu_seqlens_k, b))
+        s.sq = at(arg.cu_seqlens_q, b + 1) - s.q0
+        s.sk = at(arg.cu_seqlens_k, b + 1) - s.k0
     first = dsl.ctaid("x") * c.cta_positions
     with k.if_(V(a.cmpi(a.CmpIPredicate.sge, first.value, s.sq.value)).named("past_sequence")):
         dsl.nvvm.exit()
@@ -72,7 +88,7 @@ def row_limit(x, c, pos):
 def trips(k, x, c):
     """``with`` block of a role's work that needs at least one K/V tile (``if n_iter > 0``); dense kernels
     always have one and build the block unconditionally."""
-    if not c.varlen:
+    if not c.serving:
         return contextlib.nullcontext()
     from fa4_mlir import dsl
 
@@ -81,7 +97,9 @@ def trips(k, x, c):
 
 
 class Epilogue:
-    """The varlen parts of a softmax warpgroup's epilogue (``Softmax._epilogue``), for the thread's ``row``."""
+    """The varlen and paged parts of a softmax warpgroup's epilogue (``Softmax._epilogue``), for the
+    thread's ``row``: rows that see no key, the store's origin, the LSE (the row stores past the
+    sequence's end are the packed Q's only: a dense Q's TMA store clips the rows past seq_q)."""
 
     def __init__(self, soft, x, row):
         from fa4_mlir import dsl
@@ -111,9 +129,12 @@ class Epilogue:
         end = self.row.pos0 + positions
         return V(a.cmpi(a.CmpIPredicate.sle, end.value, self.x.seq.sq.value))
 
-    def q_row(self):
-        """The packed row (TMA coordinate) of the tile's first position."""
-        return self.x.seq.q0 + self.row.pos0
+    def origin(self):
+        """The TMA store's row and batch coordinates of the tile's first position: the packed row, batch 0;
+        with a dense Q (paged) the dense kernel's."""
+        if not self.soft.c.varlen:
+            return self.row.pos0, self.x.bz
+        return self.x.seq.q0 + self.row.pos0, self.dsl.Value(0)
 
     def store_row(self, narrow, column: int) -> None:
         """The thread's 32 output elements from ``column`` (16-byte pieces), to O's packed row through
@@ -135,9 +156,13 @@ class Epilogue:
                 dsl.llvm.store(part, dsl.element_ptr(x.arg.o_rows, at, elem), alignment=16)
 
     def store_lse(self, lse) -> None:
-        """lse[head * total_q + q0 + pos] for rows inside the sequence (when write_lse != 0)."""
+        """lse[head * total_q + q0 + pos] for rows inside the sequence (when write_lse != 0); with a dense Q
+        (paged) the dense kernel's lse[(b * H + head) * seq_q + pos]."""
         dsl, x, row = self.dsl, self.x, self.row
         a, V = dsl.arith, dsl.Value
         with self.soft.k.if_(V(a.andi(self.row_in.value, (x.arg.write_lse != 0).value))):
-            at = row.head * x.arg.total_q + x.seq.q0 + row.pos
+            if self.soft.c.varlen:
+                at = row.head * x.arg.total_q + x.seq.q0 + row.pos
+            else:
+                at = ((x.bz * x.arg.num_heads + row.head) * x.arg.seq_q) + row.pos
             dsl.llvm.store(self.lse(lse), dsl.element_ptr(x.arg.lse, at, self.soft.t["f32"]))
