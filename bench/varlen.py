@@ -134,7 +134,8 @@ def main() -> int:
     print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | {datetime.date.today()} | "
           f"{' '.join(sys.argv)}")
     sets = [("equal", [s] * (args.tokens // s)) for s in map(int, filter(None, args.equal.split(",")))]
-    sets += [("ragged", ragged_lengths(n, args.tokens, args.seed)) for n in map(int, filter(None, args.ragged.split(",")))]
+    sets += [("ragged", ragged_lengths(n, args.tokens, args.seed))
+             for n in map(int, filter(None, args.ragged.split(",")))]
     rows = [measure(lengths, d, c, args.repeats, dtype, kind) for kind, lengths in sets for d in head_dims
             for c in masks]
     print_rows(rows)

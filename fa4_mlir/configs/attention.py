@@ -169,10 +169,10 @@ class AttentionConfig(Checked):
     longest. Causal is bottom-right aligned per sequence (FlashAttention's: query i of Sq sees keys
     j <= i + Sk - Sq); a row that sees no key gets O = 0 and LSE = +inf. The LSE is (H, total_q).
 
-    ``page_size``: K and V are a paged cache (num_pages, page_size, Hk, D), page_size a power of two >= 16; sequence b holds ``seqused_k[b]``
-    keys, key j in row j % page_size of page ``block_table[b, j // page_size]`` (launch arguments). Q is
-    dense (B, Sq, H, D), or packed with ``varlen`` (then ``cu_seqlens_k`` is not used). Causal is aligned
-    bottom-right as with ``varlen``. TMA loads each K/V tile in chunks of gcd(keys a tile, page_size) rows,
+    ``page_size``: K and V are a paged cache (num_pages, page_size, Hk, D), page_size a power of two >= 16; sequence
+    b holds ``seqused_k[b]`` keys, key j in row j % page_size of page ``block_table[b, j // page_size]`` (launch
+    arguments). Q is dense (B, Sq, H, D), or packed with ``varlen`` (then ``cu_seqlens_k`` is not used). Causal is
+    aligned bottom-right as with ``varlen``. TMA loads each K/V tile in chunks of gcd(keys a tile, page_size) rows,
     each inside one page.
     """
 

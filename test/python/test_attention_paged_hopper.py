@@ -142,12 +142,12 @@ def test_paged_arguments_only_for_paged_kernels():
 
 _PAGED_RULE = (r"AttentionConfig.page_size must be 0 with fp8_e4m3, persistent, or head dim 256/512 on sm_100a or "
                r"512 on sm_90a \(the paged K/V cache is built for the 16-bit one-tile kernels\), got 64")
-_PAGE_MULTIPLE = (r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a power of two >= 16 \(TMA loads a K/V tile "
-                  r"in chunks of one page, whole 16-row multiples; other sizes' chunk arithmetic spills registers\), "
-                  r"got ")
-_SPILLING_PAGES = (r"AttentionConfig.page_size must be >= 32 at head dims 192 and 256 on sm_90a and with num_q 1 at head "
-                   r"dim 64 on sm_100a \(pages of 16 keys take 20 TMA loads or 12 chunks a tile there, and the load warp "
-                   r"spills\), got 16")
+_PAGE_MULTIPLE = (r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a power of two >= 16 \(TMA loads a "
+                  r"K/V tile in chunks of one page, whole 16-row multiples; other sizes' chunk arithmetic spills "
+                  r"registers\), got ")
+_SPILLING_PAGES = (r"AttentionConfig.page_size must be >= 32 at head dims 192 and 256 on sm_90a and with num_q 1 at "
+                   r"head dim 64 on sm_100a \(pages of 16 keys take 20 TMA loads or 12 chunks a tile there, and the "
+                   r"load warp spills\), got 16")
 
 
 @pytest.mark.parametrize("kwargs, message", [

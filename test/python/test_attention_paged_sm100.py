@@ -126,7 +126,8 @@ def test_paged_kernel_is_right_in_the_emulator(case):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(page_size=8), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a power of two >= 16 \(TMA .*, got 8"),
+    (dict(page_size=8),
+     r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a power of two >= 16 \(TMA .*, got 8"),
     (dict(page_size=40), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a power of two >= 16 .*, got 40"),
     (dict(page_size=48), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a power of two >= 16 .*, got 48"),
     (dict(page_size=-16), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a power of two >= 16"),

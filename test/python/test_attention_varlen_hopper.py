@@ -95,7 +95,8 @@ EMULATED = [
 
 
 @pytest.mark.parametrize("dtype, d, causal, num_q, lengths_q, lengths_k, h, hk", EMULATED,
-                         ids=[f"{c[0]}-d{c[1]}-{'causal' if c[2] else 'full'}-q{c[3]}-{i}" for i, c in enumerate(EMULATED)])
+                         ids=[f"{c[0]}-d{c[1]}-{'causal' if c[2] else 'full'}-q{c[3]}-{i}"
+                              for i, c in enumerate(EMULATED)])
 def test_packed_batches_match_f64_reference_in_the_emulator(dtype, d, causal, num_q, lengths_q, lengths_k, h, hk):
     """O (every row written, rows that see no key exactly 0) and the LSE (+inf there) against float64,
     within twice the error of the computation at the kernel's precision (``varlen_cases``)."""
@@ -105,8 +106,9 @@ def test_packed_batches_match_f64_reference_in_the_emulator(dtype, d, causal, nu
     check_varlen_in_emulator(config, q, k, v, cu_q, cu_k, d ** -0.5)
 
 
-_VARLEN_RULE = (r"AttentionConfig.varlen must be False with fp8_e4m3, persistent, or head dim 256/512 on sm_100a or "
-                r"512 on sm_90a \(packed variable-length sequences are built for the 16-bit one-tile kernels\), got True")
+_VARLEN_RULE = (r"AttentionConfig.varlen must be False with fp8_e4m3, persistent, or head dim 256/512 on sm_100a "
+                r"or 512 on sm_90a \(packed variable-length sequences are built for the 16-bit one-tile kernels\), "
+                r"got True")
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -129,3 +131,22 @@ def test_varlen_arguments_only_for_packed_kernels():
     packed = AttentionConfig(target="sm_90a", varlen=True)
     assert attention.varlen_arguments(packed, cu, cu, 3, "o") == {"cu_seqlens_q": cu, "cu_seqlens_k": cu,
                                                                    "total_q": 3, "o_rows": "o"}
+
+
+def test_the_emulator_launch_refuses_a_packed_array_it_would_copy():
+    """``launch_varlen_attention`` views each packed array as a batch of one (the kernel writes O through the
+    view): a non-contiguous array, which the view would copy (O lost), is an error before any launch."""
+    from fa4_mlir.errors import LaunchError
+    from fa4_mlir.tools.fa4_emu import launch_varlen_attention
+
+    class NeverLaunched:
+        def launch(self, *args, **kwargs):
+            raise AssertionError("launched")
+
+    config = AttentionConfig(target="sm_90a", head_dim=64, varlen=True)
+    q = np.zeros((8, 2, 64), np.uint16)
+    cu = np.array([0, 8], np.int32)
+    with pytest.raises(LaunchError, match=r"a packed array must be C-contiguous \(the kernel writes O through a view "
+                                          r"of it\), got strides \(256, 128, 2\)"):
+        launch_varlen_attention(NeverLaunched(), config, q, q, q, np.zeros((8, 2, 128), np.uint16)[:, :, :64], None, 0.125,
+                                cu, cu)

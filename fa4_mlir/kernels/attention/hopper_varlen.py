@@ -13,10 +13,10 @@ it has a K/V tile), a condition the same in every thread (the protocol verifier 
 cu_seqlens loads as such): a CTA past its sequence's rows does nothing (no barrier waits, nothing is
 written), and one with rows but no K/V tile (``g.n_tiles`` = 0) cannot run the roles' loops, which
 assume a first tile (the load warp loads K_0, the consumers peel tile 0), so both skip them and the
-consumers write O = 0 and LSE = +inf for its rows inside the sequence. Causal rows without a visible key keep the maximum -inf:
-the exponents subtract 0 instead (no -inf - -inf = NaN), the row sum is 0, and the epilogue writes
-O = 0 (factor 0, not 1 / 0) and LSE = +inf (FlashAttention's convention); the dense kernel has no such
-rows and no such selects.
+consumers write O = 0 and LSE = +inf for its rows inside the sequence. Causal rows without a visible key
+keep the maximum -inf: the exponents subtract 0 instead (no -inf - -inf = NaN), the row sum is 0, and the
+epilogue writes O = 0 (factor 0, not 1 / 0) and LSE = +inf (FlashAttention's convention); the dense
+kernel has no such rows and no such selects.
 
 O: the dense TMA store where the warpgroup's 64 rows lie inside the sequence; else (the tile ends past
 Sq_b, where a TMA store would overwrite the next sequence's rows, which another CTA writes) each thread
