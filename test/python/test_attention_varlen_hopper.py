@@ -147,6 +147,6 @@ def test_the_emulator_launch_refuses_a_packed_array_it_would_copy():
     q = np.zeros((8, 2, 64), np.uint16)
     cu = np.array([0, 8], np.int32)
     with pytest.raises(LaunchError, match=r"a packed array must be C-contiguous \(the kernel writes O through a view "
-                                          r"of it\), got strides \(256, 128, 2\)"):
+                                          r"of it\), got strides \(512, 256, 2\); pass np.ascontiguousarray"):
         launch_varlen_attention(NeverLaunched(), config, q, q, q, np.zeros((8, 2, 128), np.uint16)[:, :, :64], None, 0.125,
                                 cu, cu)
