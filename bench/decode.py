@@ -9,7 +9,9 @@ Each sequence holds ``--context`` keys in pages of ``--page-size`` (pages shuffl
 the bytes a step must move at least (K and V of every sequence once, Q and O) / the median time
 (``triton.testing.do_bench``), next to the H100's 3.35 TB/s; ratios ours / theirs from the same run. SDPA gets
 the same keys as a dense (B, Hk, S, D) cache with ``enable_gqa`` (what a user without a paged kernel runs);
-the output of every peer is first checked against ours.
+the output of every peer is first checked against ours. A prefill over the cache (``--queries`` up to the
+context, e.g. ``--batch 4 --context 4096 --queries 4096``) is the paged prefill; TFLOP/s count the visible
+(query, key) pairs (4 * B * H * D each); the ratio columns are the same for both units.
 """
 
 from __future__ import annotations
@@ -70,21 +72,24 @@ def measure(b: int, sk: int, h: int, hk: int, d: int, sq: int, page: int, repeat
         raise SystemExit(f"fa4 flash_attn_with_kvcache disagrees: {errors}")
     ms = {name: triton.testing.do_bench(fn, warmup=25, rep=repeats, return_mode="median") for name, fn in cases.items()}
     moved = 2 * b * sk * hk * d * 2 + 2 * b * sq * h * d * 2  # K, V once; Q and O (bf16)
+    pairs = sum(min(sk, max(0, i + 1 + sk - sq)) for i in range(sq))  # bottom-right causal
+    flops = 4 * b * h * d * pairs
     return {"batch": b, "context": sk, "heads": h, "kv_heads": hk, "head_dim": d, "queries": sq, "page_size": page,
-            "ms": ms, "gbps": {n: moved / (t * 1e-3) / 1e9 for n, t in ms.items()}, "rel_err": errors}
+            "ms": ms, "gbps": {n: moved / (t * 1e-3) / 1e9 for n, t in ms.items()},
+            "tflops": {n: flops / (t * 1e-3) / 1e12 for n, t in ms.items()}, "rel_err": errors}
 
 
 def print_rows(rows: list[dict]) -> None:
     names = sorted({n for r in rows for n in r["gbps"] if n != "fa4-mlir"})
-    print("| B | context | H/Hk | D | Sq | page | fa4-mlir GB/s (% of 3.35 TB/s) | "
+    print("| B | context | H/Hk | D | Sq | page | fa4-mlir GB/s (% of 3.35 TB/s) | fa4-mlir TF/s | "
           + " | ".join(f"{n} GB/s | ratio" for n in names) + " |")
-    print("|---" * (7 + 2 * len(names)) + "|")
+    print("|---" * (8 + 2 * len(names)) + "|")
     for r in rows:
         g = r["gbps"]
         cells = [f"{g[n]:.0f} | {g['fa4-mlir'] / g[n]:.2f}" if n in g else "- | -" for n in names]
         print(f"| {r['batch']} | {r['context']} | {r['heads']}/{r['kv_heads']} | {r['head_dim']} | {r['queries']} | "
-              f"{r['page_size']} | {g['fa4-mlir']:.0f} ({100 * g['fa4-mlir'] / HBM_GBPS:.0f}%) | " + " | ".join(cells)
-              + " |")
+              f"{r['page_size']} | {g['fa4-mlir']:.0f} ({100 * g['fa4-mlir'] / HBM_GBPS:.0f}%) | "
+              f"{r['tflops']['fa4-mlir']:.0f} | " + " | ".join(cells) + " |")
 
 
 def main() -> int:
