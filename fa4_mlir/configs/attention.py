@@ -61,6 +61,8 @@ SM90_SHORT_TILE: dict[tuple[str, int, bool], tuple[int, int]] = {("bf16", 64, Tr
 PAGE_MULTIPLE = 16  # a paged K/V cache's page_size is a power of two >= this: TMA loads K/V tiles in chunks of it
 BLOCK_COLS = 64  # sm_90a: 16-bit columns of one 128-byte swizzle block
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
+SM90_PACK_GQA_MAX = 64  # sm_90a pack_gqa: the most heads a consumer warpgroup's 64 rows hold (one position)
+SM90_PACK_GQA_ROWS = 128  # sm_90a pack_gqa: a paged CTA's rows (num_q 2), which Sq x group must fit to pack
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +176,12 @@ class AttentionConfig(Checked):
     arguments). Q is dense (B, Sq, H, D), or packed with ``varlen`` (then ``cu_seqlens_k`` is not used). Causal is
     aligned bottom-right as with ``varlen``. TMA loads each K/V tile in chunks of gcd(keys a tile, page_size) rows,
     each inside one page.
+
+    ``pack_gqa`` (sm_90a, paged, dense Q: the decode form): the ``pack_gqa`` query heads of one K/V head share
+    the CTA's rows (FlashAttention's pack_gqa): each consumer warpgroup's 64 rows are 64 / pack_gqa positions x
+    pack_gqa heads (row r: position r / pack_gqa of head kvh * pack_gqa + r % pack_gqa), so a decode step (Sq 1)
+    fills the rows with heads instead of 127 empty positions, and reads each K/V tile once per K/V head. The
+    launch's group must be ``pack_gqa`` (compiled in); 0: one head a CTA.
     """
 
     target: str = "sm_100a"
@@ -188,6 +196,7 @@ class AttentionConfig(Checked):
     persistent: bool = False  # sm_90a: one CTA per resident slot walks the tiles (``HopperTile.persistent``)
     varlen: bool = False  # packed variable-length sequences (``cu_seqlens_q`` / ``cu_seqlens_k``; see below)
     page_size: int = 0  # keys per page of a paged K/V cache (``block_table``; see below); 0: K/V contiguous
+    pack_gqa: int = 0  # sm_90a paged, dense Q: query heads of one K/V head packed into a CTA's rows (see below)
 
     def __post_init__(self):
         lookup_dtype(self.dtype, field="AttentionConfig.dtype", allowed=("bf16", "fp16", "fp8_e4m3"))
@@ -244,6 +253,15 @@ class AttentionConfig(Checked):
             ("num_q", not (hopper and self.page_size and self.num_q == 3),
              "2 with a paged K/V cache on sm_90a (three consumer warpgroups leave the load warp 32 registers, and "
              "its paged loads spill)"),
+            ("pack_gqa", type(self.pack_gqa) is int and (self.pack_gqa == 0 or (
+                2 <= self.pack_gqa <= SM90_PACK_GQA_MAX and SM90_PACK_GQA_MAX % self.pack_gqa == 0)),
+             f"0 (a head a CTA) or a power of two in [2, {SM90_PACK_GQA_MAX}] (query heads per K/V head packed into "
+             f"a consumer warpgroup's {SM90_PACK_GQA_MAX} rows)"),
+            ("pack_gqa", not self.pack_gqa or (hopper and self.page_size and not self.varlen),
+             "0 unless target is sm_90a with a paged K/V cache (page_size > 0) and dense Q (varlen False): the "
+             "decode form packs the heads of a K/V head"),
+            ("group", not self.pack_gqa or self.group in (1, self.pack_gqa),
+             f"1 or pack_gqa ({self.pack_gqa}) with pack_gqa (the packed heads are the group's)"),
             ("token_scales", isinstance(self.token_scales, bool) and (self.is_fp8 or not self.token_scales),
              "False unless dtype is fp8_e4m3 (per-token scales dequantize fp8 Q and K)"),
             ("token_scales", not (self.token_scales and self.target == "sm_100a" and self.group > 32
@@ -347,8 +365,11 @@ class AttentionConfig(Checked):
 
     @property
     def fused_group(self) -> int:
-        """Heads that share one CTA's rows: ``group`` when it divides the 128 rows (sm_100a), else 1
-        (sm_90a: a CTA holds one head, and the heads of a group read the same K/V tiles from L2)."""
+        """Heads that share one CTA's rows: ``group`` when it divides the 128 rows (sm_100a); sm_90a:
+        ``pack_gqa`` when set, else 1 (a CTA holds one head, and the heads of a group read the same K/V tiles
+        from L2)."""
+        if self.pack_gqa:
+            return self.pack_gqa
         if self.is_depth512:  # each CTA of the pair holds BM rows: whole positions of the group's heads
             f = self.depth512
             return self.group if f.fuse_gqa and f.bm % self.group == 0 else 1
@@ -382,6 +403,7 @@ class AttentionConfig(Checked):
         return (f"AttentionConfig {self.target} {self.dtype} d{self.head_dim} {self.num_q}Q"
                 + (" persistent" if self.persistent else "") + (" token-scales" if self.token_scales else "")
                 + (" varlen" if self.varlen else "") + (f" paged {self.page_size}" if self.page_size else "")
+                + (f" pack_gqa {self.pack_gqa}" if self.pack_gqa else "")
                 + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else ""))
 
 
@@ -427,8 +449,8 @@ def varlen_head_dims(target: str) -> tuple[int, ...]:
 
 def paged_head_dims(target: str) -> tuple[int, ...]:
     """The head dims of the paged K/V cache kernel on ``target``: those ``AttentionConfig(page_size=...)``
-    accepts (16-bit)."""
-    return _head_dims_with(target, page_size=PAGE_MULTIPLE)
+    accepts (16-bit) with pages of 64 keys (every head dim takes 64; 16 spills at some)."""
+    return _head_dims_with(target, page_size=4 * PAGE_MULTIPLE)
 
 
 def varlen_config(target: str, dtype: str, head_dim: int, causal: bool, group: int,
@@ -445,15 +467,25 @@ def varlen_config(target: str, dtype: str, head_dim: int, causal: bool, group: i
         return AttentionConfig(**fields, num_q=2)
 
 
+def packs_gqa(target: str, group: int, seq_q: int) -> bool:
+    """Whether the paged kernel packs the group's heads into the CTA's rows (``AttentionConfig.pack_gqa``): on
+    sm_90a when ``seq_q`` positions of ``group`` heads fit the 128 rows (decode) and the group is a power of
+    two in [2, 64] (the packs a warpgroup's 64 rows hold)."""
+    return (target == "sm_90a" and 2 <= group <= SM90_PACK_GQA_MAX and SM90_PACK_GQA_MAX % group == 0
+            and 1 <= seq_q * group <= SM90_PACK_GQA_ROWS)
+
+
 def paged_config(target: str, dtype: str, head_dim: int, causal: bool, group: int, page_size: int,
-                 capacity: int) -> AttentionConfig:
+                 capacity: int, seq_q: int) -> AttentionConfig:
     """The paged K/V cache kernel ``torch.ops.fa4.flash_attn_with_kvcache`` runs (and test/gpu/build_artifacts.py
-    builds) for pages of ``page_size`` keys: the dense op's tile for ``capacity`` keys (a sequence's most:
-    pages_per_seq * page_size; ``default_tile``) where the paged rules allow it, else the head dim's default
-    tile (num_q 2)."""
+    builds) for pages of ``page_size`` keys and ``seq_q`` queries a sequence: the dense op's tile for
+    ``capacity`` keys (a sequence's most: pages_per_seq * page_size; ``default_tile``) where the paged rules
+    allow it, else the head dim's default tile (num_q 2); with the group's heads packed into a CTA's rows
+    (``pack_gqa``) where ``packs_gqa`` says so (decode: Sq x group <= 128)."""
     num_q, block_n = default_tile(target, dtype, head_dim, causal, capacity)
+    pack = group if packs_gqa(target, group, seq_q) else 0
     fields = dict(target=target, dtype=dtype, head_dim=head_dim, causal=causal, group=group, page_size=page_size,
-                  exp2_emulation=default_exp2_emulation(target, dtype, head_dim))
+                  exp2_emulation=default_exp2_emulation(target, dtype, head_dim), pack_gqa=pack)
     try:
         return AttentionConfig(**fields, num_q=num_q, block_n=block_n)
     except ConfigError:

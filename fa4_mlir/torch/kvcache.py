@@ -35,6 +35,8 @@ checks (and synchronizes) each step. ``torch.compile`` traces the op (the fake n
 
 The kernel is ``paged_config``'s (``AttentionConfig.page_size``): bf16 or fp16, the head dims the paged kernel
 has on the target (``paged_head_dims``); its ``seq_k`` is the capacity (a bound of every sequence's keys). On
+sm_90a a decode call (Sq x group <= 128, the group a power of two in [2, 64]) packs the group's query heads into
+one CTA's rows (``AttentionConfig.pack_gqa``): each K/V tile is read once per K/V head. On
 CPU tensors it runs in the PTX emulator when asked (``fa4_mlir.torch.emulated``).
 """
 
@@ -295,7 +297,7 @@ def flash_attn_with_kvcache_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
     launch = out.numel() > 0 and fixed != 0
     if launch:  # everything that can refuse the call comes before the cache is written
         config = paged_config(target, dtype, layout.head_dim, bool(causal), h // layout.kv_heads, layout.page_size,
-                              layout.capacity)
+                              layout.capacity, sq)
         kernel = (_kernels.checked(config, where.load("attention", config)) if isinstance(where, emulator)
                   else _kernels.get(where, config))
         grid = launch_geometry(config, b, sq, h, layout.capacity)

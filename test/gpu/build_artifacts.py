@@ -37,6 +37,7 @@ MLA_TILE_HEADS = (2, 8, 16, 64)  # the op's tile_heads for test_mla_gpu.py's hea
 MLA_SWEEP = ((32, 2), (32, 3), (16, 4), (16, 8))  # (block_n, stages) bench/mla.py --sweep times beside the default
 # test_kvcache_gpu.py's page sizes (PAGE_SIZES; its non-paged caches run as pages of 256: kvcache.CACHE_PAGES)
 KV_PAGE_SIZES = (16, 64, 256)
+KV_PACKED_GROUPS = (4, 8)  # test_kvcache_gpu.py's and bench/decode.py's GQA groups (decode: pack_gqa = group)
 FP8_EXP2_SWEEP = (0, 2, 4, 6, 8, 12)  # fp8 exponentials per 32 by polynomial (bench/attention.py --exp2-emulation)
 
 
@@ -71,13 +72,14 @@ def keys() -> list[ArtifactKey]:
         ArtifactKey.for_config("attention", varlen_config("sm_90a", dt, d, c, 1, sk))
         for dt in ("bf16", "fp16") for d in varlen_head_dims("sm_90a") for c in (False, True)
         for sk in (SM90_SHORT_KEYS, SM90_SHORT_KEYS + 1)))
-    # torch.ops.fa4.flash_attn_with_kvcache and test_kvcache_gpu.py: the paged kernels of its page sizes, head dims
-    # 64 and 128, both masks, both dtypes, for short and
-    # long capacities (the op's tile: paged_config); every group, as above
+    # torch.ops.fa4.flash_attn_with_kvcache, test_kvcache_gpu.py and bench/decode.py: the paged kernels of its page
+    # sizes, head dims 64 and 128, both masks, both dtypes, for short and long capacities (the op's tile:
+    # paged_config); group 1 serves every group that packs none (as above), and decoding (Sq x group <= 128, Sq
+    # 1..16 there) packs the groups' heads into a CTA's rows (AttentionConfig.pack_gqa: a kernel per group)
     wanted += list(dict.fromkeys(
-        ArtifactKey.for_config("attention", paged_config("sm_90a", dt, d, c, 1, p, cap))
+        ArtifactKey.for_config("attention", paged_config("sm_90a", dt, d, c, g, p, cap, 1))
         for dt in ("bf16", "fp16") for d in (64, 128) for c in (False, True) for p in KV_PAGE_SIZES
-        for cap in (SM90_SHORT_KEYS, max(SM90_SHORT_KEYS + 1, p)) if cap >= p))
+        for cap in (SM90_SHORT_KEYS, max(SM90_SHORT_KEYS + 1, p)) if cap >= p for g in (1, *KV_PACKED_GROUPS)))
     # test_mla_gpu.py and bench/mla.py: the MLA op's kernels for its heads, both masks, both dtypes
     wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(dtype=dt, causal=c, tile_heads=th))
                for dt in ("bf16", "fp16") for c in (False, True) for th in MLA_TILE_HEADS]

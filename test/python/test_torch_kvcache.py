@@ -203,12 +203,22 @@ def test_a_kernel_without_block_table_is_never_launched_and_the_cache_is_not_wri
 
 
 def test_the_config_is_the_dense_ops_tile_with_the_page_size():
-    c = paged_config("sm_90a", "bf16", 64, False, 4, 256, 4096)
-    assert (c.page_size, c.num_q, c.block_n, c.group, c.varlen) == (256, 3, 0, 4, False)
-    short = paged_config("sm_90a", "bf16", 64, True, 1, 16, 2048)  # the short-sequence tile: 128 keys
+    c = paged_config("sm_90a", "bf16", 64, False, 4, 256, 4096, 4096)  # the dense op's num_q 3 is not paged: 2
+    assert (c.page_size, c.num_q, c.block_n, c.group, c.varlen) == (256, 2, 0, 4, False)
+    short = paged_config("sm_90a", "bf16", 64, True, 1, 16, 2048, 1)  # the short-sequence tile: 128 keys
     assert (short.num_q, short.block_n, short.page_chunk) == (2, 128, 16)
-    assert paged_config("sm_100a", "fp16", 128, True, 2, 64, 100) == AttentionConfig(
-        target="sm_100a", dtype="fp16", head_dim=128, causal=True, group=2, page_size=64)
+    assert paged_config("sm_100a", "fp16", 128, True, 2, 64, 100, 1) == AttentionConfig(
+        target="sm_100a", dtype="fp16", head_dim=128, causal=True, group=2, page_size=64)  # sm_100a fuses GQA itself
+
+
+def test_decode_packs_the_group_into_the_ctas_rows_on_sm90():
+    """pack_gqa = group where Sq x group <= 128 and the group is a power of two in [2, 64] (decode), else 0."""
+    def pack(group, sq):
+        return paged_config("sm_90a", "bf16", 128, True, group, 64, 8192, sq).pack_gqa
+    assert [pack(g, 1) for g in (1, 2, 4, 8, 16, 32, 64)] == [0, 2, 4, 8, 16, 32, 64]
+    assert (pack(8, 16), pack(8, 17), pack(64, 2), pack(6, 1), pack(128, 1)) == (8, 0, 64, 0, 0)
+    c = paged_config("sm_90a", "fp16", 64, False, 8, 16, 1 << 20, 1)  # the long tile's num_q 3 is not paged
+    assert (c.pack_gqa, c.num_q, c.group, c.fused_group, c.cta_positions) == (8, 2, 8, 8, 16)
 
 
 # -- the append, without a kernel ---------------------------------------------------------------------------------
@@ -360,6 +370,7 @@ def _bits(t: torch.Tensor) -> np.ndarray:
 CASES = [
     ("sm_90a", "bf16", 64, 4, 1, True, 3, 16, (5, 0, 40), 2),
     ("sm_90a", "fp16", 128, 2, 2, False, 1, 0, (64, 17), 0),
+    ("sm_90a", "bf16", 128, 16, 2, True, 1, 64, (100, 0, 63), 1),  # decode, pack_gqa 8: a CTA per K/V head
     ("sm_100a", "bf16", 64, 2, 2, True, 4, 64, (70, 1), 0),
     ("sm_100a", "fp16", 128, 4, 2, False, 2, 0, (20, 0), 5),
 ]
@@ -378,7 +389,9 @@ def test_the_op_in_the_emulator_matches_float64(target, dtype, d, h, hk, causal,
         k_cache, v_cache = (reference.random_bits(rng, (b, 64, hk, d), dtype, 1.0) for _ in range(2))
         table = np.arange(b, dtype=np.int32)[:, None]
     capacity = table.shape[1] * k_cache.shape[1]
-    _paged_kernel(paged_config(target, dtype, d, causal, h // hk, k_cache.shape[1], capacity))
+    config = paged_config(target, dtype, d, causal, h // hk, k_cache.shape[1], capacity, sq)
+    assert bool(config.pack_gqa) == (target == "sm_90a" and h > hk)  # sm_90a decode: the group's heads packed
+    _paged_kernel(config)
     q = reference.random_bits(rng, (b, sq, h, d), dtype, 1.0)
     k_new, v_new = (reference.random_bits(rng, (b, new, hk, d), dtype, 1.0) for _ in range(2))
     kc, vc = _torch(k_cache, dtype), _torch(v_cache, dtype)

@@ -98,6 +98,8 @@ def launch_geometry(config: AttentionConfig, batch: int, seq_q: int, heads: int,
                           f"{batch}, {seq_q}, {heads}, {seq_k}")
     if heads % config.group:
         raise LaunchError(f"attention: heads ({heads}) must be a multiple of group ({config.group})")
+    if heads % config.fused_group:  # sm_90a pack_gqa (group 1 in the canonical config): whole K/V heads a CTA
+        raise LaunchError(f"attention: heads ({heads}) must be a multiple of pack_gqa ({config.fused_group})")
     tiles = -(-seq_q // config.cta_positions)
     if config.target == "sm_90a" and config.persistent:  # heads and batch are not grid dimensions
         if not isinstance(ctas, int) or ctas < 1:
@@ -143,10 +145,14 @@ def paged_arguments(config: AttentionConfig, block_table, pages_per_seq: int, se
 def gqa_arguments(config: AttentionConfig, heads: int, kv_heads: int) -> dict[str, int]:
     """The launch's GQA argument for ``heads`` query heads over ``kv_heads`` K/V heads: ``{"group": heads
     // kv_heads}`` where the kernel takes the group at launch (sm_90a, ``config.runtime_group``), else ``{}``
-    (sm_100a compiles the group in: it must be the config's). LaunchError unless kv_heads divides heads."""
+    (sm_100a compiles the group in: it must be the config's). LaunchError unless kv_heads divides heads, or
+    with ``pack_gqa`` unless the group is it (the packed heads are compiled in)."""
     if not isinstance(kv_heads, int) or isinstance(kv_heads, bool) or kv_heads < 1 or heads % kv_heads:
         raise LaunchError(f"attention: kv_heads must be an int >= 1 that divides heads ({heads}), got {kv_heads!r}")
     group = heads // kv_heads
+    if config.pack_gqa and group != config.pack_gqa:
+        raise LaunchError(f"attention: heads / kv_heads must be the config's pack_gqa ({config.pack_gqa}, the heads "
+                          f"packed into a CTA's rows), got {heads} / {kv_heads} = {group}")
     if config.runtime_group:
         return {"group": group}
     if group != config.group:

@@ -73,6 +73,14 @@ bytes; those keys are masked). Sk_b = seqused_k[b]; Q is dense (B, Sq, H, D), ev
 TMA-stored as the dense kernel's, LSE (B, H, Sq); or packed (``varlen``: cu_seqlens_q, O and LSE as
 above). The rest is the packed kernel's (``hopper_varlen``: bottom-right causal, rows that see no key).
 
+Packed GQA heads (``AttentionConfig.pack_gqa`` = G, paged with dense Q: decoding): CTA (x, y, z) takes the G
+query heads kvh * G .. of K/V head kvh = y, each warpgroup's 64 rows 64 / G positions x G heads (row r:
+position r / G of head kvh * G + r % G, the consumer's ``tile_heads``, as the MLA kernel packs its heads): the
+Q and O TMA boxes are (64 columns, G heads, 64 / G positions, 1), so a decode step (Sq = 1) fills the rows
+with heads, not 127 empty positions, and a K/V tile is loaded once for the G heads. Key limits are per row
+position (bottom-right causal), the LSE per row head, O positions past Sq are clipped by the TMA store. G is
+compiled in (the launch's ``group`` must be it: ``gqa_arguments``); the grid is (ceil(Sq G / 128), Hk, B).
+
 Built through ``fa4_mlir.dsl``: this module declares the parameters and builds the prologue and the
 load warp; ``hopper_consumer`` builds the consumer warpgroups.
 """
@@ -119,7 +127,8 @@ def build(config: AttentionConfig) -> KernelSource:
         declare(k, q_box, kv_box, o_box, scale_boxes, fp8=True, v_box=v_box, runtime_group=True,
                 persistent=t.persistent)
     else:
-        q_box = o_box = TensorMapSpec(config.dtype, (BLOCK, 1, WG_ROWS, 1), "128B")
+        heads = config.fused_group  # pack_gqa: a warpgroup's 64 rows are 64 / heads positions x heads heads
+        q_box = o_box = TensorMapSpec(config.dtype, (BLOCK, heads, WG_ROWS // heads, 1), "128B")
         # paged: a K/V TMA load takes one chunk of a page (``hopper_paged``)
         kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, config.page_chunk or t.bn, 1), "128B")
         declare(k, q_box, kv_box, o_box, runtime_group=True, persistent=t.persistent, varlen=config.varlen,
@@ -144,10 +153,14 @@ def build(config: AttentionConfig) -> KernelSource:
             with _only(k, g.work), k.elect_one():
                 _load(dsl, k, g)
     grid = "(min(ceil(Sq / {bm}) * H * B, resident CTAs), 1, 1)" if t.persistent else "(ceil(Sq / {bm}), H, B)"
-    persistent = {"persistent": True} if t.persistent else {}
+    extra = {"persistent": True} if t.persistent else {}
+    if config.pack_gqa:  # a CTA: cta_positions positions of the pack_gqa heads of K/V head ctaid.y; the group
+        # is compiled in (the launch's must be it)
+        grid = f"(ceil(Sq / {config.cta_positions}), H / {config.pack_gqa}, B)"
+        extra = {"group": config.pack_gqa, "pack_gqa": config.pack_gqa}
     return k.source(grid=grid.format(bm=t.bm) + " (launch_geometry)",
                     config={**{f: getattr(config, f) for f in CONFIG_FIELDS}, "group": "runtime", "block_n": t.bn,
-                            **persistent})
+                            **extra})
 
 
 def _only(k, condition):
@@ -208,7 +221,8 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         qbar=barriers["q_full"], kfull=barriers["k_full"], vfull=barriers["v_full"], kp=kp, vp=vp, qp=qp,
         persistent=t.persistent, place=_place,
         exp2_emulation=c.exp2_emulation, lazy_rescale=c.lazy_rescale,
-        shared_kv=False, tile_heads=1, kv_begin=None, kv_limit=arg.seq_k,  # the MLA kernel's consumer hooks off
+        shared_kv=False, kv_begin=None, kv_limit=arg.seq_k,  # the MLA kernel's consumer hooks off
+        tile_heads=c.pack_gqa or 1,  # pack_gqa: rows of packed heads (the MLA kernel's hook)
         q_base=None, k_base=None, work=None)  # varlen: the sequence's first Q and K/V rows, whether the CTA works
     if t.persistent:  # the tile walk: this CTA's first tile, its stride and the number of tiles
         q_tiles = name(dsl.Value(dsl.arith.divsi((arg.seq_q + (t.bm - 1)).value, dsl.Value(t.bm).value)), "q_tiles")
@@ -245,9 +259,15 @@ def _set_tile(dsl, g, qt, head, bz) -> None:
     from fa4_mlir.dsl.names import name
 
     c, t, arg = g.c, g.t, g.arg
-    g.head, g.bz = head, bz
-    g.kvh = name(head // arg.group, "kvh")  # the group is a launch argument: one division per tile
-    g.q_start = name(qt * t.bm, "q_start")
+    g.bz = bz
+    if c.pack_gqa:  # the grid's y is the K/V head; the CTA's rows hold its pack_gqa heads (compiled in)
+        g.kvh = head
+        g.head = name(head * c.pack_gqa, "head0")
+        g.q_start = name(qt * c.cta_positions, "q_start")  # positions: bm / pack_gqa a CTA
+    else:
+        g.head = head
+        g.kvh = name(head // arg.group, "kvh")  # the group is a launch argument: one division per tile
+        g.q_start = name(qt * t.bm, "q_start")
     if c.serving:  # bz is the sequence; its rows, lengths and K/V tiles are each role's (hopper_varlen.set_tile)
         g.seq = bz
         return
@@ -290,7 +310,8 @@ def _load(dsl, k, g) -> None:
 
 def _load_q(dsl, g, index) -> None:
     """The tile's Q (and q scales) on barrier ``index`` of the Q ring."""
-    starts = (g.q_start,) if g.split_o else [g.q_start + w * WG_ROWS for w in range(g.consumers)]
+    positions = WG_ROWS // g.tile_heads  # a warpgroup's Q box: positions x tile_heads heads (pack_gqa)
+    starts = (g.q_start,) if g.split_o else [g.q_start + w * positions for w in range(g.consumers)]
     if g.q_base is not None:  # varlen: rows of the packed Q
         starts = [g.q_base + s for s in starts]
     per_block = g.row // g.t.elem_bytes  # elements of a swizzled row

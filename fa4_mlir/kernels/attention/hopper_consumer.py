@@ -35,6 +35,9 @@ tile_heads`` positions: row r is position ``r / tile_heads`` of head ``head + r 
 split KV, ``kv_begin`` and ``kv_limit`` (the CTA's keys: tile j holds keys ``kv_begin + j BN ..``,
 masked from ``kv_limit`` on), and its own epilogue.
 
+The paged kernel with ``pack_gqa`` (``hopper``) sets ``tile_heads`` as well (its G heads of a K/V head): a
+warpgroup's first position is then ``q_start + w * 64 / tile_heads``.
+
 Packed sequences (``hopper_varlen.VarlenConsumer``) override the hooks ``_key_limits`` (bottom-right
 causal), ``_finite`` (rows that see no key) and the epilogue (``_normalizers``, ``_store_tile`` and
 stores per thread).
@@ -190,16 +193,8 @@ class Consumer:
 
     def _setup_tile(self, qs) -> None:
         """The rows' positions and key limits in the tile; wait for Q (``qs``, persistent: on its ring)."""
-        g, p = self.g, self.p
-        # split O: both warpgroups own the CTA's 64 rows
-        self.row0 = g.q_start if g.split_o else (g.q_start + self.w * g.wg_rows).named(f"{p}row0")
-        if self.tile_heads == 1:
-            pos0 = (self.row0 + self.r0).named(f"{p}pos0")
-            self.pos = [pos0, (pos0 + 8).named(f"{p}pos1")]
-        else:  # packed heads (MLA): row r is position r / tile_heads of head head + r % tile_heads
-            rows = [self.r0, self.r0 + 8]
-            self.pos = [(self.row0 + r // self.tile_heads).named(f"{p}pos{i}") for i, r in enumerate(rows)]
-            self.heads = [(g.head + r % self.tile_heads).named(f"{p}head{i}") for i, r in enumerate(rows)]
+        g = self.g
+        self._rows()
         self.ninf = fm.constant(fm.NEG_INF)
         self.neg_scale = dsl.arith.negf(g.arg.scale_log2e)
         self.lim = self._key_limits(g.kv_limit)
@@ -211,6 +206,22 @@ class Consumer:
         # per-token scales: each row's softmax scale (else scale_log2e for all)
         self.row_scale = fp8.row_scales(self) if g.qscale is not None else None
         self.neg_row_scale = [dsl.arith.negf(x) for x in self.row_scale] if self.row_scale else None
+
+    def _rows(self) -> None:
+        """The warpgroup's first position (``row0``) and the thread's rows' positions (``pos``); packed heads
+        (MLA, pack_gqa): row r is position r / tile_heads of head head + r % tile_heads (``heads``), a
+        warpgroup's 64 rows 64 / tile_heads positions."""
+        g, p = self.g, self.p
+        # split O: both warpgroups own the CTA's 64 rows
+        self.row0 = g.q_start if g.split_o else \
+            (g.q_start + self.w * (g.wg_rows // self.tile_heads)).named(f"{p}row0")
+        if self.tile_heads == 1:
+            pos0 = (self.row0 + self.r0).named(f"{p}pos0")
+            self.pos = [pos0, (pos0 + 8).named(f"{p}pos1")]
+        else:
+            rows = [self.r0, self.r0 + 8]
+            self.pos = [(self.row0 + r // self.tile_heads).named(f"{p}pos{i}") for i, r in enumerate(rows)]
+            self.heads = [(g.head + r % self.tile_heads).named(f"{p}head{i}") for i, r in enumerate(rows)]
 
     def _key_limits(self, seq_k) -> list:
         """Rows r0's and r0 + 8's key limits (keys at or past one are masked): ``seq_k`` (``g.kv_limit``:

@@ -62,7 +62,7 @@ def set_tile(g) -> None:
         g.seq_q, g.kv_limit = arg.seq_q, name(at(arg.seqused_k, b), "seq_kb")
     if c.causal:  # bottom-right: row i sees keys j < i + 1 + Sk_b - Sq_b; the CTA's last row bounds its tiles
         g.diagonal = name(g.kv_limit - g.seq_q + 1, "diagonal")
-        last = g.q_start + t.bm + (g.kv_limit - g.seq_q)
+        last = g.q_start + t.bm // g.tile_heads + (g.kv_limit - g.seq_q)  # pack_gqa: bm / heads positions
         kv_end = dsl.Value(dsl.arith.minsi(g.kv_limit.value, last.value))
         kv_end = name(dsl.Value(dsl.arith.maxsi(kv_end.value, dsl.Value(0).value)), "kv_end")
     else:
@@ -98,12 +98,6 @@ class VarlenConsumer(Consumer):
                 else:  # dense Q (paged): O = 0 * 0 over the unloaded Q rows, TMA-stored (clipped past seq_q)
                     self._store_tile(dsl.llvm.mlir_zero(self.oacc), [zero, zero], self.row0)
                 self._write_lse([fm.constant(POS_INF)] * 2)
-
-    def _rows(self) -> None:
-        """The warpgroup's first row in the sequence (``row0``) and the thread's two rows (``pos``)."""
-        self.row0 = (self.g.q_start + self.w * self.g.wg_rows).named(f"{self.p}row0")
-        pos0 = (self.row0 + self.r0).named(f"{self.p}pos0")
-        self.pos = [pos0, (pos0 + 8).named(f"{self.p}pos1")]
 
     def _key_limits(self, seq_k) -> list:
         """Causal, bottom-right: min(Sk_b, position + 1 + Sk_b - Sq_b) (<= 0: the row sees no key)."""
