@@ -141,3 +141,14 @@ def test_paged_kernel_is_right_in_the_emulator(case):
 def test_paged_config_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         AttentionConfig(**kwargs)
+
+
+def test_long_paged_sequences_match_f64_reference_in_the_emulator():
+    """Key counts drawn in 1..4096 (one of 4096: 32 K/V tiles over 16 pages of 256), an empty sequence, a decode
+    step of 3 queries, causal, fused GQA 2: the ring and the page walk over a whole 4k context."""
+    rng = np.random.default_rng(4096)
+    lengths = [4096, int(rng.integers(1, 4097)), 0]
+    config = AttentionConfig(head_dim=64, page_size=256, causal=True, group=2)
+    k_cache, v_cache, table, used = paged_batch(rng, lengths, 256, 1, 64, "bf16")
+    q = reference.random_bits(rng, (3, 3, 2, 64), "bf16", 1.0)
+    check_paged_in_emulator(config, q, k_cache, v_cache, table, used, 0.125)

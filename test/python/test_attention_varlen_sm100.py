@@ -134,3 +134,13 @@ def test_the_verifier_finds_a_role_that_does_not_skip_a_zero_trip_count(monkeypa
 def test_varlen_config_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         AttentionConfig(**kwargs)
+
+
+def test_long_packed_sequences_match_f64_reference_in_the_emulator():
+    """Packed sequences with key lengths drawn in 1..4096 (one of 4096) and few queries each (Sq < Sk: the
+    bottom-right diagonal far from the top-left one), an empty query sequence, causal."""
+    rng = np.random.default_rng(4097)
+    lengths_k = [4096, int(rng.integers(1, 4097)), int(rng.integers(1, 4097))]
+    config = AttentionConfig(head_dim=128, causal=True, varlen=True)
+    q, k, v, cu_q, cu_k = packed_batch(rng, [5, 0, 17], lengths_k, 1, 1, 128, "fp16")
+    check_varlen_in_emulator(config, q, k, v, cu_q, cu_k, 128 ** -0.5)
