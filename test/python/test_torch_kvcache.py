@@ -178,6 +178,18 @@ def test_head_dims_are_the_paged_kernels_of_the_target(target, d, dims):
         _call(args, target)
 
 
+def test_a_page_size_that_spills_at_the_head_dim_is_refused_before_the_cache_is_written():
+    """Pages of 16 at head dim 192 on sm_90 (20 TMA loads a tile: the load warp spills) are refused by the
+    config's rule, before any append or launch (``_call`` checks both)."""
+    from fa4_mlir.errors import ConfigError
+
+    args = _args(q=_z(2, 3, 4, 192), k_cache=_z(6, 16, 2, 192), v_cache=_z(6, 16, 2, 192), k=_z(2, 4, 2, 192),
+                 v=_z(2, 4, 2, 192))
+    with pytest.raises(ConfigError, match=r"AttentionConfig.page_size must be >= 32 at head dims 192 and 256 on "
+                                          r"sm_90a .*, got 16"):
+        _call(args)
+
+
 def test_cpu_tensors_without_the_emulator_are_an_error():
     with pytest.raises(LaunchError, match=r"flash_attn_with_kvcache: q must be a CUDA tensor, got device 'cpu'"):
         fa4_torch.flash_attn_with_kvcache(**_args())
