@@ -4,6 +4,10 @@ and the GPU tests, which skip without a GPU unless FA4_REQUIRE_GPU=1).
     python test/run_tests.py            # what CI and the README run
     python test/run_tests.py -k name    # extra arguments go to pytest
 
+pytest runs one worker per CPU core (pytest-xdist, whole files per worker: a file's kernels compile once in
+its worker); FA4_TEST_WORKERS sets the count (1: in this process, no workers). The emulator suites of the
+kernels dominate the time, and they are independent processes' work.
+
 Prints one closing line 'N passed, M failed' over both runners and exits non-zero if anything
 failed or if either runner found no tests.
 """
@@ -48,8 +52,10 @@ def main() -> int:
     # lit 23 has no __main__ module, so `python -m lit` fails; call its entry point.
     lit_rc, lit_out = _run([sys.executable, "-c", "import lit.main; lit.main.main()", "-sv", HERE])
     lit_passed, lit_failed = _lit_counts(lit_out)
+    workers = os.environ.get("FA4_TEST_WORKERS") or str(len(os.sched_getaffinity(0)))
+    parallel = ["-n", workers, "--dist", "loadfile"] if workers != "1" else []
     py_rc, py_out = _run([sys.executable, "-m", "pytest", os.path.join(HERE, "python"), os.path.join(HERE, "gpu"),
-                          *sys.argv[1:]])
+                          *parallel, *sys.argv[1:]])
     py_passed, py_failed = _pytest_counts(py_out)
     if lit_rc and not lit_failed:
         lit_failed = 1  # lit failed before counting (e.g. a config error)
