@@ -68,7 +68,7 @@ def test_a_paged_tile_reads_the_block_table_once_for_k_and_v(page, head_dim, ent
 
     from fa4_mlir.core.compiler import compile_kernel
 
-    ptx = compile_kernel(attention.build(AttentionConfig(page_size=page, head_dim=head_dim)), stop="ptx",
+    ptx = compile_kernel(attention.build(AttentionConfig(page_size=page, head_dim=head_dim)), stop="cubin",
                          verify_protocol=False).ptx
     blocks = re.split(r"\n\$L__BB\d+_\d+:", ptx)
     loop = [b for b in blocks if "ld.global" in b and "shared::cta.global.tile" in b][-1]
