@@ -160,6 +160,60 @@ def varlen_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, cu_seqlens_q, 
     return (out if dtype is None else round_to(out, dtype)), lse
 
 
+def attention_partials(q: np.ndarray, k: np.ndarray, v: np.ndarray, cu_seqlens_k, causal: bool, scale: float,
+                       split_keys: int, num_splits: int, dtype: str | None = None):
+    """What a split-KV kernel writes (``AttentionConfig.split_kv``), in float64: q (B, Sq, H, D) values, k and v
+    packed (total_k, Hk, D) with sequence b's keys at rows [cu_seqlens_k[b], cu_seqlens_k[b + 1]) (``paged_keys``
+    makes them from a cache), bottom-right causal. Range s holds keys [s split_keys, (s + 1) split_keys) of each
+    sequence; a row's partial O is normalised over its visible keys there and its LSE is their log-sum-exp; a row
+    with none there has O 0 and LSE -inf. Returns (o (B, Sq, H, num_splits, D), lse (B, H, Sq, num_splits));
+    with ``dtype`` P is rounded to it before P V (``attention_yardstick``'s rounding, O not rounded: fp32)."""
+    b_count, sq, heads, _ = q.shape
+    o = np.zeros((b_count, sq, heads, num_splits, v.shape[2]))
+    lse = np.full((b_count, heads, sq, num_splits), -np.inf)
+    rows = np.arange(sq)[:, None]
+    for b in range(b_count):
+        k0, sk = int(cu_seqlens_k[b]), int(cu_seqlens_k[b + 1]) - int(cu_seqlens_k[b])
+        if sk == 0:
+            continue
+        qt, kt, vt = (_heads_first(t, heads)[0] for t in (q[b:b + 1], k[None, k0:k0 + sk], v[None, k0:k0 + sk]))
+        logits = (qt @ kt.transpose(0, 2, 1)) * scale  # (H, Sq, Sk_b)
+        keys = np.arange(sk)[None, :]
+        if causal:
+            logits[:, keys.repeat(sq, 0) > rows + sk - sq] = -np.inf
+        for s in range(num_splits):
+            lo, hi = s * split_keys, min((s + 1) * split_keys, sk)
+            if lo >= hi:
+                continue
+            part = logits[..., lo:hi]
+            m = part.max(axis=-1, keepdims=True)
+            seen = np.isfinite(m)
+            p = np.exp(part - np.where(seen, m, 0.0))
+            total = p.sum(axis=-1, keepdims=True)
+            if dtype is not None:
+                p = to_f64(round_to(p, dtype), dtype)
+            out = (p @ vt[:, lo:hi]) / np.where(seen, total, 1.0)  # (H, Sq, D)
+            o[b, :, :, s] = out.transpose(1, 0, 2)
+            lse[b, :, :, s] = np.where(seen, np.log(np.where(seen, total, 1.0)) + np.where(seen, m, 0.0),
+                                       -np.inf)[..., 0]
+    return o, lse
+
+
+def combine_partials(o_part: np.ndarray, lse_part: np.ndarray):
+    """The split-KV combine in float64: o_part (B, Sq, H, S, D), lse_part (B, H, Sq, S) -> (o (B, Sq, H, D),
+    lse (B, H, Sq)): ``lse = ln sum_s exp(lse_s)``, ``o = sum_s exp(lse_s - lse) o_s``; a row whose ranges are
+    all -inf (it saw no key) has o 0 and lse +inf."""
+    lse_part = np.asarray(lse_part, np.float64)
+    m = lse_part.max(axis=-1, keepdims=True, initial=-np.inf)
+    seen = np.isfinite(m)
+    w = np.exp(lse_part - np.where(seen, m, 0.0))  # 0 for -inf ranges
+    total = w.sum(axis=-1, keepdims=True)
+    lse = np.where(seen, np.log(np.where(seen, total, 1.0)) + np.where(seen, m, 0.0), np.inf)[..., 0]
+    weights = (w / np.where(seen, total, 1.0)).transpose(0, 2, 1, 3)  # (B, Sq, H, S)
+    o = np.einsum("bqhsd,bqhs->bqhd", np.asarray(o_part, np.float64), weights)
+    return o, lse
+
+
 def paged_keys(cache: np.ndarray, block_table: np.ndarray, seqused_k) -> tuple[np.ndarray, np.ndarray]:
     """A paged cache (num_pages, page_size, Hk, D) as packed rows: sequence b's ``seqused_k[b]`` keys (key j
     in row j % page_size of page ``block_table[b, j // page_size]``) back to back, and their int32 prefix

@@ -182,6 +182,11 @@ class AttentionConfig(Checked):
     pack_gqa heads (row r: position r / pack_gqa of head kvh * pack_gqa + r % pack_gqa), so a decode step (Sq 1)
     fills the rows with heads instead of 127 empty positions, and reads each K/V tile once per K/V head. The
     launch's group must be ``pack_gqa`` (compiled in); 0: one head a CTA.
+
+    ``split_kv`` (paged, dense Q: decode): the grid also enumerates ranges of each sequence's keys
+    (``num_splits`` ranges of ``split_keys``, launch arguments: ``fa4_mlir.kernels.attention.splitkv``), so a
+    small batch fills the SMs. Each CTA writes its rows' O normalised over its range's keys and their LSE, in
+    fp32 (a row without a key in the range: O 0, LSE -inf); the "attention-combine" kernel merges the ranges.
     """
 
     target: str = "sm_100a"
@@ -197,6 +202,7 @@ class AttentionConfig(Checked):
     varlen: bool = False  # packed variable-length sequences (``cu_seqlens_q`` / ``cu_seqlens_k``; see below)
     page_size: int = 0  # keys per page of a paged K/V cache (``block_table``; see below); 0: K/V contiguous
     pack_gqa: int = 0  # sm_90a paged, dense Q: query heads of one K/V head packed into a CTA's rows (see below)
+    split_kv: bool = False  # paged, dense Q: key ranges over more CTAs, fp32 partials to combine (see below)
 
     def __post_init__(self):
         lookup_dtype(self.dtype, field="AttentionConfig.dtype", allowed=("bf16", "fp16", "fp8_e4m3"))
@@ -262,6 +268,10 @@ class AttentionConfig(Checked):
              "decode form packs the heads of a K/V head"),
             ("group", not self.pack_gqa or self.group in (1, self.pack_gqa),
              f"1 or pack_gqa ({self.pack_gqa}) with pack_gqa (the packed heads are the group's)"),
+            ("split_kv", isinstance(self.split_kv, bool)
+             and (not self.split_kv or (self.page_size and not self.varlen)),
+             "False unless the K/V cache is paged (page_size > 0) and Q dense (varlen False): split KV is the decode "
+             "form's"),
             ("token_scales", isinstance(self.token_scales, bool) and (self.is_fp8 or not self.token_scales),
              "False unless dtype is fp8_e4m3 (per-token scales dequantize fp8 Q and K)"),
             ("token_scales", not (self.token_scales and self.target == "sm_100a" and self.group > 32
@@ -403,7 +413,7 @@ class AttentionConfig(Checked):
         return (f"AttentionConfig {self.target} {self.dtype} d{self.head_dim} {self.num_q}Q"
                 + (" persistent" if self.persistent else "") + (" token-scales" if self.token_scales else "")
                 + (" varlen" if self.varlen else "") + (f" paged {self.page_size}" if self.page_size else "")
-                + (f" pack_gqa {self.pack_gqa}" if self.pack_gqa else "")
+                + (f" pack_gqa {self.pack_gqa}" if self.pack_gqa else "") + (" split_kv" if self.split_kv else "")
                 + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else ""))
 
 
@@ -476,16 +486,16 @@ def packs_gqa(target: str, group: int, seq_q: int) -> bool:
 
 
 def paged_config(target: str, dtype: str, head_dim: int, causal: bool, group: int, page_size: int,
-                 capacity: int, seq_q: int) -> AttentionConfig:
+                 capacity: int, seq_q: int, split_kv: bool = False) -> AttentionConfig:
     """The paged K/V cache kernel ``torch.ops.fa4.flash_attn_with_kvcache`` runs (and test/gpu/build_artifacts.py
     builds) for pages of ``page_size`` keys and ``seq_q`` queries a sequence: the dense op's tile for
     ``capacity`` keys (a sequence's most: pages_per_seq * page_size; ``default_tile``) where the paged rules
     allow it, else the head dim's default tile (num_q 2); with the group's heads packed into a CTA's rows
-    (``pack_gqa``) where ``packs_gqa`` says so (decode: Sq x group <= 128)."""
+    (``pack_gqa``) where ``packs_gqa`` says so (decode: Sq x group <= 128); ``split_kv``: its key-range form."""
     num_q, block_n = default_tile(target, dtype, head_dim, causal, capacity)
     pack = group if packs_gqa(target, group, seq_q) else 0
     fields = dict(target=target, dtype=dtype, head_dim=head_dim, causal=causal, group=group, page_size=page_size,
-                  exp2_emulation=default_exp2_emulation(target, dtype, head_dim), pack_gqa=pack)
+                  exp2_emulation=default_exp2_emulation(target, dtype, head_dim), pack_gqa=pack, split_kv=split_kv)
     try:
         return AttentionConfig(**fields, num_q=num_q, block_n=block_n)
     except ConfigError:

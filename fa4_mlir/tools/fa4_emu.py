@@ -267,11 +267,15 @@ def launch_varlen_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.
 
 def launch_paged_attention(kernel, config, q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, o: np.ndarray,
                            lse: np.ndarray | None, scale: float, block_table: np.ndarray, seqused_k: np.ndarray,
-                           cu_seqlens_q: np.ndarray | None = None, *, seed: int = 0):
+                           cu_seqlens_q: np.ndarray | None = None, *, seed: int = 0, num_splits: int = 0):
     """A paged K/V cache (``config.page_size``): k_cache and v_cache (num_pages, page_size, Hk, D) bits, the
     int32 (B, pages_per_seq) ``block_table`` and (B,) ``seqused_k``; q and o dense (B, Sq, H, D) with the (B, H,
-    Sq) ``lse``, or packed (total_q, H, D) with ``cu_seqlens_q`` (``config.varlen``) and the (H, total_q) lse."""
+    Sq) ``lse``, or packed (total_q, H, D) with ``cu_seqlens_q`` (``config.varlen``) and the (H, total_q) lse.
+    A ``split_kv`` kernel takes ``num_splits`` (at most that many key ranges: ``splitkv.split_geometry``) and
+    writes float32 partials into ``o`` (B, Sq, H, S, D) and ``lse`` (B, H, Sq, S), S the grid's ranges
+    (``splitkv.ranges_of``)."""
     from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, paged_arguments, varlen_arguments
+    from fa4_mlir.kernels.attention.splitkv import split_arguments, split_geometry
     from fa4_mlir.runtime import GlobalTensor
 
     e, hk = config.dtype, k_cache.shape[2]
@@ -284,11 +288,21 @@ def launch_paged_attention(kernel, config, q: np.ndarray, k_cache: np.ndarray, v
         sq = max(int(np.diff(cu_seqlens_q).max(initial=0)), 1)
         maps = {n: GlobalTensor.host(_batch_of_one(t), e) for n, t in (("q", q), ("o", o))}
         packed = varlen_arguments(config, cu_seqlens_q, None, q.shape[0], o)
-    return kernel.launch(launch_geometry(config, b, sq, h, max_k),
+    grid, split = launch_geometry(config, b, sq, h, max_k), {}
+    if config.split_kv:
+        grid, keys = split_geometry(config, b, sq, h, max_k, num_splits)
+        ranges = grid[0] // launch_geometry(config, b, sq, h, max_k)[0]
+        want = ((b, sq, h, ranges, config.head_dim), (b, h, sq, ranges))
+        if o.shape != want[0] or lse is None or lse.shape != want[1]:
+            raise LaunchError(f"attention: a split_kv launch over {ranges} ranges must have o {want[0]} and lse "
+                              f"{want[1]} float32, got {o.shape} and {None if lse is None else lse.shape}")
+        maps["o"], split = o, split_arguments(config, ranges, keys)
+    return kernel.launch(grid,
                          {**maps, "k": GlobalTensor.host(k_cache, e), "v": GlobalTensor.host(v_cache, e), "lse": lse,
                           "seq_q": sq, "seq_k": max_k, "num_heads": h, **gqa_arguments(config, h, hk),
                           "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None), **packed,
-                          **paged_arguments(config, block_table, block_table.shape[1], seqused_k, k_cache.shape[0])},
+                          **paged_arguments(config, block_table, block_table.shape[1], seqused_k, k_cache.shape[0]),
+                          **split},
                          seed=seed)
 
 

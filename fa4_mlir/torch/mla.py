@@ -41,6 +41,7 @@ import torch
 from fa4_mlir import knobs, runtime
 from fa4_mlir.configs.mla import LATENT, ROPE, TILE_ROWS, MLAConfig
 from fa4_mlir.errors import LaunchError
+from fa4_mlir.kernels.attention import splitkv
 from fa4_mlir.kernels.attention.hopper_mla import split_geometry
 from fa4_mlir.kernels.attention.mla import launch_geometry
 from fa4_mlir.torch.emulated import emulator, placement
@@ -58,24 +59,13 @@ EMULATOR_SMS = 132  # the emulator splits as an H100 would
 # keys ran at 0.23x and of 2048 keys at 0.86x the unsplit kernel (the fp32 partials and their combine
 # cost more than the idle SMs), two of 4096 keys at 1.63x
 MIN_SPLIT_TILES = 128
-GOOD_WAVES = 0.9  # a grid that fills this much of its last wave of SMs needs no more ranges
 
 
 def num_splits(ctas: int, tiles: int, sms: int) -> int:
-    """Key ranges per CTA tile for a grid of ``ctas`` over ``tiles`` key tiles on ``sms`` SMs: 1 when
-    the grid fills the SMs; else the fewest ranges whose grid fills ``GOOD_WAVES`` of its last wave, or
-    the fullest grid when none does (decode: B x H / 64 CTAs are often far fewer than the SMs)."""
-    if ctas >= sms:
-        return 1
-    best, best_fill = 1, ctas / sms
-    for s in range(2, min(sms, tiles // MIN_SPLIT_TILES) + 1):
-        n = ctas * s
-        fill = n / (-(-n // sms) * sms)
-        if fill >= GOOD_WAVES:
-            return s
-        if fill > best_fill:
-            best, best_fill = s, fill
-    return best
+    """Key ranges per CTA tile for a grid of ``ctas`` over ``tiles`` key tiles on ``sms`` SMs
+    (``splitkv.num_splits`` with ranges of at least ``MIN_SPLIT_TILES``; decode: B x H / 64 CTAs are often
+    far fewer than the SMs)."""
+    return splitkv.num_splits(ctas, tiles, sms, MIN_SPLIT_TILES)
 
 
 def tile_heads(heads: int) -> int:

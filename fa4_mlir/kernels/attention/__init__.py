@@ -185,7 +185,7 @@ def build(config: AttentionConfig) -> KernelSource:
                        TensorMapSpec("fp32", (d.bn, 1, 1), "none")) if config.token_scales else None
         declare(k, q_box, kv_box, o_box, scale_boxes, fp8=True)
     else:
-        declare(k, q_box, kv_box, q_box, varlen=config.varlen, paged=bool(config.page_size))
+        declare(k, q_box, kv_box, q_box, varlen=config.varlen, paged=bool(config.page_size), split_kv=config.split_kv)
     build_roles(k, d)
     return k.source(grid=f"(ceil(Sq / {config.cta_positions}), H / {g}, B) (launch_geometry)",
                     config={f: getattr(config, f) for f in CONFIG_FIELDS})

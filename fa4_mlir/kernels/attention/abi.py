@@ -14,7 +14,8 @@ CONFIG_FIELDS = ("dtype", "head_dim", "causal", "num_q", "group", "exp2_emulatio
 def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
            scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False,
            v_box: TensorMapSpec | None = None, runtime_group: bool = False,
-           persistent: bool = False, varlen: bool = False, paged: bool = False) -> tuple[Param, ...]:
+           persistent: bool = False, varlen: bool = False, paged: bool = False,
+           split_kv: bool = False) -> tuple[Param, ...]:
     """The kernel's parameters, in the order of its signature, with the target's TMA boxes. fp8
     kernels add ``v_scale`` (tensor-wise Q and K scales are folded into ``scale_log2e`` by the host);
     with per-token scales (``scale_boxes``: the q_scale and k_scale boxes) also the two scale maps.
@@ -26,7 +27,9 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
     batch of total rows; ``seq_q`` / ``seq_k`` are the longest sequence's lengths, the LSE is (H, total_q)), and
     ``cu_seqlens_q``, ``cu_seqlens_k``, ``total_q`` and ``o_rows`` follow the other parameters. ``paged``: K and V
     are a paged cache (``kv_box`` holds one chunk of a page), and ``block_table``, ``pages_per_seq``, ``seqused_k``
-    and ``num_pages`` come last (with ``varlen``, ``cu_seqlens_k`` is left out: ``seqused_k`` gives the keys)."""
+    and ``num_pages`` come last (with ``varlen``, ``cu_seqlens_k`` is left out: ``seqused_k`` gives the keys).
+    ``split_kv`` (paged, dense Q): ``o`` and ``lse`` are pointers to the fp32 partials of each key range, and
+    ``num_splits`` and ``split_keys`` end the list (``fa4_mlir.kernels.attention.splitkv``)."""
     fp8_params = (Param("v_scale", "f32", "V's dequantization scale (tensor-wise): O is multiplied by it"),) \
         if fp8 or scale_boxes else ()
     token_params = () if scale_boxes is None else (
@@ -39,7 +42,7 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
                           "K/V head h / group"),) if runtime_group else ()
     group_params += (Param("batch", "i32", "batch size B (the persistent tile walk's)"),) if persistent else ()
     if varlen or paged:
-        return _serving(params(q_box, kv_box, o_box, runtime_group=runtime_group), varlen, paged)
+        return _serving(params(q_box, kv_box, o_box, runtime_group=runtime_group), varlen, paged, split_kv)
     return (
         Param("q", "tensormap", "Q[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
         Param("k", "tensormap", "K[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
@@ -89,19 +92,37 @@ _PAGED_PARAMS = (
 )
 
 
-def _serving(dense: tuple[Param, ...], varlen: bool, paged: bool) -> tuple[Param, ...]:
-    """The dense parameters with the packed and/or paged kernel's docs, then their added parameters."""
+_SPLIT_OUTPUTS = {
+    "o": Param("o", "ptr", "O partials [B, Sq, H, num_splits, D] fp32: each row normalised over its range's keys "
+               "(0 where the row sees none)"),
+    "lse": Param("lse", "ptr", "LSE partials [B, H, Sq, num_splits] fp32, natural log over the range's keys (-inf "
+                 "where the row sees none); always written"),
+    "write_lse": Param("write_lse", "i32", "ignored: the partial LSEs are always written"),
+}
+_SPLIT_PARAMS = (
+    Param("num_splits", "i32", "key ranges a sequence's keys are cut into (grid x = query tiles x num_splits, "
+          "split-minor)"),
+    Param("split_keys", "i32", "keys of a range, a multiple of the keys a K/V tile; range s holds keys "
+          "[s * split_keys, (s + 1) * split_keys)"),
+)
+
+
+def _serving(dense: tuple[Param, ...], varlen: bool, paged: bool, split_kv: bool = False) -> tuple[Param, ...]:
+    """The dense parameters with the packed and/or paged kernel's docs, then their added parameters; with
+    ``split_kv`` O and the LSE become the ranges' fp32 partials."""
     docs = {**(_VARLEN_DOCS if varlen else {}), **(_PAGED_DOCS if paged else {})}
     added = tuple(p for p in _VARLEN_PARAMS if not (paged and p.name == "cu_seqlens_k")) if varlen else ()
-    return tuple(dataclasses.replace(p, doc=docs.get(p.name, p.doc)) for p in dense) + added + \
-        (_PAGED_PARAMS if paged else ())
+    out = tuple(dataclasses.replace(p, doc=docs.get(p.name, p.doc)) for p in dense)
+    if split_kv:
+        out = tuple(_SPLIT_OUTPUTS.get(p.name, p) for p in out)
+    return out + added + (_PAGED_PARAMS if paged else ()) + (_SPLIT_PARAMS if split_kv else ())
 
 
 def declare(kernel, q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
             scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False,
             v_box: TensorMapSpec | None = None, runtime_group: bool = False, persistent: bool = False,
-            varlen: bool = False, paged: bool = False) -> None:
+            varlen: bool = False, paged: bool = False, split_kv: bool = False) -> None:
     """Declare the parameters on a ``fa4_mlir.dsl.Kernel`` (the same names, kinds, docs and boxes as
     ``params``): the kernel function's signature and the manifest's ABI come from this one list."""
     kernel.declare_params(params(q_box, kv_box, o_box, scale_boxes, fp8, v_box, runtime_group, persistent, varlen,
-                                  paged))
+                                  paged, split_kv))

@@ -132,7 +132,7 @@ def build(config: AttentionConfig) -> KernelSource:
         # paged: a K/V TMA load takes one chunk of a page (``hopper_paged``)
         kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, config.page_chunk or t.bn, 1), "128B")
         declare(k, q_box, kv_box, o_box, runtime_group=True, persistent=t.persistent, varlen=config.varlen,
-                paged=bool(config.page_size))
+                paged=bool(config.page_size), split_kv=config.split_kv)
     consumer, sequence = Consumer, None  # the dense kernel's tile is the prologue's
     if config.serving:  # packed sequences or a paged cache: each role reads its sequence's tile; the
         # consumers are varlen's
