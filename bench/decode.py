@@ -2,7 +2,7 @@
 function's page_table) and torch SDPA, as achieved HBM bandwidth, in one run.
 
     FA4_CACHE_DIR=.fa4-cache python bench/decode.py [--batch 64] [--context 8192] [--heads 64] [--kv-heads 8]
-        [--head-dim 128] [--queries 1] [--page-size 256] [--repeats 200] [--json out.json]
+        [--head-dim 128] [--queries 1] [--page-size 256] [--splits 1,2,4] [--repeats 200] [--json out.json]
 
 Each sequence holds ``--context`` keys in pages of ``--page-size`` (pages shuffled over the cache) and asks
 ``--queries`` query tokens (1: a decode step; up to 16: speculative decoding), causal (bottom-right). GB/s =
@@ -11,7 +11,8 @@ the bytes a step must move at least (K and V of every sequence once, Q and O) / 
 the same keys as a dense (B, Hk, S, D) cache with ``enable_gqa`` (what a user without a paged kernel runs);
 the output of every peer is first checked against ours. A prefill over the cache (``--queries`` up to the
 context, e.g. ``--batch 4 --context 4096 --queries 4096``) is the paged prefill; TFLOP/s count the visible
-(query, key) pairs (4 * B * H * D each); the ratio columns are the same for both units.
+(query, key) pairs (4 * B * H * D each); the ratio columns are the same for both units. ``--splits`` adds the op
+with each given ``num_splits`` (``splitsN``; 1: without split KV) to the table.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def fa4_paged():
     return theirs
 
 
-def measure(b: int, sk: int, h: int, hk: int, d: int, sq: int, page: int, repeats: int) -> dict:
+def measure(b: int, sk: int, h: int, hk: int, d: int, sq: int, page: int, repeats: int, splits: tuple = ()) -> dict:
     pages_per_seq = -(-sk // page)
     num_pages = b * pages_per_seq
     k_cache, v_cache = (torch.randn(num_pages, page, hk, d, device="cuda").bfloat16() for _ in range(2))
@@ -49,6 +50,12 @@ def measure(b: int, sk: int, h: int, hk: int, d: int, sq: int, page: int, repeat
     cases = {"fa4-mlir": lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens,
                                                          block_table=table, causal=True)}
     errors = {}
+    for n in splits:  # the op with num_splits n (1: no split KV)
+        def forced(n=n):
+            return flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens, block_table=table, causal=True,
+                                           num_splits=n)
+        errors[f"splits{n}"] = float((forced().float() - ours.float()).norm() / ours.float().norm())
+        cases[f"splits{n}"] = forced
     theirs = fa4_paged()
     if theirs is not None:
         def fa4_call():
@@ -101,12 +108,14 @@ def main() -> int:
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--queries", default="1")
     parser.add_argument("--page-size", type=int, default=256)
+    parser.add_argument("--splits", default="", help="also time the op with these num_splits (1: no split KV)")
     parser.add_argument("--repeats", type=int, default=200, help="ms of timed runs per case (do_bench rep)")
     parser.add_argument("--json")
     args = parser.parse_args()
     print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | {datetime.date.today()} | "
           f"{' '.join(sys.argv)}")
-    rows = [measure(int(b), int(s), args.heads, args.kv_heads, args.head_dim, int(sq), args.page_size, args.repeats)
+    rows = [measure(int(b), int(s), args.heads, args.kv_heads, args.head_dim, int(sq), args.page_size, args.repeats,
+                    tuple(int(n) for n in args.splits.split(",") if n))
             for b in args.batch.split(",") for s in args.context.split(",") for sq in args.queries.split(",")]
     print_rows(rows)
     if args.json:

@@ -199,21 +199,6 @@ def attention_partials(q: np.ndarray, k: np.ndarray, v: np.ndarray, cu_seqlens_k
     return o, lse
 
 
-def combine_partials(o_part: np.ndarray, lse_part: np.ndarray):
-    """The split-KV combine in float64: o_part (B, Sq, H, S, D), lse_part (B, H, Sq, S) -> (o (B, Sq, H, D),
-    lse (B, H, Sq)): ``lse = ln sum_s exp(lse_s)``, ``o = sum_s exp(lse_s - lse) o_s``; a row whose ranges are
-    all -inf (it saw no key) has o 0 and lse +inf."""
-    lse_part = np.asarray(lse_part, np.float64)
-    m = lse_part.max(axis=-1, keepdims=True, initial=-np.inf)
-    seen = np.isfinite(m)
-    w = np.exp(lse_part - np.where(seen, m, 0.0))  # 0 for -inf ranges
-    total = w.sum(axis=-1, keepdims=True)
-    lse = np.where(seen, np.log(np.where(seen, total, 1.0)) + np.where(seen, m, 0.0), np.inf)[..., 0]
-    weights = (w / np.where(seen, total, 1.0)).transpose(0, 2, 1, 3)  # (B, Sq, H, S)
-    o = np.einsum("bqhsd,bqhs->bqhd", np.asarray(o_part, np.float64), weights)
-    return o, lse
-
-
 def paged_keys(cache: np.ndarray, block_table: np.ndarray, seqused_k) -> tuple[np.ndarray, np.ndarray]:
     """A paged cache (num_pages, page_size, Hk, D) as packed rows: sequence b's ``seqused_k[b]`` keys (key j
     in row j % page_size of page ``block_table[b, j // page_size]``) back to back, and their int32 prefix
@@ -222,6 +207,24 @@ def paged_keys(cache: np.ndarray, block_table: np.ndarray, seqused_k) -> tuple[n
     rows = [cache[block_table[b, j // page], j % page] for b in range(len(seqused_k)) for j in range(int(seqused_k[b]))]
     packed = np.stack(rows) if rows else np.zeros((0, *cache.shape[2:]), cache.dtype)
     return packed, np.concatenate([[0], np.cumsum(seqused_k)]).astype(np.int32)
+
+
+def combine_partials(o_part: np.ndarray, lse_part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Split-KV partials merged in float64: o_part (B, Sq, H, S, D), each key range's output normalised
+    over its keys, and lse_part (B, H, Sq, S), its natural-log LSE (-inf: the row saw no key of the range).
+    Returns (o (B, Sq, H, D), lse (B, H, Sq)): ``lse = ln sum_s exp(LSE_s)``, ``o = sum_s exp(LSE_s - lse)
+    O_s``; a row whose ranges are all -inf has o = 0 and lse = +inf. A range of weight 0 adds nothing,
+    whatever its O_s holds."""
+    lse_part = np.asarray(lse_part, np.float64)
+    m = lse_part.max(axis=-1, keepdims=True, initial=-np.inf)
+    seen = np.isfinite(m)
+    w = np.where(np.isfinite(lse_part), np.exp(lse_part - np.where(seen, m, 0.0)), 0.0)  # (B, H, Sq, S)
+    total = w.sum(axis=-1, keepdims=True)
+    w = w / np.where(seen, total, 1.0)
+    o_part = np.asarray(o_part, np.float64)
+    o = np.einsum("bqhsd,bhqs->bqhd", np.where(w.transpose(0, 2, 1, 3)[..., None] > 0, o_part, 0.0), w)
+    lse = np.where(seen, np.log(np.where(seen, total, 1.0)) + np.where(seen, m, 0.0), np.inf)[..., 0]
+    return o, lse
 
 
 # -- fp8 e4m3 ---------------------------------------------------------------------------------------------

@@ -464,13 +464,13 @@ def paged_head_dims(target: str) -> tuple[int, ...]:
 
 
 def varlen_config(target: str, dtype: str, head_dim: int, causal: bool, group: int,
-                  max_seqlen_k: int) -> AttentionConfig:
+                  max_seqlen_k: int, page_size: int = 0) -> AttentionConfig:
     """The packed kernel ``torch.ops.fa4.flash_attn_varlen`` runs (and test/gpu/build_artifacts.py builds): the
     dense op's tile for ``max_seqlen_k`` keys (``default_tile``) where the varlen rules allow it, else the head
-    dim's default tile (num_q 2)."""
+    dim's default tile (num_q 2); ``page_size``: over a paged K/V cache (the op's ``block_table``)."""
     num_q, block_n = default_tile(target, dtype, head_dim, causal, max_seqlen_k)
     fields = dict(target=target, dtype=dtype, head_dim=head_dim, causal=causal, group=group, varlen=True,
-                  exp2_emulation=default_exp2_emulation(target, dtype, head_dim))
+                  exp2_emulation=default_exp2_emulation(target, dtype, head_dim), page_size=page_size)
     try:
         return AttentionConfig(**fields, num_q=num_q, block_n=block_n)
     except ConfigError:

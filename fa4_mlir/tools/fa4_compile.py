@@ -3,6 +3,7 @@
     fa4-compile attention                          # FA4 forward, sm_100a, bf16, head dim 128
     fa4-compile attention --head-dim 64 --causal --num-q 1 --group 4 -o out
     fa4-compile copy-pipeline --target sm_90a -o out
+    fa4-compile attention-combine --target sm_90a --head-dim 512 -o out   # the split-KV combine
     fa4-compile copy-pipeline --target sm_100a --stages 6 --consumers 1 -o out
     fa4-compile kernel.mlir --emit ptx -o out
     fa4-compile examples/row_center.py --target sm_90a   # a kernel file written with fa4_mlir.dsl
@@ -92,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         _kernel_options(parser, builtin[0])
     args = parser.parse_args(argv)
     if args.list_kernels:
+        width = max(map(len, KERNELS))
         for name, (_, build) in KERNELS.items():
-            print(f"  {name:<16} {sys.modules[build.__module__].__doc__.splitlines()[0]}")
+            print(f"  {name:<{width}} {sys.modules[build.__module__].__doc__.splitlines()[0]}")
         return 0
     if args.emit not in STAGES:
         return _error(f"--emit must be one of {', '.join(STAGES)}, got '{args.emit}'")

@@ -6,6 +6,7 @@
     fa4-emu attention --head-dim 64 --causal --shape 1x128x256x1
     fa4-emu attention --group 4 --shape 1x128x200x4    # GQA: 4 query heads on one K/V head
     fa4-emu mla-attention --tile-heads 16 --shape 2x1x300x16  # MLA decode, absorbed (576 / 512)
+    fa4-emu attention-combine --head-dim 512 --shape 4x1x16x8  # split-KV partials merged (8 ranges)
 
 Takes the same kernel options as ``fa4-compile KERNEL`` (``--target`` defaults to sm_90a here: the
 emulator runs Hopper code), compiles the config through the runtime's artifact cache
@@ -20,11 +21,14 @@ Shapes (``--shape``): copy-pipeline ``ROWSxCOLS`` (default 256x128; columns a mu
 16-byte rows), gemm ``MxNxK`` (default 256x256x512; N and K multiples of 8), attention
 ``BxSQxSKxH`` (default 1x128x256xG for group G; H a multiple of the group; the head dim is the
 config's), mla-attention ``BxSQxSKxH`` (default 1x1x256xT for the config's tile_heads T; H a multiple
-of T).
+of T), attention-combine ``BxSQxHxS`` (default 2x3x5x7: S key ranges of partials with LSEs spread over
+e^+-60, a quarter of them -inf; the head dim is the config's).
 
 Tolerance (``fa4_mlir.reference``): copy-pipeline must be bit-identical; gemm and attention pass when
 their max and rms errors are at most twice those of the same computation in NumPy at the kernel's
-precision, plus 1e-6 max|ref|; attention's LSE within 1e-3 (1 + max|lse|).
+precision, plus 1e-6 max|ref|; attention's LSE within 1e-3 (1 + max|lse|). attention-combine's O
+passes within twice the rounding error of the float64 result (its yardstick is that result correctly
+rounded), its LSE as attention's, +inf exactly where every range is -inf.
 
 Exit status: 0 within tolerance; 1 outside it, or when the kernel fails to compile or fails in the
 emulator (deadlock, memory fault, an instruction it does not support: sm_100a's tcgen05 for now);
@@ -48,10 +52,13 @@ from fa4_mlir.tools.kernel_options import shorthands as _shorthands
 
 USAGE, FAILED = 2, 1
 DEFAULT_SHAPES = {"copy-pipeline": "256x128", "gemm": "256x256x512", "attention": "1x128x256x{group}",
+                  "attention-combine": "2x3x5x7",  # 30 rows: the last CTA of 4 warps half full
                   "mla-attention": "1x1x256x{tile_heads}"}  # prefill form: 1 position of 1 head
 SHAPE_FORMS = {"copy-pipeline": ("ROWSxCOLS", ("rows", "cols")), "gemm": ("MxNxK", ("m", "n", "k")),
                "attention": ("BxSQxSKxH", ("batch", "seq_q", "seq_k", "heads")),
+               "attention-combine": ("BxSQxHxS", ("batch", "seq_q", "heads", "splits")),
                "mla-attention": ("BxSQxSKxH", ("batch", "seq_q", "seq_k", "heads"))}
+COMBINE_EMPTY = 0.25  # the share of key ranges fa4-emu attention-combine draws with LSE -inf (no key seen)
 COPY_SCALE = 1.5
 # The largest operand (elements) and attention score matrix (B * H * Sq * Sk) fa4-emu draws. The
 # emulator runs about 3 million thread-instructions a second on one core (2026-11: gemm 256x256x512,
@@ -75,7 +82,8 @@ def _base_parser(add_help: bool) -> argparse.ArgumentParser:
     p.add_argument("kernel", choices=list(KERNELS), help="a built-in kernel")
     p.add_argument("--target", default="sm_90a", help="sm_90a (default) or sm_100a")
     p.add_argument("--shape", default=None, help="problem shape: copy-pipeline ROWSxCOLS, gemm MxNxK, "
-                                                 "attention BxSQxSKxH (defaults: small; see the module doc)")
+                                                 "attention BxSQxSKxH, attention-combine BxSQxHxS (defaults: "
+                                                 "small; see the module doc)")
     p.add_argument("--seed", type=int, default=0, help="seeds the inputs and the emulator's schedule (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--version", action="version", version=f"fa4-emu {__version__}")
@@ -154,6 +162,10 @@ def check_shape(kernel: str, config, shape: dict[str, int]) -> None:
                     raise UsageError(f"gemm {name.upper()} must be a multiple of {per_row} (TMA reads 16-byte "
                                      f"rows of A, B, C and D), got {shape[name]}")
             launch_geometry(config, shape["m"], shape["n"], shape["k"], 1)
+        elif kernel == "attention-combine":
+            from fa4_mlir.kernels.attention.combine import launch_geometry
+
+            launch_geometry(config, shape["batch"], shape["seq_q"], shape["heads"])
         elif kernel == "mla-attention":
             from fa4_mlir.kernels.attention.mla import launch_geometry  # by target and form
 
@@ -172,6 +184,8 @@ def check_shape(kernel: str, config, shape: dict[str, int]) -> None:
     elif kernel == "gemm":
         m, n, k = shape["m"], shape["n"], shape["k"]
         sizes = {"M * K": m * k, "N * K": n * k, "M * N": m * n}
+    elif kernel == "attention-combine":
+        sizes = {"B * SQ * H * S * D": math.prod(shape.values()) * config.head_dim}
     elif kernel == "mla-attention":
         b, sq, sk, h = shape["batch"], shape["seq_q"], shape["seq_k"], shape["heads"]
         sizes = {"B * SQ * H * D": b * sq * h * config.qk_depth, "B * SK * H * D": b * sk * h * config.qk_depth,
@@ -304,6 +318,24 @@ def launch_paged_attention(kernel, config, q: np.ndarray, k_cache: np.ndarray, v
                           **paged_arguments(config, block_table, block_table.shape[1], seqused_k, k_cache.shape[0]),
                           **split},
                          seed=seed)
+
+
+def launch_attention_combine(kernel, config, o_part: np.ndarray, lse_part: np.ndarray, o: np.ndarray,
+                             lse: np.ndarray | None, *, seed: int = 0):
+    """Split-KV partials merged (``attention-combine``): o_part (B, Sq, H, S, D) and lse_part (B, H, Sq, S)
+    float32, into o (B, Sq, H, D) ``config.dtype`` bits and the (B, H, Sq) float32 ``lse`` unless None; all
+    C-contiguous (the kernel indexes them densely)."""
+    from fa4_mlir.kernels.attention.combine import check_shapes, launch_geometry
+
+    b, sq, h, s = check_shapes(config, o_part.shape, lse_part.shape, o.shape, None if lse is None else lse.shape)
+    for name, t, kind in (("o_part", o_part, np.float32), ("lse_part", lse_part, np.float32), ("o", o, np.uint16),
+                          ("lse", lse, np.float32)):
+        if t is not None and (t.dtype != kind or not t.flags.c_contiguous):
+            raise LaunchError(f"attention-combine: {name} must be a C-contiguous {np.dtype(kind).name} array, got "
+                              f"{t.dtype}{'' if t.flags.c_contiguous else ' (not C-contiguous)'}")
+    return kernel.launch(launch_geometry(config, b, sq, h),
+                         {"o_partial": o_part, "lse_partial": lse_part, "o": o, "lse": lse, "batch": b, "seq_q": sq,
+                          "num_heads": h, "num_splits": s, "write_lse": int(lse is not None)}, seed=seed)
 
 
 def launch_mla_attention(kernel, config, q_nope: np.ndarray, q_rope: np.ndarray, kv: np.ndarray,
@@ -477,14 +509,34 @@ def _run_mla_prefill(kernel, config, shape, rng, seed):
 
 
 def _lse_check(lse: np.ndarray, ref_lse: np.ndarray) -> dict:
-    lse_err = float(np.abs(lse - ref_lse).max())
-    limit = reference.lse_tolerance(ref_lse)
+    """Within ``lse_tolerance`` of the reference's finite values; +inf exactly where it is +inf (a row that
+    saw no key)."""
+    keyless = np.isposinf(ref_lse)
+    if (np.isposinf(lse) != keyless).any():
+        lse_err = math.inf
+    else:
+        lse_err = float(np.abs(lse[~keyless] - ref_lse[~keyless]).max(initial=0.0))
+    limit = reference.lse_tolerance(np.where(keyless, 0.0, ref_lse))
     return {"max_abs": lse_err if math.isfinite(lse_err) else str(lse_err), "limit_max": limit,
             "ok": bool(lse_err <= limit),  # NaN (never written) fails
             "summary": f"max abs error {lse_err:.3g} (limit {limit:.3g})"}
 
 
-RUNS = {"copy-pipeline": _run_copy, "gemm": _run_gemm, "attention": _run_attention, "mla-attention": _run_mla}
+def _run_combine(kernel, config, shape, rng, seed):
+    bsz, sq, h, splits, e = shape["batch"], shape["seq_q"], shape["heads"], shape["splits"], config.dtype
+    o_part = rng.standard_normal((bsz, sq, h, splits, config.head_dim), dtype=np.float32)
+    lse_part = (rng.standard_normal((bsz, h, sq, splits)) * 20).astype(np.float32)  # weights e^-60 .. 1
+    lse_part[rng.random(lse_part.shape) < COMBINE_EMPTY] = -np.inf
+    o = np.full((bsz, sq, h, config.head_dim), reference.POISON[e], np.uint16)
+    lse = np.full((bsz, h, sq), np.nan, np.float32)
+    stats = launch_attention_combine(kernel, config, o_part, lse_part, o, lse, seed=seed)
+    ref, ref_lse = reference.combine_partials(o_part, lse_part)
+    return stats, {"o": _check(reference.compare(o, ref, reference.round_to(ref, e), e)),
+                   "lse": _lse_check(lse, ref_lse)}
+
+
+RUNS = {"copy-pipeline": _run_copy, "gemm": _run_gemm, "attention": _run_attention,
+        "attention-combine": _run_combine, "mla-attention": _run_mla}
 
 
 if __name__ == "__main__":

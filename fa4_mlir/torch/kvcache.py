@@ -2,10 +2,10 @@
 ``flash_attn_with_kvcache`` calling convention (decoding and chunked prefill).
 
 ``flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None, block_table=None,
-softmax_scale=None, causal=False, return_lse=False) -> (out, lse)``: q (B, Sq, H, D) dense; sequence b's keys
-are the first ``cache_seqlens[b]`` positions of its cache, then (when given) the Sk_new rows of ``k`` / ``v``
-(B, Sk_new, Hk, D), which the op first writes into the cache at positions cache_seqlens[b] .. + Sk_new (in
-place, on the current stream; ``cache_seqlens`` itself is not changed, as in FlashAttention). Each sequence
+softmax_scale=None, causal=False, return_lse=False, num_splits=0) -> (out, lse)``: q (B, Sq, H, D) dense;
+sequence b's keys are the first ``cache_seqlens[b]`` positions of its cache, then (when given) the Sk_new rows
+of ``k`` / ``v`` (B, Sk_new, Hk, D), which the op first writes into the cache at positions cache_seqlens[b] ..
++ Sk_new (in place, on the current stream; ``cache_seqlens`` itself is not changed, as in FlashAttention). Each sequence
 gets ``softmax(softmax_scale * q k') v`` over its cache_seqlens[b] + Sk_new keys (GQA: Hk divides H);
 ``causal`` is aligned bottom-right (query i of Sq sees keys j <= i + Sk_b - Sq). A row that sees no key gets
 O = 0 and LSE = +inf; ``lse`` is (B, H, Sq) fp32 (empty unless ``return_lse``). No rotary embedding.
@@ -36,7 +36,9 @@ checks (and synchronizes) each step. ``torch.compile`` traces the op (the fake n
 The kernel is ``paged_config``'s (``AttentionConfig.page_size``): bf16 or fp16, the head dims the paged kernel
 has on the target (``paged_head_dims``); its ``seq_k`` is the capacity (a bound of every sequence's keys). On
 sm_90a a decode call (Sq x group <= 128, the group a power of two in [2, 64]) packs the group's query heads into
-one CTA's rows (``AttentionConfig.pack_gqa``): each K/V tile is read once per K/V head. On
+one CTA's rows (``AttentionConfig.pack_gqa``): each K/V tile is read once per K/V head. A call whose grid
+leaves SMs idle (a small batch's decode step) splits the keys into ranges over more CTAs and combines their
+partials (``num_splits``, FlashAttention's argument: 0 the op chooses, 1 never; ``split_decode``). On
 CPU tensors it runs in the PTX emulator when asked (``fa4_mlir.torch.emulated``).
 """
 
@@ -54,6 +56,7 @@ from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, paged_arguments
 from fa4_mlir.torch.emulated import emulator, placement
 from fa4_mlir.torch.serving import Checked, Kernels, check_index_tensor, host_values, serving_head_dims
+from fa4_mlir.torch.split_decode import check_num_splits, launch_split, sms_of, split_count
 from fa4_mlir.torch.tensors import (DTYPES, check_tma_operand, checked_scale, current_stream, fa4_dtype, host_array,
                                     tma_operand)
 
@@ -61,7 +64,7 @@ OP = "flash_attn_with_kvcache"
 _lib = torch.library.Library("fa4", "FRAGMENT")
 _lib.define("flash_attn_with_kvcache(Tensor q, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor? k=None, "
             "Tensor? v=None, Tensor? cache_seqlens=None, Tensor? block_table=None, float? softmax_scale=None, "
-            "bool causal=False, bool return_lse=False) -> (Tensor, Tensor)")
+            "bool causal=False, bool return_lse=False, int num_splits=0) -> (Tensor, Tensor)")
 # a dense kernel launched on a paged cache would read pages as sequences: the paged build takes block_table
 _kernels = Kernels(OP, "block_table", "paged K/V cache")
 _checked = Checked()
@@ -269,7 +272,8 @@ def append_to_cache(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tenso
 def flash_attn_with_kvcache_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                                k: torch.Tensor | None = None, v: torch.Tensor | None = None,
                                cache_seqlens: torch.Tensor | None = None, block_table: torch.Tensor | None = None,
-                               softmax_scale: float | None = None, causal: bool = False, return_lse: bool = False):
+                               softmax_scale: float | None = None, causal: bool = False, return_lse: bool = False,
+                               num_splits: int = 0):
     tensors = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "k": k, "v": v, "block_table": block_table,
                "cache_seqlens": None if cache_seqlens is not None and cache_seqlens.dim() == 0 else cache_seqlens}
     where = placement(OP, {n: t for n, t in tensors.items() if t is not None})
@@ -282,6 +286,7 @@ def flash_attn_with_kvcache_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
         raise LaunchError(f"{OP}: head_dim must be one of {', '.join(map(str, dims))} on {place}, got "
                           f"{layout.head_dim}")
     scale = checked_scale(OP, softmax_scale, layout.head_dim)
+    check_num_splits(OP, num_splits)
     for name in ("q", "k_cache", "v_cache"):
         check_tma_operand(OP, name, tensors[name])
     fixed = _check_values(layout, cache_seqlens, block_table)
@@ -298,6 +303,10 @@ def flash_attn_with_kvcache_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
     if launch:  # everything that can refuse the call comes before the cache is written
         config = paged_config(target, dtype, layout.head_dim, bool(causal), h // layout.kv_heads, layout.page_size,
                               layout.capacity, sq)
+        splits = split_count(config, b, sq, h, layout.capacity, sms_of(where), num_splits)
+        if splits > 1:
+            config = paged_config(target, dtype, layout.head_dim, bool(causal), h // layout.kv_heads,
+                                  layout.page_size, layout.capacity, sq, split_kv=True)
         kernel = (_kernels.checked(config, where.load("attention", config)) if isinstance(where, emulator)
                   else _kernels.get(where, config))
         grid = launch_geometry(config, b, sq, h, layout.capacity)
@@ -316,17 +325,23 @@ def flash_attn_with_kvcache_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
     if isinstance(where, emulator):
         args.update(paged_arguments(config, host_array(table), layout.pages_per_seq, host_array(seqused.contiguous()),
                                     layout.num_pages))
-        where.run(kernel, grid, {**args, "lse": lse.detach().numpy() if return_lse else None})
+        if config.split_kv:
+            launch_split(where, kernel, config, args, out, lse, return_lse, splits)
+        else:
+            where.run(kernel, grid, {**args, "lse": lse.detach().numpy() if return_lse else None})
         return out, lse
     seqused = seqused.contiguous()
     args.update(paged_arguments(config, table.data_ptr(), layout.pages_per_seq, seqused.data_ptr(),
                                 layout.num_pages))
+    if config.split_kv:
+        launch_split(where, kernel, config, args, out, lse, return_lse, splits)
+        return out, lse
     kernel.launch(grid, {**args, "lse": (lse if return_lse else out).data_ptr()}, stream=current_stream(where))
     return out, lse
 
 
 def _flash_attn_with_kvcache_fake(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None, block_table=None,
-                                  softmax_scale=None, causal=False, return_lse=False):
+                                  softmax_scale=None, causal=False, return_lse=False, num_splits=0):
     fa4_dtype(q, f"{OP}: q", DTYPES)
     layout = _layout(q, k_cache, v_cache, k, v, cache_seqlens, block_table)
     b, sq, h = layout.batch, layout.seq_q, layout.heads
@@ -342,14 +357,15 @@ def flash_attn_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
                             k: torch.Tensor | None = None, v: torch.Tensor | None = None,
                             cache_seqlens: int | torch.Tensor | None = None, block_table: torch.Tensor | None = None,
                             softmax_scale: float | None = None, causal: bool = False,
-                            return_softmax_lse: bool = False):
+                            return_softmax_lse: bool = False, num_splits: int = 0):
     """FlashAttention's ``flash_attn_with_kvcache`` (its argument names; see the module docstring; no rotary,
     no ``cache_batch_idx``): ``out`` (B, Sq, H, D), or ``(out, lse)`` with ``return_softmax_lse``, lse (B, H,
-    Sq) fp32. ``cache_seqlens`` may be an int: one length for every sequence."""
+    Sq) fp32. ``cache_seqlens`` may be an int: one length for every sequence. ``num_splits``: key ranges of a
+    split-KV decode (0: the op chooses, 1: no split; ``fa4_mlir.torch.split_decode``)."""
     if isinstance(cache_seqlens, int) and not isinstance(cache_seqlens, bool):
         if not 0 <= cache_seqlens < 2 ** 31:
             raise LaunchError(f"{OP}: cache_seqlens must be >= 0 (and < 2^31), got {cache_seqlens}")
         cache_seqlens = torch.tensor(cache_seqlens, dtype=torch.int32)
     out, lse = torch.ops.fa4.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, block_table,
-                                                     softmax_scale, causal, return_softmax_lse)
+                                                     softmax_scale, causal, return_softmax_lse, num_splits)
     return (out, lse) if return_softmax_lse else out

@@ -20,8 +20,8 @@ sm_100 the kernel is the depth-512 pair-CTA kernel with a rope chunk, built for 
 of all H heads per pair when H divides 128; no split KV yet). On sm_90 the kernel
 packs up to 64 heads (the largest power of 2 dividing H) into a tile's 64 rows; when the B x H / 64 CTAs
 of a decode step leave SMs idle (not causal), it splits the keys into ranges over more CTAs, which
-write fp32 partials that the op combines (``num_splits``). The output is a new contiguous tensor; no
-autograd. The prefill form (q/k 192, v 128) is ``torch.ops.fa4.mla_prefill`` (``fa4_mlir.torch.mla_prefill``),
+write fp32 partials that the attention-combine kernel merges (``num_splits``). The output is a new
+contiguous tensor; no autograd. The prefill form (q/k 192, v 128) is ``torch.ops.fa4.mla_prefill`` (``fa4_mlir.torch.mla_prefill``),
 which runs its kernel (sm_90a's or sm_100a's: the same parameters) through ``launch_prefill``.
 
 fp8 (sm_100 only): q_nope and kv_latent ``torch.float8_e4m3fn`` with tensor-wise float scales
@@ -45,8 +45,9 @@ from fa4_mlir.kernels.attention import splitkv
 from fa4_mlir.kernels.attention.hopper_mla import split_geometry
 from fa4_mlir.kernels.attention.mla import launch_geometry
 from fa4_mlir.torch.emulated import emulator, placement
+from fa4_mlir.torch.split_decode import combine
 from fa4_mlir.torch.tensors import (ATTENTION_DTYPES, attention_outputs, check_tma_operand, checked_scale,
-                                   current_stream, fa4_dtype, tma_operand)
+                                   current_stream, fa4_dtype, sm_count, tma_operand)
 
 _lib = torch.library.Library("fa4", "FRAGMENT")
 _lib.define("mla_attention(Tensor q_nope, Tensor q_rope, Tensor kv_latent, Tensor k_rope, bool causal=False, "
@@ -201,16 +202,6 @@ def mla_attention_op(q_nope: torch.Tensor, q_rope: torch.Tensor, kv_latent: torc
     return out, lse
 
 
-_SMS: dict[int, int] = {}
-
-
-def sm_count(device: int) -> int:
-    """The SMs of CUDA device ``device`` (asked once)."""
-    if device not in _SMS:
-        _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
-    return _SMS[device]
-
-
 def launch(config: MLAConfig, kernel: runtime.Kernel, q_nope, q_rope, kv_latent, k_rope, out, lse, scale: float,
            emulated: emulator | None = None, splits: int = 1, v_scale: float | None = None) -> None:
     """Run ``kernel`` (built for ``config``) on checked tensors into ``out`` (and ``lse`` unless None) on
@@ -246,8 +237,8 @@ def launch(config: MLAConfig, kernel: runtime.Kernel, q_nope, q_rope, kv_latent,
 
 
 def _launch_split(config: MLAConfig, kernel, args: dict, out, lse, splits: int, emulated) -> None:
-    """The split-KV launch: fp32 O and LSE partials per key range, then ``lse = log sum_s exp(lse_s)``
-    and ``O = sum_s exp(lse_s - lse) O_s`` (rounded once, into ``out``)."""
+    """The split-KV launch: fp32 O and LSE partials per key range, then the attention-combine kernel:
+    ``lse = log sum_s exp(lse_s)`` and ``O = sum_s exp(lse_s - lse) O_s`` (rounded once, into ``out``)."""
     b, sq, h, _ = out.shape
     grid, split_keys = split_geometry(config, b, sq, h, args["seq_k"], splits)
     ranges = grid[0] // launch_geometry(config, b, sq, h, args["seq_k"])[0]
@@ -261,11 +252,7 @@ def _launch_split(config: MLAConfig, kernel, args: dict, out, lse, splits: int, 
     else:
         kernel.launch(grid, {**args, "o": o_acc.data_ptr(), "lse": lse_acc.data_ptr()},
                       stream=current_stream(out.device.index))
-    total = torch.logsumexp(lse_acc, dim=-1)
-    weights = torch.exp(lse_acc - total[..., None])  # (B, H, Sq, ranges)
-    out.copy_(torch.einsum("bqhsd,bhqs->bqhd", o_acc, weights))
-    if lse is not None:
-        lse.copy_(total)
+    combine(emulated if emulated is not None else out.device.index, "sm_90a", o_acc, lse_acc, out, lse)
 
 
 def launch_prefill(config: MLAConfig, kernel: runtime.Kernel, q_nope, q_rope, k_nope, k_rope, v, out, lse,

@@ -42,6 +42,16 @@ def current_stream(device: int) -> int:
     return torch.cuda.current_stream(device).cuda_stream
 
 
+_SMS: dict[int, int] = {}
+
+
+def sm_count(device: int) -> int:
+    """The SMs of CUDA device ``device`` (asked once)."""
+    if device not in _SMS:
+        _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
+    return _SMS[device]
+
+
 def checked_scale(op: str, softmax_scale: float | None, depth: int) -> float:
     """The softmax scale: ``softmax_scale``, or 1 / sqrt(depth) when None; finite and > 0."""
     scale = 1.0 / math.sqrt(depth) if softmax_scale is None else float(softmax_scale)

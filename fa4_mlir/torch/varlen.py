@@ -35,9 +35,9 @@ import numpy as np
 import torch
 
 from fa4_mlir import runtime
-from fa4_mlir.configs.attention import MAX_GROUP, AttentionConfig, varlen_config
+from fa4_mlir.configs.attention import MAX_GROUP, PAGE_MULTIPLE, AttentionConfig, varlen_config
 from fa4_mlir.errors import LaunchError
-from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, varlen_arguments
+from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, paged_arguments, varlen_arguments
 from fa4_mlir.torch.emulated import emulator, placement
 from fa4_mlir.torch.serving import (Checked, Kernels, check_bound, check_index_tensor, host_values,
                                     serving_head_dims)
@@ -48,22 +48,29 @@ OP = "flash_attn_varlen"
 _lib = torch.library.Library("fa4", "FRAGMENT")
 _lib.define("flash_attn_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
             "int max_seqlen_q, int max_seqlen_k, float? softmax_scale=None, bool causal=False, "
-            "bool return_lse=False) -> (Tensor, Tensor)")
+            "bool return_lse=False, Tensor? block_table=None) -> (Tensor, Tensor)")
 # a dense kernel launched on packed tensors would read the wrong rows: the packed build takes cu_seqlens_q
 _kernels = Kernels(OP, "cu_seqlens_q", "packed-sequence")
 
 
-def _shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int]:
-    """(total_q, total_k, H, Hk, D), with the shape rules checked."""
+def _shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+            paged: bool = False) -> tuple[int, int, int, int, int]:
+    """(total_q, total_k, H, Hk, D), with the shape rules checked; ``paged`` (a block_table): k and v are
+    caches (num_pages, page_size, Hk, D), and total_k is their rows."""
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() != 3:
+        if paged and name != "q" and t.dim() != 4:
+            raise LaunchError(f"{OP}: {name} must be 4-D (num_pages, page_size, heads_k, head_dim) with a "
+                              f"block_table, got shape {tuple(t.shape)}")
+        if t.dim() != 3 and not (paged and name != "q"):
             raise LaunchError(f"{OP}: {name} must be 3-D (total_rows, heads, head_dim), got shape {tuple(t.shape)}")
     total_q, h, d = q.shape
     if tuple(k.shape) != tuple(v.shape):
         raise LaunchError(f"{OP}: k and v must have one shape, got {tuple(k.shape)} and {tuple(v.shape)}")
-    total_k, hk, dk = k.shape
+    *rows, hk, dk = k.shape
+    total_k = math.prod(rows)
     if dk != d:
-        raise LaunchError(f"{OP}: k and v must be (total_k, heads_k, head_dim={d}) like q, got {tuple(k.shape)}")
+        raise LaunchError(f"{OP}: k and v must be ({'num_pages, page_size' if paged else 'total_k'}, heads_k, "
+                          f"head_dim={d}) like q, got {tuple(k.shape)}")
     if hk < 1 or h % hk:
         raise LaunchError(f"{OP}: k/v heads must divide q heads ({h}), got {hk}")
     if h // hk > MAX_GROUP:
@@ -110,38 +117,78 @@ def _check_values(cu: np.ndarray, name: str, rows: int, what: str, bound: int, b
                       f"rows: pass the longest length")
 
 
+def _check_pages(table: torch.Tensor, k: torch.Tensor, batch: int) -> tuple[int, int, int]:
+    """(page_size, pages_per_seq, num_pages) of a paged call, with the rules that need no values checked."""
+    check_index_tensor(OP, "block_table", table, 2, "(batch, pages_per_seq)")
+    if table.shape[0] != batch or table.shape[1] < 1:
+        raise LaunchError(f"{OP}: block_table must be (batch={batch}, pages_per_seq >= 1), got {tuple(table.shape)}")
+    num_pages, page = k.shape[:2]
+    if page < PAGE_MULTIPLE or page & (page - 1):
+        raise LaunchError(f"{OP}: page_size (k.shape[1]) must be a power of two >= {PAGE_MULTIPLE} (16, 32, 64, 128, "
+                          f"256, ...), got {page}")
+    if num_pages < 1:
+        raise LaunchError(f"{OP}: k must have >= 1 page, got shape {tuple(k.shape)}")
+    return page, table.shape[1], num_pages
+
+
+def _check_table(table: np.ndarray, lengths: np.ndarray, page: int, num_pages: int) -> None:
+    """Every block_table entry a sequence uses (its first ceil(keys / page_size) pages) in [0, num_pages)."""
+    pages = -(-lengths // page)
+    bad = (np.arange(table.shape[1])[None, :] < pages[:, None]) & ((table < 0) | (table >= num_pages))
+    if bad.any():
+        b, j = (int(x) for x in np.argwhere(bad)[0])
+        raise LaunchError(f"{OP}: block_table[{b}, {j}] must be a page of k and v, in [0, {num_pages}) (sequence {b} "
+                          f"holds {int(lengths[b])} keys: its first {int(pages[b])} pages), got {int(table[b, j])}")
+
+
 def flash_attn_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                          cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
-                         softmax_scale: float | None = None, causal: bool = False, return_lse: bool = False):
-    where = placement(OP, {"q": q, "k": k, "v": v, "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k})
+                         softmax_scale: float | None = None, causal: bool = False, return_lse: bool = False,
+                         block_table: torch.Tensor | None = None):
+    paged = block_table is not None
+    where = placement(OP, {"q": q, "k": k, "v": v, "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k,
+                           **({"block_table": block_table} if paged else {})})
     dtype = fa4_dtype(q, f"{OP}: q", DTYPES)
-    total_q, total_k, h, hk, d = _shapes(q, k, v)
+    total_q, total_k, h, hk, d = _shapes(q, k, v, paged)
     target = where.target if isinstance(where, emulator) else runtime.device_target(where)
-    dims = serving_head_dims(target, paged=False)
+    dims = serving_head_dims(target, paged=paged)
     if d not in dims:
         place = f"{target} in the emulator" if isinstance(where, emulator) else "this GPU"
         raise LaunchError(f"{OP}: head_dim must be one of {', '.join(map(str, dims))} on {place}, got {d}")
     batch = _check_metadata(cu_seqlens_q, cu_seqlens_k)
+    page, per_seq, num_pages = _check_pages(block_table, k, batch) if paged else (0, 0, 0)
     max_q, max_k = check_bound(OP, "max_seqlen_q", max_seqlen_q), check_bound(OP, "max_seqlen_k", max_seqlen_k)
     scale = checked_scale(OP, softmax_scale, d)
-    bounds = (total_q, total_k, max_q, max_k)
-    metadata = (cu_seqlens_q, cu_seqlens_k)
+    if paged and max_k > per_seq * page:
+        raise LaunchError(f"{OP}: max_seqlen_k must be <= a sequence's capacity with a block_table (pages_per_seq "
+                          f"{per_seq} x page_size {page} = {per_seq * page}), got {max_k}")
+    bounds = (total_q, total_k, max_q, max_k, page, per_seq)
+    metadata = (cu_seqlens_q, cu_seqlens_k, block_table)
     if not _checked.seen(metadata, bounds):
-        cu_q, cu_k = host_values(OP, {"cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k})
+        named = {"cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k, **({"block_table": block_table}
+                                                                                if paged else {})}
+        values = host_values(OP, named)
+        cu_q, cu_k = values[:2]
         _check_values(cu_q, "cu_seqlens_q", total_q, "q", max_q, "max_seqlen_q")
-        _check_values(cu_k, "cu_seqlens_k", total_k, "k", max_k, "max_seqlen_k")
+        # paged: k's rows are the cache's, not the keys'; the last sum is the keys of all sequences
+        _check_values(cu_k, "cu_seqlens_k", int(cu_k[-1]) if paged else total_k, "k", max_k, "max_seqlen_k")
+        if paged:
+            _check_table(values[2], cu_k[1:].astype(np.int64) - cu_k[:-1], page, num_pages)
         _checked.remember(metadata, bounds)
     out = torch.empty((total_q, h, d), dtype=q.dtype, device=q.device)
     lse = torch.empty((h, total_q) if return_lse else (0,), dtype=torch.float32, device=q.device)
     if total_q == 0:
         return out, lse
-    if total_k == 0:  # every row sees no key: O = 0, LSE = +inf (FlashAttention's), without a launch
+    if total_k == 0 or max_k == 0:  # every row sees no key: O = 0, LSE = +inf (FlashAttention's), without a launch
         out.zero_()
         lse.fill_(math.inf)
         return out, lse
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tma_operand(OP, name, t)
-    config = varlen_config(target, dtype, d, bool(causal), h // hk, max_k)
+    config = varlen_config(target, dtype, d, bool(causal), h // hk, max_k, page)
+    if paged:
+        return _paged(where, config, q, k, v, out, lse, return_lse, scale, batch, max_q, max_k, cu_seqlens_q,
+                      cu_seqlens_k, block_table)
     if isinstance(where, emulator):
         kernel = _kernels.checked(config, where.load("attention", config))
         grid, args = _arguments(config, q, k, v, out, lse if return_lse else None, scale, batch, max_q, max_k,
@@ -170,10 +217,34 @@ def _arguments(config: AttentionConfig, q, k, v, out, lse, scale: float, batch: 
     return grid, args
 
 
+def _paged(where, config: AttentionConfig, q, k, v, out, lse, return_lse: bool, scale: float, batch: int,
+           max_q: int, max_k: int, cu_q: torch.Tensor, cu_k: torch.Tensor, table: torch.Tensor):
+    """The packed queries over a paged K/V cache (``config.page_size``): sequence b's keys are its
+    cu_seqlens_k[b + 1] - cu_seqlens_k[b] first positions in its pages (the kernel's ``seqused_k``)."""
+    total_q, h, _ = q.shape
+    grid = launch_geometry(config, batch, max_q, h, max_k)
+    args = {"q": tma_operand(q.unsqueeze(0), config.dtype), "k": tma_operand(k, config.dtype),
+            "v": tma_operand(v, config.dtype), "o": tma_operand(out.unsqueeze(0), config.dtype),
+            "seq_q": max_q, "seq_k": max_k, "num_heads": h, **gqa_arguments(config, h, k.shape[2]),
+            "scale_log2e": scale * math.log2(math.e), "write_lse": int(return_lse)}
+    used = (cu_k[1:] - cu_k[:-1]).to(torch.int32)  # the keys of each sequence (a new contiguous tensor)
+    if isinstance(where, emulator):
+        kernel = _kernels.checked(config, where.load("attention", config))
+        args.update(varlen_arguments(config, cu_q.numpy(), None, total_q, host_array(out)),
+                    **paged_arguments(config, table.numpy(), table.shape[1], used.numpy(), k.shape[0]))
+        where.run(kernel, grid, {**args, "lse": lse.detach().numpy() if return_lse else None})
+        return out, lse
+    kernel = _kernels.get(where, config)
+    args.update(varlen_arguments(config, cu_q.data_ptr(), None, total_q, out.data_ptr()),
+                **paged_arguments(config, table.data_ptr(), table.shape[1], used.data_ptr(), k.shape[0]))
+    kernel.launch(grid, {**args, "lse": (lse if return_lse else out).data_ptr()}, stream=current_stream(where))
+    return out, lse
+
+
 def _flash_attn_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
-                            causal=False, return_lse=False):
+                            causal=False, return_lse=False, block_table=None):
     fa4_dtype(q, f"{OP}: q", DTYPES)
-    total_q, _, h, _, d = _shapes(q, k, v)
+    total_q, _, h, _, d = _shapes(q, k, v, block_table is not None)
     _check_metadata(cu_seqlens_q, cu_seqlens_k)
     return q.new_empty((total_q, h, d)), q.new_empty((h, total_q) if return_lse else (0,), dtype=torch.float32)
 
@@ -184,9 +255,11 @@ torch.library.register_fake("fa4::flash_attn_varlen", _flash_attn_varlen_fake, l
 
 def flash_attn_varlen_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                            cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
-                           softmax_scale: float | None = None, causal: bool = False, return_softmax_lse: bool = False):
+                           softmax_scale: float | None = None, causal: bool = False, return_softmax_lse: bool = False,
+                           block_table: torch.Tensor | None = None):
     """FlashAttention's ``flash_attn_varlen_func`` (its argument names; see the module docstring): ``out``
-    (total_q, H, D), or ``(out, lse)`` with ``return_softmax_lse``, lse (H, total_q) fp32."""
+    (total_q, H, D), or ``(out, lse)`` with ``return_softmax_lse``, lse (H, total_q) fp32; with ``block_table``
+    k and v are a paged cache (num_pages, page_size, Hk, D)."""
     out, lse = torch.ops.fa4.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                               softmax_scale, causal, return_softmax_lse)
+                                               softmax_scale, causal, return_softmax_lse, block_table)
     return (out, lse) if return_softmax_lse else out

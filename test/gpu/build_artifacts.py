@@ -18,6 +18,7 @@ from fa4_mlir import knobs
 from fa4_mlir.configs.attention import (FP8_HEAD_DIMS, SM90_SHORT_KEYS, SM90_SHORT_TILE, AttentionConfig,
                                        default_exp2_emulation, default_num_q, paged_config, varlen_config,
                                        varlen_head_dims)
+from fa4_mlir.configs.combine import CombineConfig
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.configs.mla import MLAConfig
@@ -80,6 +81,14 @@ def keys() -> list[ArtifactKey]:
         ArtifactKey.for_config("attention", paged_config("sm_90a", dt, d, c, g, p, cap, 1))
         for dt in ("bf16", "fp16") for d in (64, 128) for c in (False, True) for p in KV_PAGE_SIZES
         for cap in (SM90_SHORT_KEYS, max(SM90_SHORT_KEYS + 1, p)) if cap >= p for g in (1, *KV_PACKED_GROUPS)))
+    # the same calls' split-KV decode (small batches: the op splits the keys of a grid short of the SMs) and its
+    # combine kernels
+    wanted += list(dict.fromkeys(
+        ArtifactKey.for_config("attention", paged_config("sm_90a", dt, d, c, g, p, cap, 1, split_kv=True))
+        for dt in ("bf16", "fp16") for d in (64, 128) for c in (False, True) for p in KV_PAGE_SIZES
+        for cap in (SM90_SHORT_KEYS, max(SM90_SHORT_KEYS + 1, p)) if cap >= p for g in (1, *KV_PACKED_GROUPS)))
+    wanted += [ArtifactKey.for_config("attention-combine", CombineConfig(target="sm_90a", dtype=dt, head_dim=d))
+               for dt in ("bf16", "fp16") for d in (64, 128)]
     # test_mla_gpu.py and bench/mla.py: the MLA op's kernels for its heads, both masks, both dtypes
     wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(dtype=dt, causal=c, tile_heads=th))
                for dt in ("bf16", "fp16") for c in (False, True) for th in MLA_TILE_HEADS]
@@ -87,6 +96,9 @@ def keys() -> list[ArtifactKey]:
                for dt in ("bf16", "fp16") for th in MLA_TILE_HEADS]  # decode grids short of the SMs
     wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(form="prefill", dtype=dt, causal=c, group=g))
                for dt in ("bf16", "fp16") for c in (False, True) for g in (1, 4)]  # test_mla_gpu.py's PREFILL
+    # the split-KV combine: the MLA op's partials (head dim 512) and the paged decode's (64, 128; issue 26)
+    wanted += [ArtifactKey.for_config("attention-combine", CombineConfig(target="sm_90a", dtype=dt, head_dim=d))
+               for dt in ("bf16", "fp16") for d in (64, 128, 512)]
     if "--bench" in sys.argv:  # the MLA tiles bench/mla.py --sweep times
         wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(causal=c, block_n=bn, stages=st, split_kv=sp,
                                                                      tile_heads=64))  # bench/mla.py's 128 heads

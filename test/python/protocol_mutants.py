@@ -85,7 +85,10 @@ def shipped_kernels() -> dict[str, str]:
     cls, build = KERNELS["mla-attention"]
     for name, extra in MLA_CONFIGS.items():
         out[f"mla-attention-{name}"] = build(cls(**extra)).mlir
-    assert set(KERNELS) == {"attention", "copy-pipeline", "gemm", "mla-attention"}, \
+    cls, build = KERNELS["attention-combine"]  # no barriers: accepted as it is, no mutants (see corpus)
+    for target, head_dim in (("sm_100a", 128), ("sm_90a", 512), ("sm_90a", 96)):
+        out[f"attention-combine-{target}-d{head_dim}"] = build(cls(target=target, head_dim=head_dim)).mlir
+    assert set(KERNELS) == {"attention", "attention-combine", "copy-pipeline", "gemm", "mla-attention"}, \
         "add the new built-in kernel to the mutation corpus"
     for path in SHIPPED_FILES:
         out[path] = (ROOT / path).read_text()

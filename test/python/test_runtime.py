@@ -248,7 +248,7 @@ def test_cache_dir_defaults_under_xdg(monkeypatch, tmp_path):
 
 
 def test_load_rejects_unknown_kernels_and_debug_values():
-    with pytest.raises(LaunchError, match="kernel must be one of attention, copy-pipeline, gemm, mla-attention, got 'nope'"):
+    with pytest.raises(LaunchError, match="kernel must be one of attention, attention-combine, copy-pipeline, gemm, mla-attention, got 'nope'"):
         runtime.load("nope")
     with pytest.raises(LaunchError, match="config of 'copy-pipeline' must be a CopyPipelineConfig, got dict"):
         runtime.load("copy-pipeline", {"stages": 2})

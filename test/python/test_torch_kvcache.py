@@ -20,7 +20,8 @@ import fa4_mlir.torch as fa4_torch  # noqa: E402
 from fa4_mlir import reference, runtime  # noqa: E402
 from fa4_mlir.configs.attention import AttentionConfig, paged_config  # noqa: E402
 from fa4_mlir.errors import LaunchError, Unsupported  # noqa: E402
-from fa4_mlir.torch import kvcache  # noqa: E402
+from fa4_mlir.kernels.attention.splitkv import tile_keys  # noqa: E402
+from fa4_mlir.torch import kvcache, split_decode  # noqa: E402
 from fa4_mlir.torch.emulated import emulator  # noqa: E402
 from varlen_cases import _compare, paged_batch  # noqa: E402
 
@@ -119,6 +120,9 @@ SHAPE_ERRORS = [
      r"flash_attn_with_kvcache: a 0-d cache_seqlens \(one length for all\) must be an int32 CPU tensor, got "
      r"torch.float32 on 'cpu'; pass a Python int"),
     ({"softmax_scale": 0.0}, r"flash_attn_with_kvcache: softmax_scale must be finite and > 0, got 0.0"),
+    ({"num_splits": -1}, r"flash_attn_with_kvcache: num_splits must be an int in \[0, 128\] \(0: the op chooses, 1: "
+                         r"no split\), got -1"),
+    ({"num_splits": 129}, r"flash_attn_with_kvcache: num_splits must be an int in \[0, 128\] .*, got 129"),
     ({"q": _z(2, 3, 4, 128)[..., ::2]},
      r"flash_attn_with_kvcache: q must have a unit innermost stride, got strides \(1536, 512, 128, 2\); "
      r"pass q.contiguous\(\)"),
@@ -424,6 +428,61 @@ def test_the_op_in_the_emulator_matches_float64(target, dtype, d, h, hk, causal,
     config = AttentionConfig(target=target, dtype=dtype, head_dim=d, causal=causal)  # _compare reads dtype, causal
     _compare(config, q.reshape(b * sq, h, d), keys, values, np.arange(b + 1, dtype=np.int32) * sq, cu_k, scale,
              _bits(out).reshape(b * sq, h, d), lse.numpy().transpose(1, 0, 2).reshape(h, b * sq))
+
+
+# (target, dtype, head dim, H, Hk, causal, Sq, page size, cached keys, new keys, num_splits): the split-KV
+# decode through the op (the split kernel, then the combine), forced and chosen
+SPLIT_CASES = [
+    ("sm_90a", "bf16", 128, 8, 1, True, 1, 64, (300, 0, 130), 1, 3),  # pack_gqa 8; an empty sequence
+    ("sm_90a", "fp16", 64, 2, 2, False, 3, 16, (200, 90), 2, 5),
+    ("sm_100a", "bf16", 64, 2, 1, True, 2, 64, (260, 40), 0, 3),
+    ("sm_100a", "fp16", 128, 2, 2, False, 1, 0, (190, 0), 1, 2),
+]
+
+
+@pytest.mark.parametrize("target, dtype, d, h, hk, causal, sq, page_size, cached, new, splits", SPLIT_CASES)
+def test_split_kv_decode_through_the_op_matches_float64(target, dtype, d, h, hk, causal, sq, page_size, cached, new,
+                                                        splits):
+    """``num_splits`` > 1 runs the split kernel over that many key ranges and the combine kernel after it, with
+    the dense op's results (O within the yardstick's error, LSE, rows without a key 0 / +inf)."""
+    b = len(cached)
+    total = [n + new for n in cached]
+    rng = np.random.default_rng(d + sq + splits)
+    if page_size:
+        k_cache, v_cache, table, _ = paged_batch(rng, total, page_size, hk, d, dtype)
+    else:
+        k_cache, v_cache = (reference.random_bits(rng, (b, 256, hk, d), dtype, 1.0) for _ in range(2))
+        table = np.arange(b, dtype=np.int32)[:, None]
+    capacity = table.shape[1] * k_cache.shape[1]
+    config = paged_config(target, dtype, d, causal, h // hk, k_cache.shape[1], capacity, sq, split_kv=True)
+    _paged_kernel(config)
+    q = reference.random_bits(rng, (b, sq, h, d), dtype, 1.0)
+    k_new, v_new = (reference.random_bits(rng, (b, new, hk, d), dtype, 1.0) for _ in range(2))
+    kc, vc = _torch(k_cache, dtype), _torch(v_cache, dtype)
+    scale = float(rng.uniform(0.05, 0.2))
+    with emulator(target=target, seed=2) as emu:
+        out, lse = fa4_torch.flash_attn_with_kvcache(
+            _torch(q, dtype), kc, vc, _torch(k_new, dtype) if new else None, _torch(v_new, dtype) if new else None,
+            torch.from_numpy(np.asarray(cached, np.int32)), torch.from_numpy(table) if page_size else None,
+            softmax_scale=scale, causal=causal, return_softmax_lse=True, num_splits=splits)
+    assert [name for name, _ in emu.launches] == ["attention", "attention_combine"]
+    used = np.asarray(total, np.int32)
+    keys, cu_k = reference.paged_keys(_bits(kc).reshape(kc.shape), table, used)
+    values, _ = reference.paged_keys(_bits(vc).reshape(vc.shape), table, used)
+    config = AttentionConfig(target=target, dtype=dtype, head_dim=d, causal=causal)  # _compare reads dtype, causal
+    _compare(config, q.reshape(b * sq, h, d), keys, values, np.arange(b + 1, dtype=np.int32) * sq, cu_k, scale,
+             _bits(out).reshape(b * sq, h, d), lse.numpy().transpose(1, 0, 2).reshape(h, b * sq))
+
+
+def test_the_op_splits_a_decode_grid_short_of_the_sms_and_not_a_full_one():
+    """``num_splits`` 0: a grid of fewer CTAs than SMs over enough key tiles is split, a full grid or a short
+    cache is not; an explicit count is taken as it is."""
+    config = paged_config("sm_90a", "bf16", 128, True, 8, 256, 8192, 1)
+    bn = tile_keys(config)
+    assert split_decode.split_count(config, 8, 1, 64, 8192, 132, 0) > 1  # 64 CTAs
+    assert split_decode.split_count(config, 64, 1, 64, 8192, 132, 0) == 1  # 512 CTAs
+    assert split_decode.split_count(config, 8, 1, 64, (split_decode.MIN_SPLIT_TILES * 2 - 1) * bn, 132, 0) == 1
+    assert split_decode.split_count(config, 64, 1, 64, 8192, 132, 5) == 5
 
 
 def test_a_non_paged_cache_runs_as_pages_of_the_common_sizes():

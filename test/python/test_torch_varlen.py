@@ -22,7 +22,7 @@ from fa4_mlir.configs.attention import AttentionConfig, varlen_config  # noqa: E
 from fa4_mlir.errors import LaunchError, Unsupported  # noqa: E402
 from fa4_mlir.torch import serving, varlen  # noqa: E402
 from fa4_mlir.torch.emulated import emulator  # noqa: E402
-from varlen_cases import packed_batch  # noqa: E402
+from varlen_cases import _compare, packed_batch, paged_batch  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 I32 = torch.int32
@@ -106,6 +106,48 @@ SHAPE_ERRORS = [
     ({"q": torch.zeros(10, 4, 128, dtype=torch.bfloat16)[..., ::2]},
      r"flash_attn_varlen: q must have a unit innermost stride, got strides \(512, 128, 2\); pass q.contiguous\(\)"),
 ]
+
+
+def _paged_args(**changes) -> dict:
+    """A valid call over a paged cache: the same queries, k lengths 5 and 7 in 4 pages of 16 keys, 2 a sequence."""
+    z = lambda *s: torch.zeros(*s, dtype=torch.bfloat16)  # noqa: E731
+    return _args(**{"k": z(4, 16, 2, 64), "v": z(4, 16, 2, 64), "block_table": _cu(2, -1, 0, 3).view(2, 2),
+                    **changes})
+
+
+PAGED_ERRORS = [
+    ({"k": torch.zeros(12, 2, 64, dtype=torch.bfloat16), "v": torch.zeros(12, 2, 64, dtype=torch.bfloat16)},
+     r"flash_attn_varlen: k must be 4-D \(num_pages, page_size, heads_k, head_dim\) with a block_table, got shape "
+     r"\(12, 2, 64\)"),
+    ({"k": torch.zeros(4, 16, 2, 32, dtype=torch.bfloat16), "v": torch.zeros(4, 16, 2, 32, dtype=torch.bfloat16)},
+     r"flash_attn_varlen: k and v must be \(num_pages, page_size, heads_k, head_dim=64\) like q, got "
+     r"\(4, 16, 2, 32\)"),
+    ({"block_table": _cu(2, 0, 3)}, r"flash_attn_varlen: block_table must be 2-D \(batch, pages_per_seq\), got "
+                                    r"shape \(3,\)"),
+    ({"block_table": _cu(2, 0, 3, 1, 1, 1).view(3, 2)},
+     r"flash_attn_varlen: block_table must be \(batch=2, pages_per_seq >= 1\), got \(3, 2\)"),
+    ({"block_table": torch.tensor([[2, -1], [0, 3]])},
+     r"flash_attn_varlen: block_table dtype must be torch.int32, got torch.int64"),
+    ({"k": torch.zeros(4, 24, 2, 64, dtype=torch.bfloat16), "v": torch.zeros(4, 24, 2, 64, dtype=torch.bfloat16)},
+     r"flash_attn_varlen: page_size \(k.shape\[1\]\) must be a power of two >= 16 \(16, 32, 64, 128, 256, "
+     r"...\), got 24"),
+    ({"max_seqlen_k": 33}, r"flash_attn_varlen: max_seqlen_k must be <= a sequence's capacity with a block_table "
+                           r"\(pages_per_seq 2 x page_size 16 = 32\), got 33"),
+    ({"cu_seqlens_k": _cu(0, 20, 27), "max_seqlen_k": 20},
+     r"flash_attn_varlen: block_table\[0, 1\] must be a page of k and v, in \[0, 4\) \(sequence 0 holds 20 keys: "
+     r"its first 2 pages\), got -1"),
+    ({"block_table": _cu(2, -1, 4, 3).view(2, 2)},
+     r"flash_attn_varlen: block_table\[1, 0\] must be a page of k and v, in \[0, 4\) \(sequence 1 holds 7 keys: "
+     r"its first 1 pages\), got 4"),
+    ({"cu_seqlens_k": _cu(0, 5, 4)},
+     r"flash_attn_varlen: cu_seqlens_k must be non-decreasing, got cu_seqlens_k\[2\] = 4 < cu_seqlens_k\[1\] = 5"),
+]
+
+
+@pytest.mark.parametrize("change, message", PAGED_ERRORS)
+def test_every_bad_paged_argument_is_refused_before_a_launch(change, message):
+    with pytest.raises(LaunchError, match=message):
+        _call(_paged_args(**change))
 
 
 @pytest.mark.parametrize("change, message", METADATA_ERRORS + SHAPE_ERRORS)
@@ -270,6 +312,38 @@ def test_the_op_in_the_emulator_matches_float64(target, dtype, d, h, hk, causal,
     assert not out.float().numpy().transpose(1, 0, 2)[empty].any(), "rows that see no key must be 0"
     if (~empty).any():
         assert float(np.abs(lse[~empty] - ref_lse[~empty]).max()) <= reference.lse_tolerance(ref_lse[~empty])
+
+
+# (target, dtype, head dim, H, Hk, causal, q lengths, k lengths, page size): packed queries over a paged cache
+PAGED_CASES = [
+    ("sm_90a", "bf16", 64, 2, 1, True, (5, 0, 70, 17), (40, 3, 0, 150), 16),
+    ("sm_90a", "fp16", 128, 4, 2, False, (33, 9), (100, 1), 64),
+    ("sm_100a", "bf16", 64, 2, 2, True, (60, 9, 0), (60, 20, 5), 64),
+    ("sm_100a", "fp16", 128, 2, 2, False, (3, 40), (0, 150), 16),
+]
+
+
+@pytest.mark.parametrize("target, dtype, d, h, hk, causal, lengths_q, lengths_k, page", PAGED_CASES)
+def test_packed_queries_over_a_paged_cache_match_float64(target, dtype, d, h, hk, causal, lengths_q, lengths_k,
+                                                         page):
+    """``block_table``: k and v are caches (num_pages, page_size, Hk, D) and sequence b's keys its first
+    cu_seqlens_k[b + 1] - cu_seqlens_k[b] positions in its pages (FlashAttention's paged varlen)."""
+    max_q, max_k = max(lengths_q), max(lengths_k)
+    rng = np.random.default_rng(len(lengths_q) + d + page)
+    q, _, _, cu_q, _ = packed_batch(rng, lengths_q, (0,) * len(lengths_q), h, hk, d, dtype)
+    k_cache, v_cache, table, used = paged_batch(rng, lengths_k, page, hk, d, dtype)
+    cu_k = np.concatenate([[0], np.cumsum(used)]).astype(np.int32)
+    scale = float(rng.uniform(0.05, 0.2))
+    with emulator(target=target, seed=1) as emu:
+        out, lse = fa4_torch.flash_attn_varlen_func(
+            _torch(q, dtype), _torch(k_cache, dtype), _torch(v_cache, dtype), torch.from_numpy(cu_q),
+            torch.from_numpy(cu_k), max_q, max_k, softmax_scale=scale, causal=causal, return_softmax_lse=True,
+            block_table=torch.from_numpy(table))
+    assert [name for name, _ in emu.launches] == ["attention"]
+    keys, _ = reference.paged_keys(k_cache, table, used)
+    values, _ = reference.paged_keys(v_cache, table, used)
+    config = AttentionConfig(target=target, dtype=dtype, head_dim=d, causal=causal)  # _compare reads dtype, causal
+    _compare(config, q, keys, values, cu_q, cu_k, scale, _bits(out), lse.numpy())
 
 
 def test_the_compiled_op_in_the_emulator_matches_the_eager_op():
