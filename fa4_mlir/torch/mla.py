@@ -22,7 +22,8 @@ packs up to 64 heads (the largest power of 2 dividing H) into a tile's 64 rows; 
 of a decode step leave SMs idle (not causal), it splits the keys into ranges over more CTAs, which
 write fp32 partials that the attention-combine kernel merges (``num_splits``). The output is a new
 contiguous tensor; no autograd. The prefill form (q/k 192, v 128) is ``torch.ops.fa4.mla_prefill``
-(``fa4_mlir.torch.mla_prefill``), which runs its kernel (sm_90a's or sm_100a's: the same parameters) through ``launch_prefill``.
+(``fa4_mlir.torch.mla_prefill``), which runs its kernel (sm_90a's or sm_100a's: the same parameters)
+through ``launch_prefill``.
 
 fp8 (sm_100 only): q_nope and kv_latent ``torch.float8_e4m3fn`` with tensor-wise float scales
 ``q_scale``, ``k_scale`` (kv_latent's as K) and ``v_scale`` (kv_latent's as V; None: 1), q_rope and
@@ -218,8 +219,8 @@ def launch(config: MLAConfig, kernel: runtime.Kernel, q_nope, q_rope, kv_latent,
     dtype = fa4_dtype(q_nope, f"{_OP}: q_nope", ATTENTION_DTYPES)
     rope = fa4_dtype(q_rope, f"{_OP}: q_rope")
     args = {"q_nope": tma_operand(q_nope, dtype), "q_rope": tma_operand(q_rope, rope),
-            "kv": tma_operand(kv_latent, dtype), "k_rope": tma_operand(k_rope, rope), "seq_q": sq, "seq_k": sk, "num_heads": h,
-            "scale_log2e": scale * math.log2(math.e)}
+            "kv": tma_operand(kv_latent, dtype), "k_rope": tma_operand(k_rope, rope), "seq_q": sq, "seq_k": sk,
+            "num_heads": h, "scale_log2e": scale * math.log2(math.e)}
     if config.target == "sm_100a":  # the pair kernel reads V through a second map of the latent
         args["kv_v"] = args["kv"]
     if fp8:
