@@ -124,6 +124,26 @@ def _as_pages(cache: torch.Tensor, layout: Layout) -> torch.Tensor:
                             (layout.page_size * row, row, *cache.stride()[2:]))
 
 
+_TABLES: dict[tuple, torch.Tensor] = {}  # a non-paged cache's block tables, by (device, batch, pages, stride)
+
+
+def _contiguous_table(layout: Layout, device: torch.device) -> torch.Tensor:
+    """A non-paged cache's block table: sequence b's pages b * stride_pages + 0 .. pages_per_seq - 1 (int32 on
+    ``device``), made once per (device, shape): a decode loop would otherwise pay three small launches a step.
+    Nothing writes it (the kernel and the append only read it)."""
+    key = (device, layout.batch, layout.pages_per_seq, layout.stride_pages)
+    table = _TABLES.get(key)
+    if table is None:
+        table = (torch.arange(layout.pages_per_seq, dtype=torch.int32, device=device)[None, :]
+                 + layout.stride_pages * torch.arange(layout.batch, dtype=torch.int32, device=device)[:, None])
+        # one made under CUDA graph capture lives in the graph's memory pool: it is not kept for later calls
+        if device.type != "cuda" or not torch.cuda.is_current_stream_capturing():
+            if len(_TABLES) >= 64:
+                _TABLES.clear()
+            _TABLES[key] = table
+    return table
+
+
 def _page_sizes_text() -> str:
     return f"a power of two >= {PAGE_MULTIPLE} (16, 32, 64, 128, 256, ...)"
 
@@ -293,9 +313,7 @@ def flash_attn_with_kvcache_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
     b, sq, h = layout.batch, layout.seq_q, layout.heads
     out = torch.empty((b, sq, h, layout.head_dim), dtype=q.dtype, device=q.device)
     lse = torch.empty((b, h, sq) if return_lse else (0,), dtype=torch.float32, device=q.device)
-    table = block_table if layout.paged else (
-        torch.arange(layout.pages_per_seq, dtype=torch.int32, device=q.device)[None, :]
-        + layout.stride_pages * torch.arange(b, dtype=torch.int32, device=q.device)[:, None])
+    table = block_table if layout.paged else _contiguous_table(layout, q.device)
     k_cache, v_cache = _as_pages(k_cache, layout), _as_pages(v_cache, layout)
     starts = cache_seqlens if fixed is None else torch.full((b,), fixed - layout.new, dtype=torch.int32,
                                                              device=q.device)

@@ -485,6 +485,14 @@ def test_the_op_splits_a_decode_grid_short_of_the_sms_and_not_a_full_one():
     assert split_decode.split_count(config, 64, 1, 64, 8192, 132, 5) == 5
 
 
+def test_a_non_paged_caches_block_table_is_made_once_per_shape():
+    layout = kvcache.Layout(3, 1, 2, 1, 64, 0, False, 2 * 5 + 4, 32, 4, 5)
+    table = kvcache._contiguous_table(layout, torch.device("cpu"))
+    assert table.dtype == torch.int32 and table.tolist() == [[0, 1, 2, 3], [5, 6, 7, 8], [10, 11, 12, 13]]
+    assert kvcache._contiguous_table(layout, torch.device("cpu")) is table
+    assert kvcache._contiguous_table(layout._replace(stride_pages=4), torch.device("cpu")) is not table
+
+
 def test_a_non_paged_cache_runs_as_pages_of_the_common_sizes():
     """A (B, Sk_max, Hk, D) cache is viewed as pages of the largest of 256 ... 16 dividing Sk_max and its batch
     stride in rows (the paged kernels of the common page sizes serve every Sk_max); a slice of a longer cache
