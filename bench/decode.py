@@ -66,6 +66,15 @@ def measure(b: int, sk: int, h: int, hk: int, d: int, sq: int, page: int, repeat
             cases["fa4_cute"] = fa4_call
         except Exception as exc:
             print(f"  fa4_cute unavailable: {type(exc).__name__}: {exc}"[:300])
+
+        def fa4_split():  # its split-KV heuristic (num_splits < 1), where its signature has one
+            out = theirs(q, k_cache, v_cache, page_table=table, seqused_k=seqlens, causal=True, num_splits=0)
+            return out[0] if isinstance(out, tuple) else out
+        try:
+            errors["fa4_cute_split"] = float((fa4_split().float() - ours.float()).norm() / ours.float().norm())
+            cases["fa4_cute_split"] = fa4_split
+        except Exception as exc:
+            print(f"  fa4_cute with num_splits=0 unavailable: {type(exc).__name__}: {exc}"[:300])
     dense_k, dense_v = (c[table.long()].reshape(b, pages_per_seq * page, hk, d)[:, :sk].transpose(1, 2).contiguous()
                         for c in (k_cache, v_cache))
     qt = q.transpose(1, 2)

@@ -8,8 +8,9 @@ and ``torch.compile``.
 The cases are drawn fresh each run (the seed is in every failure message): page sizes 16, 64 and 256 and the
 non-paged cache (``NON_PAGED_KEYS`` keys a sequence, viewed as pages of 256), Sq 1..16, cached keys per
 sequence 0..64k (log-uniform), new keys 0..Sq, GQA groups 1, 4 and 8, causal (bottom-right) and not, bf16
-and fp16, head dims 64 and 128, every (dtype, head dim, causal, group) at least once. Artifacts:
-test/gpu/build_artifacts.py (``paged_config``).
+and fp16, head dims 64 and 128, every (dtype, head dim, causal, group) at least once; batches this small split
+their keys (``num_splits`` 0: the op's choice), and a second test forces split counts. Artifacts:
+test/gpu/build_artifacts.py (``paged_config``, with and without ``split_kv``, and the combine kernels).
 """
 
 from __future__ import annotations
@@ -118,6 +119,38 @@ def test_random_decode_batches_match_float64(torch_gpu):
         cu_k = [0, *itertools.accumulate(used)]
         _check(torch, out.flatten(0, 1), lse.transpose(0, 1).flatten(1), q.flatten(0, 1), keys, values, cu_q, cu_k,
                causal, scale, what)
+
+
+def test_split_kv_decode_matches_float64(torch_gpu):
+    """Split-KV decode (``num_splits``: the split kernel's fp32 partials, then the combine kernel): forced
+    counts 2, 3, 7 and 128 (at most as many as the key tiles) and the op's choice, on batches of 1-2 sequences
+    over up to 64k keys (empty sequences included), against float64 as above."""
+    from fa4_mlir.torch import flash_attn_with_kvcache
+
+    torch = torch_gpu
+    seed = int(np.random.default_rng().integers(1 << 31))
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    for i, splits in enumerate((2, 3, 7, 128, 0, 0, 5, 0)):
+        dtype_name, d, causal, group = ("bf16", "fp16")[i % 2], HEAD_DIMS[i // 2 % 2], i % 3 == 0, GROUPS[i % 3]
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
+        page_size = (64, 256, 0, 16)[i % 4]
+        q, k_cache, v_cache, table, cached, k, v, used = _case(torch, rng, gen, dtype, d, group, page_size)
+        q, cached, used = q[:2], cached[:2], used[:2]  # 1-2 sequences: a grid far short of the SMs
+        table = None if table is None else table[:2].contiguous()
+        k_cache, v_cache = (c[:2] if table is None else c for c in (k_cache, v_cache))
+        k, v = (None, None) if k is None else (k[:2], v[:2])
+        b, sq, h, _ = q.shape
+        seqlens = torch.tensor(cached, dtype=torch.int32, device="cuda")
+        scale = float(rng.uniform(0.02, 0.3))
+        what = (f"seed {seed} case {i}: num_splits {splits} {dtype_name} d{d} H{h}/{k_cache.shape[2]} causal={causal} "
+                f"page_size {page_size or 'none'} Sq {sq} cached {cached} new {0 if k is None else k.shape[1]}")
+        _poisoned_allocator(torch, q.numel(), dtype)
+        out, lse = flash_attn_with_kvcache(q, k_cache, v_cache, k, v, seqlens, table, softmax_scale=scale,
+                                           causal=causal, return_softmax_lse=True, num_splits=splits)
+        keys, values = _gathered(torch, k_cache, table, used), _gathered(torch, v_cache, table, used)
+        _check(torch, out.flatten(0, 1), lse.transpose(0, 1).flatten(1), q.flatten(0, 1), keys, values,
+               [j * sq for j in range(b + 1)], [0, *itertools.accumulate(used)], causal, scale, what)
 
 
 def test_gpu_placement_errors_and_graph_capture(torch_gpu):
