@@ -296,7 +296,9 @@ def launch_paged_attention(kernel, config, q: np.ndarray, k_cache: np.ndarray, v
     max_k = max(int(np.max(seqused_k, initial=0)), 1)
     if cu_seqlens_q is None:
         b, sq, h, _ = q.shape
-        maps, packed = {"q": GlobalTensor.host(q, e), "o": GlobalTensor.host(o, e)}, {}
+        maps, packed = {"q": GlobalTensor.host(q, e)}, {}
+        if not config.split_kv:  # split KV: o is a pointer to the fp32 partials (below)
+            maps["o"] = GlobalTensor.host(o, e)
     else:
         h, b = q.shape[1], len(cu_seqlens_q) - 1
         sq = max(int(np.diff(cu_seqlens_q).max(initial=0)), 1)

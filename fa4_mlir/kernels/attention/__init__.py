@@ -67,6 +67,12 @@ stage. Sk_b = seqused_k[b] and everything else is as with ``varlen`` (bottom-rig
 rows that see no key); Q is packed (``varlen``) or dense (B, Sq, H, D) with the dense O store and
 (B, H, Sq) LSE.
 
+Split KV (``split_kv``, paged with a dense Q: decode; module ``split``, host side ``splitkv``): grid x also
+enumerates ranges of ``split_keys`` keys (query tile x / num_splits, range x % num_splits); every role counts the
+range's tiles (0 for a range past the sequence's keys), the load warp's page walk starts at the range's first key,
+and the softmax warpgroups store each row's O normalised over the range in fp32 and its LSE (-inf where the row saw
+no key of it) with ``st.global`` instead of the TMA store; the "attention-combine" kernel merges the ranges.
+
 Causal attention skips the K/V tiles past the CTA's last row in every role (one trip count); keys at
 or past a row's limit (causal diagonal, end of the sequence) are masked to -inf in the tiles that
 reach it. Q and O are (B, Sq, H, D), K and V (B, Sk, H / group, D), row-major, D padded to 64-column
@@ -187,7 +193,10 @@ def build(config: AttentionConfig) -> KernelSource:
     else:
         declare(k, q_box, kv_box, q_box, varlen=config.varlen, paged=bool(config.page_size), split_kv=config.split_kv)
     build_roles(k, d)
-    return k.source(grid=f"(ceil(Sq / {config.cta_positions}), H / {g}, B) (launch_geometry)",
+    grid = f"(ceil(Sq / {config.cta_positions}), H / {g}, B) (launch_geometry)"
+    if config.split_kv:
+        grid = f"(ceil(Sq / {config.cta_positions}) * num_splits, H / {g}, B) (splitkv.split_geometry)"
+    return k.source(grid=grid,
                     config={f: getattr(config, f) for f in CONFIG_FIELDS})
 
 

@@ -11,7 +11,9 @@ the V stage's blocks are bn rows each), all on the stage's barrier with its fixe
 A tile's chunks past the sequence's last page (ceil(Sk_b / page_size) pages) still have to deliver their
 bytes, so their page index is clamped to the last page (the entries past it may hold anything, e.g. -1);
 the keys they bring are masked (-inf) like every key past Sk_b. The load role runs only with a trip
-count > 0, hence Sk_b >= 1 there and the last page (Sk_b - 1) / page_size is >= 0.
+count > 0, hence Sk_b >= 1 there and the last page (Sk_b - 1) / page_size is >= 0. Split KV (``split``): the
+CTA's tile t holds keys kv_begin + t * bn.. of its range (kv_begin a multiple of bn); the page index and its
+clamp are on those absolute keys.
 
 The K and V tiles of one tile share their pages: the load warp reads the tile's block-table entries once
 (``Pages.tile``) at the top of its loop iteration, before the K stage's acquire (the loads' latency
@@ -54,6 +56,10 @@ class Pages:
         # &block_table[b * pages_per_seq]: the entries this CTA may read
         self.row = dsl.element_ptr(arg.block_table, x.bz * arg.pages_per_seq, dsl.i32())
         self.last = (x.seq.sk - 1) // self.page  # Sk_b >= 1 where the load warp runs (trip count > 0)
+        # split KV: the CTA's tiles start at its range's first key (a multiple of bn), absolute in the sequence
+        self.first = x.kv_begin if c.split_kv else None
+        if self.first is not None and self.bn % self.page == 0 and self.page % self.bn:
+            self.first = x.kv_begin // self.page  # whole pages a tile: the range's first page
 
     def tile(self, tile) -> list:
         """Tile ``tile``'s chunks as namespaces (``page``: the page index, i32 loaded from the block table
@@ -64,17 +70,22 @@ class Pages:
         chunks = []
         for i in range(self.bn // self.chunk):
             if self.page % self.bn == 0:
-                key = tile * self.bn
+                key = self._start(tile * self.bn)
                 index, row = key // self.page, key % self.page
             elif self.bn % self.page == 0:
-                index, row = tile * (self.bn // self.page) + i, V(0)
+                index, row = self._start(tile * (self.bn // self.page) + i), V(0)
             else:
-                key = tile * self.bn + i * self.chunk
+                key = self._start(tile * self.bn + i * self.chunk)
                 index, row = key // self.page, key % self.page
             page = read_entry(self.k, self.row, self.x.bz, index.min(self.last), self.x.arg.num_pages,
                               invariant=False)
             chunks.append(types.SimpleNamespace(page=page, row=row))
         return chunks
+
+    def _start(self, offset):
+        """``offset`` (a key, or a page in the whole-pages case) from the CTA's first: split KV adds its
+        range's first key (page)."""
+        return offset if self.first is None else self.first + offset
 
 
 def load_chunks(d, fa4, tmap, buf, barrier, index, blocks, kvh, chunks) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import types
 
-from fa4_mlir.kernels.attention import paged, varlen
+from fa4_mlir.kernels.attention import paged, split, varlen
 from fa4_mlir.kernels.attention.dims import BLOCK, K_STEP_BYTES, ROW_BYTES, WG, Dims
 
 
@@ -80,10 +80,13 @@ class Producers:
         """The CTA's tile: ``q_start`` (first query position), ``n_iter`` (loop trips of every role:
         K/V tiles in 2Q, pairs of them in 1Q), ``kvh`` / ``head0`` (K/V head, first query head);
         ``q_row`` / ``q1_row`` / ``b`` the Q halves' TMA row and batch coordinates (varlen: packed rows,
-        batch 0; paged: ``b`` is the dense Q's batch and K/V are addressed by page, ``paged``)."""
+        batch 0; paged: ``b`` is the dense Q's batch and K/V are addressed by page, ``paged``); split KV: the
+        key range (``split``: ``x.split``, ``x.kv_begin``, ``x.range_end``), whose keys the tiles count from."""
         dsl, c, d, arg = self.dsl, self.c, self.d, x.arg
         V, arith = dsl.Value, dsl.arith
         qt, hy, x.bz = dsl.ctaid("x"), dsl.ctaid("y"), dsl.ctaid("z")
+        if c.split_kv:  # grid x enumerates query tiles x key ranges, split-minor
+            qt = split.query_tile(x)
         x.q_start = qt * c.cta_positions
         x.q1_start = x.q_start + c.positions
         x.q_row, x.q1_row, x.b = x.q_start, x.q1_start, x.bz
@@ -91,6 +94,8 @@ class Producers:
             x.q_row, x.q1_row, x.b = x.seq.q0 + x.q_start, x.seq.q0 + x.q1_start, 0
         if c.serving:  # the sequence's keys, bottom-right causal
             kv_end = varlen.key_end(x, c)
+            if c.split_kv:  # the CTA's key range: its tiles count from kv_begin
+                kv_end = split.span(x, kv_end)
         elif c.causal:  # tiles past the CTA's last row are skipped by every role alike
             q_end = x.q_start + c.cta_positions
             kv_end = V(arith.minsi(arg.seq_k.value, q_end.value))

@@ -4,7 +4,7 @@ correction warpgroup (rescales O in TMEM when a row maximum grew), built through
 
 from __future__ import annotations
 
-from fa4_mlir.kernels.attention import varlen
+from fa4_mlir.kernels.attention import split, varlen
 from fa4_mlir.kernels.attention.dims import BLOCK, FP8_OUT_CHUNK, ROW_BYTES, WG, Dims
 from fa4_mlir.kernels.attention.exp2 import emulated, exp2_poly
 
@@ -85,6 +85,8 @@ class Softmax:
         r.head = x.head0 + th
         if c.serving:  # the sequence's keys, bottom-right causal
             r.lim = varlen.row_limit(x, c, r.pos)
+            if c.split_kv:  # and the range's end, counted from its first key (the tiles' origin)
+                r.lim = split.row_limit(x, r.lim)
         elif c.causal:
             pos1 = r.pos + 1
             r.lim = dsl.Value(dsl.arith.minsi(x.arg.seq_k.value, pos1.value))
@@ -216,15 +218,15 @@ class Softmax:
     def _epilogue(self, x, wg: int, row, m, l, oph) -> None:
         """Wait for the last P@V into O_wg, normalise the rows (1Q: merge O0 and O1 first), write the
         tile over the dead Q and TMA-store it (varlen: row by row where the tile ends past the sequence,
-        ``varlen.Epilogue``, which also zeroes the rows that see no key of a paged kernel); the LSE row by
-        row; then free TMEM."""
+        ``varlen.Epilogue``, which also zeroes the rows that see no key of a paged kernel; split KV: each row's
+        fp32 partial with ``st.global``, ``split.Partials``); the LSE row by row; then free TMEM."""
         d, c, k, dsl, s = self.d, self.c, self.k, self.dsl, self.s
         a, V, fa4 = dsl.arith, dsl.Value, dsl.fa4
         f32 = self.t["f32"]
         o_full = x.mbars.producer_o0() if wg == 0 else x.mbars.producer_o1()
         with varlen.trips(k, x, c):  # varlen: no tile, no P@V to wait for (O is not read: ``vl.output``)
             fa4.mbarrier_try_wait_parity(o_full, V(0).value, oph.value)
-        vl = varlen.Epilogue(self, x, row) if c.serving else None
+        vl = (split.Partials if c.split_kv else varlen.Epilogue)(self, x, row) if c.serving else None
         ms = m if c.token_scales else a.mulf(m, x.arg.scale_log2e)  # per-token: m is in log2 units already
         # fp8: O and the sums carry P's 2^FP8_P_BIAS; O is multiplied by V's scale
         numerator = x.arg.v_scale if d.fp8 else self._f(1.0)
@@ -259,7 +261,10 @@ class Softmax:
             lsum = a.subf(lsum, self._f(FP8_P_BIAS))
             self._store_chunks(x, wg, row, factors)
         blocks = () if d.fp8 else d.out_blocks(wg)
-        if blocks and vl and c.varlen:  # TMA store where the tile lies inside the sequence, else row by row
+        if blocks and c.split_kv:  # fp32 partials, row by row (``split.Partials``)
+            for _, blk, h, acc in self._o_vectors(x, blocks, factors, vl, wide=True):
+                vl.store_o(blk * BLOCK + h * 32, acc)
+        elif blocks and vl and c.varlen:  # TMA store where the tile lies inside the sequence, else row by row
             with dsl.if_else(vl.tile_inside(c.positions)) as branch:
                 with branch.then_():
                     self._store_tile(x, wg, row, blocks, factors, vl)
@@ -281,9 +286,10 @@ class Softmax:
             with k.if_((row.tid // 32 == 1).named("sm0_owner")):
                 fa4.tmem_dealloc(x.slot)
 
-    def _o_vectors(self, x, blocks, factors, vl=None):
-        """The normalised output, 32 columns at a time: (index in ``blocks``, block, half, 16-bit vector);
-        1Q sums both O halves' shares (``factors``). varlen: zeros for a row that saw no key."""
+    def _o_vectors(self, x, blocks, factors, vl=None, wide: bool = False):
+        """The normalised output, 32 columns at a time: (index in ``blocks``, block, half, 16-bit vector, or
+        fp32 when ``wide``); 1Q sums both O halves' shares (``factors``). varlen: zeros for a row that saw no
+        key."""
         dsl, s, a, fa4 = self.dsl, self.s, self.dsl.arith, self.dsl.fa4
         W = 32
         v, iv = self._vec(W, self.t["f32"]), self._vec(W, self.t["i32"])
@@ -299,7 +305,7 @@ class Softmax:
                     acc = a.mulf(o, fv[j]) if acc is None else s.fma(o, fv[j], acc)
                 if vl:
                     acc = vl.output(acc)
-                yield rb, blk, h, a.truncf(self._vec(W, self.t["elem"]), acc)
+                yield rb, blk, h, acc if wide else a.truncf(self._vec(W, self.t["elem"]), acc)
 
     def _store_tile(self, x, wg: int, row, blocks, factors, vl=None) -> None:
         """Write the output tile over the dead Q (128B-swizzled) and TMA-store it (varlen: at the
