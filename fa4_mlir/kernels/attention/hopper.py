@@ -81,6 +81,13 @@ with heads, not 127 empty positions, and a K/V tile is loaded once for the G hea
 position (bottom-right causal), the LSE per row head, O positions past Sq are clipped by the TMA store. G is
 compiled in (the launch's ``group`` must be it: ``gqa_arguments``); the grid is (ceil(Sq G / 128), Hk, B).
 
+Split KV (``AttentionConfig.split_kv``, paged with dense Q: decoding, ``hopper_split``): grid x is the query
+tile times ``num_splits`` key ranges (split-minor); CTA x takes query tile x / num_splits and the keys
+[s split_keys, (s + 1) split_keys) of its sequence, s = x % num_splits (``hopper_varlen.set_tile``: the
+consumers mask from ``kv_begin``, the load warp numbers its tiles from the sequence's first key), and writes
+its rows' O over the range in fp32 and their LSE (-inf, O 0, where a row sees no key of the range) with
+per-thread stores; the "attention-combine" kernel merges the ranges.
+
 Built through ``fa4_mlir.dsl``: this module declares the parameters and builds the prologue and the
 load warp; ``hopper_consumer`` builds the consumer warpgroups.
 """
@@ -105,6 +112,9 @@ PRODUCER_REGISTERS = 24
 REGISTERS = {2: (CONSUMER_REGISTERS, PRODUCER_REGISTERS), 3: (160, 32)}
 # the paged load warp (``hopper_paged``) spills at 24: 2 x 128 x 232 + 128 x 40 = 64512, the launch pool
 PAGED_REGISTERS = {2: (232, 40), 3: (160, 32)}
+# split KV: the load warp's key range (its first tile, the range's last page) spilled at 40 at head dim 192
+# (4-8 spill stores; ptxas 13.0, 2026-11-26): 2 x 128 x 224 + 128 x 56 = 64512; no consumer spills at 224
+SPLIT_REGISTERS = {2: (224, 56)}
 # the parameters' names in the printed IR (fa4-compile --emit fa4), as the text kernel had them
 _ARG_NAMES = {"q": "q_map", "k": "k_map", "v": "v_map", "o": "o_map"}
 _BARRIER_NAMES = {"q_full": "qbar"}
@@ -139,9 +149,12 @@ def build(config: AttentionConfig) -> KernelSource:
         from fa4_mlir.kernels.attention.hopper_varlen import VarlenConsumer, set_tile
 
         consumer, sequence = VarlenConsumer, set_tile
+        if config.split_kv:  # key ranges: fp32 partials stored per thread
+            from fa4_mlir.kernels.attention.hopper_split import SplitConsumer as consumer
     with k.body() as arg:
         g = _prologue(dsl, k, config, arg)
-        consumer_registers, load_registers = (PAGED_REGISTERS if config.page_size else REGISTERS)[n]
+        budgets = SPLIT_REGISTERS if config.split_kv else PAGED_REGISTERS if config.page_size else REGISTERS
+        consumer_registers, load_registers = budgets[n]
         for w in range(n):
             with k.role(f"consumer{w}", warps=range(4 * w, 4 * w + 4), registers=consumer_registers):
                 if sequence:
@@ -158,7 +171,11 @@ def build(config: AttentionConfig) -> KernelSource:
         # is compiled in (the launch's must be it)
         grid = f"(ceil(Sq / {config.cta_positions}), H / {config.pack_gqa}, B)"
         extra = {"group": config.pack_gqa, "pack_gqa": config.pack_gqa}
-    return k.source(grid=grid.format(bm=t.bm) + " (launch_geometry)",
+    geometry = "launch_geometry"
+    if config.split_kv:  # x: the query tiles times the key ranges, split-minor
+        grid, geometry = grid.replace("), ", ") * num_splits, ", 1), "splitkv.split_geometry"
+        extra = {**extra, "split_kv": True}
+    return k.source(grid=grid.format(bm=t.bm) + f" ({geometry})",
                     config={**{f: getattr(config, f) for f in CONFIG_FIELDS}, "group": "runtime", "block_n": t.bn,
                             **extra})
 
@@ -173,8 +190,9 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     role reads (returned as a namespace ``g``)."""
     from fa4_mlir.dsl.names import name
 
+    names = {**_ARG_NAMES, "o": "o"} if c.split_kv else _ARG_NAMES  # split KV: O partials, a pointer
     for param, value in vars(arg).items():
-        name(value, _ARG_NAMES.get(param, param))
+        name(value, names.get(param, param))
     t = c.hopper
     wgs = range(t.consumers)
     part = t.q_bytes // t.consumers  # a warpgroup's 64 rows: its Q, then its O (split O: its half of O's blocks)
@@ -231,7 +249,9 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         g.total = name(q_tiles * g.heads_batch, "total")
         return g
     i32 = dsl.i32()
-    if c.causal:  # the longest rows first: the last wave holds the short ones
+    if c.split_kv:  # x = query tile * num_splits + split (the split and its keys: ``hopper_varlen.set_tile``)
+        qt = name(dsl.ctaid("x") // arg.num_splits, "qt")
+    elif c.causal:  # the longest rows first: the last wave holds the short ones
         qx = name(dsl.ctaid("x"), "qx")
         qlast = name(dsl.Value(dsl.nvvm.read_ptx_sreg_nctaid_x(i32)).named("nqx") - 1, "qlast")
         qt = name(qlast - qx, "qt")

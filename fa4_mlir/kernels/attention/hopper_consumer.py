@@ -290,7 +290,7 @@ class Consumer:
         tile ``tile`` reaches the first row's limit (rows r and r + 8: r's limit is the lower)."""
         g = self.g
         key0 = tile * g.bn
-        if g.kv_begin is not None:  # split KV (MLA): the CTA's keys start there
+        if g.kv_begin is not None:  # split KV (MLA, the paged kernel's): the CTA's keys start there
             key0 = g.kv_begin + key0
         need = _sgt(key0 + g.bn, self.lim[0])
         out = [dsl.Var(v) for v in vals]

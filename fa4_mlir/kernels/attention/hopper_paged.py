@@ -44,7 +44,8 @@ class PagedLoads:
         arg = g.arg
         i32 = dsl.i32()
         self.table = dsl.element_ptr(arg.block_table, g.seq * arg.pages_per_seq, i32)  # sequence b's row
-        # the sequence's last page (Sk_b >= 1 where the warp loads: its trip count is > 0)
+        # the sequence's last page (Sk_b >= 1 where the warp loads: its trip count is > 0; split KV: the last
+        # page of the CTA's keys, kv_limit the range's end)
         self.last = name(dsl.Value(dsl.arith.divsi((g.kv_limit - 1).value, dsl.Value(self.page).value)),
                          "last_page") if self.chunks > 1 else None
 
@@ -128,23 +129,30 @@ class PagedLoads:
 def load_kv(k, g, ks, vs) -> None:
     """``hopper._load_kv`` over the paged cache: K_0, then per tile j K_j ahead of V_{j-1}, then the last V.
     Tiles of at most ``UNROLLED`` TMA loads are issued unrolled, V_{j-1} taking K_{j-1}'s block table
-    entries (carried through the loop); larger ones chunk by chunk in a loop, V reading its entries again."""
+    entries (carried through the loop); larger ones chunk by chunk in a loop, V reading its entries again.
+    Split KV: the tiles are numbered from the sequence's first key (tile t: keys t BN .., so the block table
+    positions are absolute), the CTA's from kv_begin / BN (its range is whole tiles): the loop's bounds carry
+    the range, no key offset is added per load (the warp has 56 registers there: ``hopper.SPLIT_REGISTERS``)."""
     loads = PagedLoads(k, g)
+    first, start, stop = dsl.Value(0), 1, g.n_tiles
+    if g.kv_begin is not None:
+        first = name(dsl.Value(dsl.arith.divsi(g.kv_begin.value, dsl.Value(g.bn).value)), "ld_first")
+        start, stop = first + 1, first + g.n_tiles
     if loads.chunks * g.blocks > UNROLLED:
-        loads.load_looped(k, "k", dsl.Value(0), ks)
-        with k.range(1, g.n_tiles, carry=[ks, vs]) as j:
+        loads.load_looped(k, "k", first, ks)
+        with k.range(start, stop, carry=[ks, vs]) as j:
             name_all([ks.stage, ks.phase, vs.stage, vs.phase], ["ld_ks", "ld_kph", "ld_vs", "ld_vph"])
             loads.load_looped(k, "k", j, ks)
             loads.load_looped(k, "v", j - 1, vs)
         name(vs.stage, "ld_loop")
-        loads.load_looped(k, "v", g.n_tiles - 1, vs)
+        loads.load_looped(k, "v", stop - 1, vs)
         return
-    held = [dsl.Var(e) for e in loads.load("k", dsl.Value(0), ks)]
-    with k.range(1, g.n_tiles, carry=[ks, vs, *held]) as j:
+    held = [dsl.Var(e) for e in loads.load("k", first, ks)]
+    with k.range(start, stop, carry=[ks, vs, *held]) as j:
         name_all([ks.stage, ks.phase, vs.stage, vs.phase], ["ld_ks", "ld_kph", "ld_vs", "ld_vph"])
         entries = loads.load("k", j, ks)
         loads.load("v", j - 1, vs, [h.value for h in held])
         for h, e in zip(held, entries):
             h.value = e
     name(vs.stage, "ld_loop")
-    loads.load("v", g.n_tiles - 1, vs, [h.value for h in held])
+    loads.load("v", stop - 1, vs, [h.value for h in held])

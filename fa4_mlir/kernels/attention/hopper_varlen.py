@@ -67,11 +67,28 @@ def set_tile(g) -> None:
         kv_end = name(dsl.Value(dsl.arith.maxsi(kv_end.value, dsl.Value(0).value)), "kv_end")
     else:
         kv_end = g.kv_limit
+    if c.split_kv:  # the CTA's keys: its range of the sequence's, up to the causal end (``_split_range``)
+        kv_end = _split_range(g, kv_end)
     kv_up = name(kv_end + (t.bn - 1), "kv_up")
     g.n_tiles = name(dsl.Value(dsl.arith.divsi(kv_up.value, dsl.Value(t.bn).value)), "n_tiles")
     g.live = name(_slt(g.q_start, g.seq_q), "live")
     tiles = _slt(0, g.n_tiles)
     g.work = name(dsl.Value(dsl.arith.andi(g.live.value, tiles.value)), "work")
+
+
+def _split_range(g, kv_end) -> dsl.Value:
+    """Split KV (dense Q): range s = ctaid.x % num_splits holds keys [s split_keys, (s + 1) split_keys) of
+    the sequence (split_keys whole tiles); sets ``split``, ``kv_begin`` (the CTA's tile j holds keys kv_begin +
+    j BN ..: the consumers' masks add it, the paged load warp starts at tile kv_begin / BN) and ``kv_limit``
+    (keys masked from there on: the range's end or Sk_b, whichever is first; the causal diagonal stays Sk_b's),
+    and returns the keys the CTA's tiles span, counted from kv_begin (0 when the range starts at or past the
+    sequence's or the causal end: no K/V tile, O 0 and LSE -inf, ``hopper_split``)."""
+    arg = g.arg
+    g.split = name(dsl.ctaid("x") % arg.num_splits, "split")
+    g.kv_begin = name(g.split * arg.split_keys, "kv_begin")
+    g.kv_limit = name(dsl.Value(dsl.arith.minsi(g.kv_limit.value, (g.kv_begin + arg.split_keys).value)), "kv_limit")
+    kv_end = dsl.Value(dsl.arith.minsi(kv_end.value, g.kv_limit.value))
+    return name(dsl.Value(dsl.arith.maxsi((kv_end - g.kv_begin).value, dsl.Value(0).value)), "kv_span")
 
 
 class VarlenConsumer(Consumer):
@@ -91,13 +108,18 @@ class VarlenConsumer(Consumer):
                 name(vs.stage, f"{p}vi")
                 self._tile(ks, vs, None)
             with branch.else_(), k.if_(g.live):  # rows without a K/V tile; no Q was loaded
-                self._rows()
-                zero = fm.constant(0.0)
-                if g.c.varlen:
-                    self._store_rows(lambda i, r, h: zero)
-                else:  # dense Q (paged): O = 0 * 0 over the unloaded Q rows, TMA-stored (clipped past seq_q)
-                    self._store_tile(dsl.llvm.mlir_zero(self.oacc), [zero, zero], self.row0)
-                self._write_lse([fm.constant(POS_INF)] * 2)
+                self._keyless()
+
+    def _keyless(self) -> None:
+        """O = 0 and LSE = +inf for the rows of a CTA without a K/V tile, inside the sequence."""
+        g = self.g
+        self._rows()
+        zero = fm.constant(0.0)
+        if g.c.varlen:
+            self._store_rows(lambda i, r, h: zero)
+        else:  # dense Q (paged): O = 0 * 0 over the unloaded Q rows, TMA-stored (clipped past seq_q)
+            self._store_tile(dsl.llvm.mlir_zero(self.oacc), [zero, zero], self.row0)
+        self._write_lse([fm.constant(POS_INF)] * 2)
 
     def _key_limits(self, seq_k) -> list:
         """Causal, bottom-right: min(Sk_b, position + 1 + Sk_b - Sq_b) (<= 0: the row sees no key)."""
@@ -108,7 +130,7 @@ class VarlenConsumer(Consumer):
     def _finite(self, m):
         """Causal: 0 for a row without a visible key (its maximum -inf), so its exponents are exp2(-inf)
         = 0 and its rescale factors exp2(-inf) = 0, not NaN. Non-causal, every row of a CTA with a K/V
-        tile sees key 0."""
+        tile sees its first key (key 0; split KV: kv_begin, below Sk_b where the CTA has a tile)."""
         if not self.g.c.causal:
             return m
         none = dsl.arith.cmpf(dsl.arith.CmpFPredicate.OEQ, m, self.ninf)
