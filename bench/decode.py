@@ -2,7 +2,8 @@
 function's page_table) and torch SDPA, as achieved HBM bandwidth, in one run.
 
     FA4_CACHE_DIR=.fa4-cache python bench/decode.py [--batch 64] [--context 8192] [--heads 64] [--kv-heads 8]
-        [--head-dim 128] [--queries 1] [--page-size 256] [--splits 1,2,4] [--repeats 200] [--json out.json]
+        [--head-dim 128] [--queries 1] [--page-size 256] [--splits 1,2,4] [--graph] [--repeats 200]
+        [--json out.json]
 
 Each sequence holds ``--context`` keys in pages of ``--page-size`` (pages shuffled over the cache) and asks
 ``--queries`` query tokens (1: a decode step; up to 16: speculative decoding), causal (bottom-right). GB/s =
@@ -12,7 +13,8 @@ the same keys as a dense (B, Hk, S, D) cache with ``enable_gqa`` (what a user wi
 the output of every peer is first checked against ours. A prefill over the cache (``--queries`` up to the
 context, e.g. ``--batch 4 --context 4096 --queries 4096``) is the paged prefill; TFLOP/s count the visible
 (query, key) pairs (4 * B * H * D each); the ratio columns are the same for both units. ``--splits`` adds the op
-with each given ``num_splits`` (``splitsN``; 1: without split KV) to the table.
+with each given ``num_splits`` (``splitsN``; 1: without split KV) to the table; ``--graph`` times each case as
+the replay of a CUDA graph it was captured in (a decode loop's way: GPU time, no host cost per call).
 """
 
 from __future__ import annotations
@@ -39,7 +41,23 @@ def fa4_paged():
     return theirs
 
 
-def measure(b: int, sk: int, h: int, hk: int, d: int, sq: int, page: int, repeats: int, splits: tuple = ()) -> dict:
+def graphed(fn):
+    """``fn`` captured in a CUDA graph (after an eager call: our op checks its metadata there), as its replay:
+    GPU time alone, as a serving loop that replays its decode step sees it."""
+    fn()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def measure(b: int, sk: int, h: int, hk: int, d: int, sq: int, page: int, repeats: int, splits: tuple = (),
+            graph: bool = False) -> dict:
     pages_per_seq = -(-sk // page)
     num_pages = b * pages_per_seq
     k_cache, v_cache = (torch.randn(num_pages, page, hk, d, device="cuda").bfloat16() for _ in range(2))
@@ -86,6 +104,13 @@ def measure(b: int, sk: int, h: int, hk: int, d: int, sq: int, page: int, repeat
     cases["sdpa"] = sdpa
     if torch.isnan(ours).any() or any(e > 2e-2 for e in errors.values()):
         raise SystemExit(f"fa4 flash_attn_with_kvcache disagrees: {errors}")
+    if graph:
+        for name in list(cases):
+            try:
+                cases[name] = graphed(cases[name])
+            except Exception as exc:
+                print(f"  {name} not captured in a CUDA graph: {type(exc).__name__}: {exc}"[:300])
+                del cases[name]
     ms = {name: triton.testing.do_bench(fn, warmup=25, rep=repeats, return_mode="median") for name, fn in cases.items()}
     moved = 2 * b * sk * hk * d * 2 + 2 * b * sq * h * d * 2  # K, V once; Q and O (bf16)
     pairs = sum(min(sk, max(0, i + 1 + sk - sq)) for i in range(sq))  # bottom-right causal
@@ -118,13 +143,14 @@ def main() -> int:
     parser.add_argument("--queries", default="1")
     parser.add_argument("--page-size", type=int, default=256)
     parser.add_argument("--splits", default="", help="also time the op with these num_splits (1: no split KV)")
+    parser.add_argument("--graph", action="store_true", help="time CUDA graph replays (GPU time, no host cost)")
     parser.add_argument("--repeats", type=int, default=200, help="ms of timed runs per case (do_bench rep)")
     parser.add_argument("--json")
     args = parser.parse_args()
     print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | {datetime.date.today()} | "
           f"{' '.join(sys.argv)}")
     rows = [measure(int(b), int(s), args.heads, args.kv_heads, args.head_dim, int(sq), args.page_size, args.repeats,
-                    tuple(int(n) for n in args.splits.split(",") if n))
+                    tuple(int(n) for n in args.splits.split(",") if n), args.graph)
             for b in args.batch.split(",") for s in args.context.split(",") for sq in args.queries.split(",")]
     print_rows(rows)
     if args.json:

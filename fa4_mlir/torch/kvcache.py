@@ -44,6 +44,7 @@ CPU tensors it runs in the PTX emulator when asked (``fa4_mlir.torch.emulated``)
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -67,6 +68,8 @@ _lib.define("flash_attn_with_kvcache(Tensor q, Tensor(a!) k_cache, Tensor(b!) v_
             "bool causal=False, bool return_lse=False, int num_splits=0) -> (Tensor, Tensor)")
 # a dense kernel launched on a paged cache would read pages as sequences: the paged build takes block_table
 _kernels = Kernels(OP, "block_table", "paged K/V cache")
+# the config of a call's sizes, made once (an AttentionConfig's rules cost tens of microseconds a decode step)
+_paged_config = functools.lru_cache(maxsize=1024)(paged_config)
 _checked = Checked()
 
 
@@ -319,12 +322,12 @@ def flash_attn_with_kvcache_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
                                                              device=q.device)
     launch = out.numel() > 0 and fixed != 0
     if launch:  # everything that can refuse the call comes before the cache is written
-        config = paged_config(target, dtype, layout.head_dim, bool(causal), h // layout.kv_heads, layout.page_size,
-                              layout.capacity, sq)
+        config = _paged_config(target, dtype, layout.head_dim, bool(causal), h // layout.kv_heads, layout.page_size,
+                               layout.capacity, sq)
         splits = split_count(config, b, sq, h, layout.capacity, sms_of(where), num_splits)
         if splits > 1:
-            config = paged_config(target, dtype, layout.head_dim, bool(causal), h // layout.kv_heads,
-                                  layout.page_size, layout.capacity, sq, split_kv=True)
+            config = _paged_config(target, dtype, layout.head_dim, bool(causal), h // layout.kv_heads,
+                                   layout.page_size, layout.capacity, sq, True)
         kernel = (_kernels.checked(config, where.load("attention", config)) if isinstance(where, emulator)
                   else _kernels.get(where, config))
         grid = launch_geometry(config, b, sq, h, layout.capacity)

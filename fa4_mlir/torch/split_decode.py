@@ -9,6 +9,8 @@ asks for at most n ranges (fewer when the keys hold fewer tiles).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from fa4_mlir import knobs, runtime
@@ -34,6 +36,7 @@ def check_num_splits(op: str, requested) -> int:
     return requested
 
 
+@functools.lru_cache(maxsize=1024)
 def split_count(config: AttentionConfig, batch: int, seq_q: int, heads: int, seq_k: int, sms: int,
                 requested: int) -> int:
     """Key ranges for the (unsplit) paged ``config`` on a (batch, seq_q, heads) x seq_k call on ``sms`` SMs:
@@ -49,7 +52,15 @@ def sms_of(where) -> int:
     return EMULATOR_SMS if isinstance(where, emulator) else sm_count(where)
 
 
-_combines: dict[tuple, runtime.Kernel] = {}
+@functools.lru_cache(maxsize=64)
+def _combine_config(target: str, dtype: str, head_dim: int):
+    from fa4_mlir.configs.combine import CombineConfig
+
+    return CombineConfig(target=target, dtype=dtype, head_dim=head_dim)
+
+
+_combines: dict[tuple, object] = {}  # PackedLaunch by (device, config, FA4_DEBUG, grid, scalar arguments)
+_POINTERS = ("o_partial", "lse_partial", "o", "lse")
 
 
 def combine(where, target: str, o_part: torch.Tensor, lse_part: torch.Tensor, out: torch.Tensor,
@@ -58,30 +69,42 @@ def combine(where, target: str, o_part: torch.Tensor, lse_part: torch.Tensor, ou
     lse_part (B, H, Sq, S) merged by the attention-combine kernel of ``target``, on the current stream (``where``:
     a device index) or in the emulator; through dense temporaries where ``out`` or ``lse`` has other strides (the
     kernel writes them densely)."""
-    from fa4_mlir.configs.combine import CombineConfig
-    from fa4_mlir.kernels.attention.combine import launch_geometry
+    from fa4_mlir.kernels.attention.combine import launch_geometry as combine_geometry
 
     b, sq, h, d = out.shape
-    config = CombineConfig(target=target, dtype="fp16" if out.dtype == torch.float16 else "bf16", head_dim=d)
+    config = _combine_config(target, "fp16" if out.dtype == torch.float16 else "bf16", d)
     dense_out = out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype, device=out.device)
     dense_lse = lse if lse is None or lse.is_contiguous() else torch.empty(lse.shape, device=lse.device)
     args = {"batch": b, "seq_q": sq, "num_heads": h, "num_splits": o_part.shape[3], "write_lse": int(lse is not None)}
-    grid = launch_geometry(config, b, sq, h)
+    grid = combine_geometry(config, b, sq, h)
     if isinstance(where, emulator):
         where.run(where.load("attention-combine", config), grid,
                   {**args, "o_partial": o_part.numpy(), "lse_partial": lse_part.numpy(), "o": host_array(dense_out),
                    "lse": None if lse is None else dense_lse.numpy()})
     else:
-        key = (where, config, knobs.debug_timeout_ms())
-        if key not in _combines:
-            _combines[key] = runtime.load("attention-combine", config, device=where, debug=key[-1] or False)
-        pointers = {"o_partial": o_part.data_ptr(), "lse_partial": lse_part.data_ptr(), "o": dense_out.data_ptr(),
-                    "lse": (dense_lse if lse is not None else out).data_ptr()}  # not written without write_lse
-        _combines[key].launch(grid, {**args, **pointers}, stream=current_stream(where))
+        pointers = (o_part.data_ptr(), lse_part.data_ptr(), dense_out.data_ptr(),
+                    (dense_lse if lse is not None else out).data_ptr())  # lse is not written without write_lse
+        debug = knobs.debug_timeout_ms()
+        key = (where, config, debug, grid, *args.values())
+        launch = _combines.get(key)
+        if launch is None:  # the call's layout: a PackedLaunch, later calls only rewrite the addresses
+            kernel = runtime.load("attention-combine", config, device=where, debug=debug or False)
+            launch = kernel.packed(grid, {**args, **dict(zip(_POINTERS, pointers))}, _POINTERS)
+            if len(_combines) >= 256:
+                _combines.clear()
+            _combines[key] = launch
+        launch.launch(pointers, current_stream(where))
     if dense_out is not out:
         out.copy_(dense_out)
     if lse is not None and dense_lse is not lse:
         lse.copy_(dense_lse)
+
+
+@functools.lru_cache(maxsize=1024)
+def _geometry(config: AttentionConfig, b: int, sq: int, h: int, seq_k: int, splits: int) -> tuple:
+    """(grid, split_keys, ranges) of a split launch (``split_geometry``), made once per call layout."""
+    grid, keys = split_geometry(config, b, sq, h, seq_k, splits)
+    return grid, keys, grid[0] // launch_geometry(config, b, sq, h, seq_k)[0]
 
 
 def launch_split(where, kernel, config: AttentionConfig, args: dict, out: torch.Tensor, lse: torch.Tensor,
@@ -90,8 +113,7 @@ def launch_split(where, kernel, config: AttentionConfig, args: dict, out: torch.
     into fp32 partials, then the combine into ``out`` (B, Sq, H, D) and ``lse`` (B, H, Sq, when ``return_lse``).
     ``args`` are the paged kernel's other arguments (device pointers, or NumPy arrays in the emulator)."""
     b, sq, h, d = out.shape
-    grid, keys = split_geometry(config, b, sq, h, args["seq_k"], splits)
-    ranges = grid[0] // launch_geometry(config, b, sq, h, args["seq_k"])[0]
+    grid, keys, ranges = _geometry(config, b, sq, h, args["seq_k"], splits)
     o_part = torch.empty((b, sq, h, ranges, d), dtype=torch.float32, device=out.device)
     lse_part = torch.empty((b, h, sq, ranges), dtype=torch.float32, device=out.device)
     args = {**args, **split_arguments(config, ranges, keys)}

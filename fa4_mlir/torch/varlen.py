@@ -29,6 +29,7 @@ contiguous tensor; no autograd. On CPU tensors it runs the kernel in the PTX emu
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -51,6 +52,8 @@ _lib.define("flash_attn_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q
             "bool return_lse=False, Tensor? block_table=None) -> (Tensor, Tensor)")
 # a dense kernel launched on packed tensors would read the wrong rows: the packed build takes cu_seqlens_q
 _kernels = Kernels(OP, "cu_seqlens_q", "packed-sequence")
+# the config of a call's sizes, made once (an AttentionConfig's rules cost tens of microseconds a call)
+_varlen_config = functools.lru_cache(maxsize=1024)(varlen_config)
 
 
 def _shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -185,7 +188,7 @@ def flash_attn_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_s
         return out, lse
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tma_operand(OP, name, t)
-    config = varlen_config(target, dtype, d, bool(causal), h // hk, max_k, page)
+    config = _varlen_config(target, dtype, d, bool(causal), h // hk, max_k, page)
     if paged:
         return _paged(where, config, q, k, v, out, lse, return_lse, scale, batch, max_q, max_k, cu_seqlens_q,
                       cu_seqlens_k, block_table)

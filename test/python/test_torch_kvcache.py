@@ -481,6 +481,7 @@ def test_the_op_splits_a_decode_grid_short_of_the_sms_and_not_a_full_one():
     bn = tile_keys(config)
     assert split_decode.split_count(config, 8, 1, 64, 8192, 132, 0) > 1  # 64 CTAs
     assert split_decode.split_count(config, 64, 1, 64, 8192, 132, 0) == 1  # 512 CTAs
+    assert split_decode.split_count(config, 16, 1, 64, 8192, 132, 0) == 1  # 128 CTAs: 97% of the SMs already
     assert split_decode.split_count(config, 8, 1, 64, (split_decode.MIN_SPLIT_TILES * 2 - 1) * bn, 132, 0) == 1
     assert split_decode.split_count(config, 64, 1, 64, 8192, 132, 5) == 5
 
