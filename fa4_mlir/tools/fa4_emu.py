@@ -289,7 +289,7 @@ def launch_paged_attention(kernel, config, q: np.ndarray, k_cache: np.ndarray, v
     writes float32 partials into ``o`` (B, Sq, H, S, D) and ``lse`` (B, H, Sq, S), S the grid's ranges
     (``splitkv.ranges_of``)."""
     from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, paged_arguments, varlen_arguments
-    from fa4_mlir.kernels.attention.splitkv import split_arguments, split_geometry
+    from fa4_mlir.kernels.attention.splitkv import ranges_of, split_arguments, split_geometry
     from fa4_mlir.runtime import GlobalTensor
 
     e, hk = config.dtype, k_cache.shape[2]
@@ -307,7 +307,7 @@ def launch_paged_attention(kernel, config, q: np.ndarray, k_cache: np.ndarray, v
     grid, split = launch_geometry(config, b, sq, h, max_k), {}
     if config.split_kv:
         grid, keys = split_geometry(config, b, sq, h, max_k, num_splits)
-        ranges = grid[0] // launch_geometry(config, b, sq, h, max_k)[0]
+        ranges = ranges_of(grid, config, b, sq, h, max_k)
         want = ((b, sq, h, ranges, config.head_dim), (b, h, sq, ranges))
         if o.shape != want[0] or lse is None or lse.shape != want[1]:
             raise LaunchError(f"attention: a split_kv launch over {ranges} ranges must have o {want[0]} and lse "

@@ -17,7 +17,7 @@ from fa4_mlir import knobs, runtime
 from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import launch_geometry
-from fa4_mlir.kernels.attention.splitkv import num_splits, split_arguments, split_geometry, tile_keys
+from fa4_mlir.kernels.attention.splitkv import num_splits, ranges_of, split_arguments, split_geometry, tile_keys
 from fa4_mlir.torch.emulated import emulator
 from fa4_mlir.torch.tensors import current_stream, host_array, sm_count
 
@@ -104,7 +104,7 @@ def combine(where, target: str, o_part: torch.Tensor, lse_part: torch.Tensor, ou
 def _geometry(config: AttentionConfig, b: int, sq: int, h: int, seq_k: int, splits: int) -> tuple:
     """(grid, split_keys, ranges) of a split launch (``split_geometry``), made once per call layout."""
     grid, keys = split_geometry(config, b, sq, h, seq_k, splits)
-    return grid, keys, grid[0] // launch_geometry(config, b, sq, h, seq_k)[0]
+    return grid, keys, ranges_of(grid, config, b, sq, h, seq_k)
 
 
 def launch_split(where, kernel, config: AttentionConfig, args: dict, out: torch.Tensor, lse: torch.Tensor,

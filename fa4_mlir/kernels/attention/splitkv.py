@@ -60,8 +60,8 @@ def ranges_of(grid: tuple[int, int, int], config: AttentionConfig, batch: int, s
 
 def num_splits(ctas: int, tiles: int, sms: int, min_tiles: int) -> int:
     """Key ranges for a grid of ``ctas`` CTAs over ``tiles`` key tiles on ``sms`` SMs, each range at least
-    ``min_tiles`` tiles: 1 when the grid fills ``GOOD_WAVES`` of the SMs; else the fewest ranges whose grid fills ``GOOD_WAVES``
-    of its last wave, or the fullest grid when none does."""
+    ``min_tiles`` tiles: 1 when the grid fills ``GOOD_WAVES`` of the SMs; else the fewest ranges whose grid
+    fills ``GOOD_WAVES`` of its last wave, or the fullest grid when none does."""
     if ctas >= GOOD_WAVES * sms:  # the grid fills the SMs already (B16 x 8 K/V heads: 128 CTAs of 132)
         return 1
     best, best_fill = 1, ctas / sms
