@@ -57,10 +57,11 @@ _lib.define("mla_attention(Tensor q_nope, Tensor q_rope, Tensor kv_latent, Tenso
 _kernels: dict[tuple, tuple[MLAConfig, runtime.Kernel]] = {}
 _OP = "mla_attention"
 EMULATOR_SMS = 132  # the emulator splits as an H100 would
-# a key range of at least 128 tiles (4096 keys): on an H200 (docs/PERF.md, B 32, H 128) two ranges of 512
-# keys ran at 0.23x and of 2048 keys at 0.86x the unsplit kernel (the fp32 partials and their combine
-# cost more than the idle SMs), two of 4096 keys at 1.63x
-MIN_SPLIT_TILES = 128
+# a key range of at least 32 tiles (1024 keys): with the combine kernel (it was torch's logsumexp and einsum,
+# which needed ranges of 4096 keys) on the H100 (docs/PERF.md, H 128) B 32 x 4096 keys in 2 ranges ran at
+# 2.1x the unsplit kernel and B 4 x 4096 in 4 at 2.0x, while B 32 x 1024 keys split in 2 (16 tiles) ran
+# slower than unsplit
+MIN_SPLIT_TILES = 32
 
 
 def num_splits(ctas: int, tiles: int, sms: int) -> int:

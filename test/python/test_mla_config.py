@@ -148,8 +148,8 @@ def test_split_kv_geometry_and_the_ops_choice():
     # decode on 132 SMs: B x H / 64 CTAs; ranges until the grid fills 90% of its last wave
     assert num_splits(256, 256, 132) == 1 and num_splits(64, 256, 132) == 2
     assert num_splits(8, 2048, 132) == 15  # 120 CTAs
-    assert num_splits(2, 2048, 132) == 16 and num_splits(2, 640, 132) == 5  # ranges of >= 128 tiles
-    assert num_splits(64, 255, 132) == 1  # two ranges would be shorter than 128 tiles
+    assert num_splits(2, 2048, 132) == 60 and num_splits(2, 640, 132) == 20  # ranges of >= 32 tiles
+    assert num_splits(64, 63, 132) == 1  # two ranges would be shorter than 32 tiles
     assert split_count(32, 1, 8192, 128, False, 132) == 2 and split_count(32, 1, 8192, 128, True, 132) == 1
     source = hopper_mla.build(config)
     assert [p.name for p in source.params][4:] == ["o", "lse", "seq_q", "seq_k", "num_heads", "scale_log2e",
