@@ -58,7 +58,7 @@ SM90_NUM_Q: dict[tuple[str, int, bool], int] = {("bf16", 64, False): 3, ("fp16",
 SM90_SHORT_KEYS = 2048
 SM90_SHORT_TILE: dict[tuple[str, int, bool], tuple[int, int]] = {("bf16", 64, True): (2, 128),
                                                                  ("fp16", 64, True): (2, 128)}
-PAGE_MULTIPLE = 16  # a paged K/V cache's page_size is a power of two >= this: TMA loads K/V tiles in chunks of it
+PAGE_MULTIPLE = 16  # a paged K/V cache's page_size is a multiple of this (sm_100a: a power of two): TMA chunks
 BLOCK_COLS = 64  # sm_90a: 16-bit columns of one 128-byte swizzle block
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
 SM90_PACK_GQA_MAX = 64  # sm_90a pack_gqa: the most heads a consumer warpgroup's 64 rows hold (one position)
@@ -171,9 +171,9 @@ class AttentionConfig(Checked):
     longest. Causal is bottom-right aligned per sequence (FlashAttention's: query i of Sq sees keys
     j <= i + Sk - Sq); a row that sees no key gets O = 0 and LSE = +inf. The LSE is (H, total_q).
 
-    ``page_size``: K and V are a paged cache (num_pages, page_size, Hk, D), page_size a power of two >= 16; sequence
-    b holds ``seqused_k[b]`` keys, key j in row j % page_size of page ``block_table[b, j // page_size]`` (launch
-    arguments). Q is dense (B, Sq, H, D), or packed with ``varlen`` (then ``cu_seqlens_k`` is not used). Causal is
+    ``page_size``: K and V are a paged cache (num_pages, page_size, Hk, D), page_size a multiple of 16 (a power of
+    two on sm_100a and at sm_90a head dims 192/256); sequence b holds ``seqused_k[b]`` keys, key j in row j % page_size of page
+    ``block_table[b, j // page_size]`` (launch arguments). Q is dense (B, Sq, H, D), or packed with ``varlen`` (then ``cu_seqlens_k`` is not used). Causal is
     aligned bottom-right as with ``varlen``. TMA loads each K/V tile in chunks of gcd(keys a tile, page_size) rows,
     each inside one page.
 
@@ -243,9 +243,16 @@ class AttentionConfig(Checked):
              "False with fp8_e4m3, persistent, or head dim 256/512 on sm_100a or 512 on sm_90a (packed "
              "variable-length sequences are built for the 16-bit one-tile kernels)"),
             ("page_size", type(self.page_size) is int and (self.page_size == 0 or (
-                self.page_size >= PAGE_MULTIPLE and self.page_size & (self.page_size - 1) == 0)),
-             f"0 (contiguous K/V) or a power of two >= {PAGE_MULTIPLE} (TMA loads a K/V tile in chunks of one page, "
-             f"whole {PAGE_MULTIPLE}-row multiples; other sizes' chunk arithmetic spills registers)"),
+                self.page_size >= PAGE_MULTIPLE and self.page_size % PAGE_MULTIPLE == 0)),
+             f"0 (contiguous K/V) or a multiple of {PAGE_MULTIPLE} (TMA loads a K/V tile in chunks of gcd(keys a "
+             f"tile, page_size) rows, whole {PAGE_MULTIPLE}-row multiples, each inside one page)"),
+            # a sweep of sm_90a's head dims x masks x pages 48/80/96/144/208 x dense, split, packed Q (ptxas 13.0,
+            # 2026-11-26): zero spills at head dims 64-128; 4-16 spill stores at 192 and 256
+            ("page_size", type(self.page_size) is not int or (hopper and self.head_dim <= 128)
+             or self.page_size & (self.page_size - 1) == 0,
+             f"a power of two at head dims 192 and 256 on sm_90a and on sm_100a (16, 32, 64, 128, 256, ...: other "
+             f"sizes' chunk arithmetic spills the load warp's registers there; sm_90a takes every multiple of "
+             f"{PAGE_MULTIPLE} at head dims 64-128)"),
             ("page_size", not self.page_size or not (self.is_fp8 or self.persistent or deep
                                                     or self.head_dim >= SM90_SPLIT_O_HEAD_DIM),
              "0 with fp8_e4m3, persistent, or head dim 256/512 on sm_100a or 512 on sm_90a (the paged K/V cache is "

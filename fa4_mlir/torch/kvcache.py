@@ -13,9 +13,10 @@ O = 0 and LSE = +inf; ``lse`` is (B, H, Sq) fp32 (empty unless ``return_lse``). 
 The cache:
 - paged: k_cache and v_cache (num_pages, page_size, Hk, D) with ``block_table`` (B, pages_per_seq) int32:
   sequence b's key j is row j % page_size of page block_table[b, j // page_size]; a sequence holds at most
-  pages_per_seq * page_size keys. page_size must be a power of two >= 16 (TMA loads K/V tiles in chunks of
-  one page): 16, 64, 256 (vLLM's 16, FlashAttention's 256) ... Entries past the pages a sequence uses are
-  never read (-1 is fine).
+  pages_per_seq * page_size keys. page_size must be a multiple of 16, on sm_100 a power of two (TMA loads K/V
+  tiles in chunks of gcd(keys a tile, page_size) rows, each inside a page; on sm_100 the general chunk
+  arithmetic spills): 16, 48, 64, 256 ... (vLLM's 16, FlashAttention's 256) ... Entries past the pages a sequence
+  uses are never read (-1 is fine).
 - not paged (no ``block_table``): k_cache and v_cache (B, Sk_max, Hk, D); it runs on the paged kernel with the
   cache's memory viewed as pages: the largest of ``CACHE_PAGES`` (256 ... 16) dividing Sk_max and the batch
   stride in rows, sequence b's pages from b * stride / page on (so the paged kernels of the common page sizes
@@ -148,7 +149,7 @@ def _contiguous_table(layout: Layout, device: torch.device) -> torch.Tensor:
 
 
 def _page_sizes_text() -> str:
-    return f"a power of two >= {PAGE_MULTIPLE} (16, 32, 64, 128, 256, ...)"
+    return f"a multiple of {PAGE_MULTIPLE} (16, 32, 48, 64, ...; a power of two on sm_100)"
 
 
 def _layout(q, k_cache, v_cache, k, v, cache_seqlens, block_table) -> Layout:
@@ -188,7 +189,7 @@ def _layout(q, k_cache, v_cache, k, v, cache_seqlens, block_table) -> Layout:
         if block_table.shape[0] != b or block_table.shape[1] < 1:
             raise LaunchError(f"{OP}: block_table must be (batch={b}, pages_per_seq >= 1), got "
                               f"{tuple(block_table.shape)}")
-        if page < PAGE_MULTIPLE or page & (page - 1):
+        if page < PAGE_MULTIPLE or page % PAGE_MULTIPLE:
             raise LaunchError(f"{OP}: page_size (k_cache.shape[1]) must be {_page_sizes_text()}, got {page}")
         if rows < 1:
             raise LaunchError(f"{OP}: k_cache must have >= 1 page, got shape {tuple(k_cache.shape)}")

@@ -126,9 +126,9 @@ def _check_pages(table: torch.Tensor, k: torch.Tensor, batch: int) -> tuple[int,
     if table.shape[0] != batch or table.shape[1] < 1:
         raise LaunchError(f"{OP}: block_table must be (batch={batch}, pages_per_seq >= 1), got {tuple(table.shape)}")
     num_pages, page = k.shape[:2]
-    if page < PAGE_MULTIPLE or page & (page - 1):
-        raise LaunchError(f"{OP}: page_size (k.shape[1]) must be a power of two >= {PAGE_MULTIPLE} (16, 32, 64, 128, "
-                          f"256, ...), got {page}")
+    if page < PAGE_MULTIPLE or page % PAGE_MULTIPLE:
+        raise LaunchError(f"{OP}: page_size (k.shape[1]) must be a multiple of {PAGE_MULTIPLE} (16, 32, 48, 64, ...; a "
+                          f"power of two on sm_100), got {page}")
     if num_pages < 1:
         raise LaunchError(f"{OP}: k must have >= 1 page, got shape {tuple(k.shape)}")
     return page, table.shape[1], num_pages

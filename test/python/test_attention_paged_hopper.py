@@ -33,6 +33,9 @@ COMPILED = [
     dict(head_dim=192, page_size=256, dtype="fp16"),
     dict(head_dim=256, page_size=64, varlen=True, causal=True), dict(head_dim=256, page_size=32),
     dict(head_dim=256, page_size=128, varlen=True, dtype="fp16"), dict(head_dim=256, page_size=64, causal=True),
+    # pages that are not a power of two (head dims 64-128): chunks of 16 or 48 keys, pages that tiles cross
+    dict(head_dim=64, page_size=48, causal=True), dict(head_dim=96, page_size=80, varlen=True),
+    dict(head_dim=128, page_size=48, varlen=True, causal=True), dict(head_dim=128, page_size=208),
 ]
 
 
@@ -105,6 +108,12 @@ EMULATED = [
     ("bf16", 192, True, 2, 64, [113, 0], 9, 4, 1),
     ("bf16", 192, True, 2, 64, [30, 250], 100, 1, 1),
     ("bf16", 192, False, 2, 64, [64, 128, 3], 5, 2, 1),
+    # pages that are not a power of two: d64 (BN 192), page 48: 4 whole pages a tile, unrolled; d128 (BN 128),
+    # page 80: chunks of 16 (the loop) that tiles and pages cut differently; packed Q
+    ("bf16", 64, True, 2, 48, [47, 0, 300], 3, 4, 1),
+    ("bf16", 64, True, 2, 48, [193, 48], 60, 1, 1),
+    ("fp16", 128, False, 2, 80, [79, 81, 400], [2, 0, 33], 2, 1),
+    ("fp16", 128, False, 2, 80, [160], [129], 1, 1),
 ]
 
 
@@ -142,9 +151,10 @@ def test_paged_arguments_only_for_paged_kernels():
 
 _PAGED_RULE = (r"AttentionConfig.page_size must be 0 with fp8_e4m3, persistent, or head dim 256/512 on sm_100a or "
                r"512 on sm_90a \(the paged K/V cache is built for the 16-bit one-tile kernels\), got 64")
-_PAGE_MULTIPLE = (r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a power of two >= 16 \(TMA loads a "
-                  r"K/V tile in chunks of one page, whole 16-row multiples; other sizes' chunk arithmetic spills "
-                  r"registers\), got ")
+_PAGE_MULTIPLE = (r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16 \(TMA loads a K/V "
+                  r"tile in chunks of gcd\(keys a tile, page_size\) rows, whole 16-row multiples, each inside one "
+                  r"page\), got ")
+_POWER_OF_TWO = r"AttentionConfig.page_size must be a power of two at head dims 192 and 256 on sm_90a and on sm_100a "
 _SPILLING_PAGES = (r"AttentionConfig.page_size must be >= 32 at head dims 192 and 256 on sm_90a and with num_q 1 at "
                    r"head dim 64 on sm_100a \(pages of 16 keys take 20 TMA loads or 12 chunks a tile there, and the "
                    r"load warp spills\), got 16")
@@ -153,6 +163,8 @@ _SPILLING_PAGES = (r"AttentionConfig.page_size must be >= 32 at head dims 192 an
 @pytest.mark.parametrize("kwargs, message", [
     (dict(page_size=8), _PAGE_MULTIPLE + "8"),
     (dict(page_size=40), _PAGE_MULTIPLE + "40"),
+    (dict(page_size=48, head_dim=192), _POWER_OF_TWO),
+    (dict(page_size=80, head_dim=256, causal=True), _POWER_OF_TWO),
     (dict(page_size=-16), _PAGE_MULTIPLE + "-16"),
     (dict(page_size=64.0), _PAGE_MULTIPLE + "64.0"),
     (dict(page_size=True), _PAGE_MULTIPLE + "True"),

@@ -127,12 +127,14 @@ def test_paged_kernel_is_right_in_the_emulator(case):
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(page_size=8),
-     r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a power of two >= 16 \(TMA .*, got 8"),
-    (dict(page_size=40), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a power of two >= 16 .*, got 40"),
-    (dict(page_size=48), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a power of two >= 16 .*, got 48"),
-    (dict(page_size=-16), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a power of two >= 16"),
-    (dict(page_size=16.0), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a power of two >= 16"),
-    (dict(page_size=True), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a power of two >= 16"),
+     r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16 \(TMA .*, got 8"),
+    (dict(page_size=40), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16 .*, got 40"),
+    (dict(page_size=48), r"AttentionConfig.page_size must be a power of two at head dims 192 and 256 on sm_90a and "
+                         r"on sm_100a \(16, 32, 64, 128, 256, ...: other sizes' chunk arithmetic spills the load warp's "
+                         r"registers there; sm_90a takes every multiple of 16 at head dims 64-128\), got 48"),
+    (dict(page_size=-16), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16"),
+    (dict(page_size=16.0), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16"),
+    (dict(page_size=True), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16"),
     (dict(page_size=16, dtype="fp8_e4m3"), r"AttentionConfig.page_size must be 0 with fp8_e4m3, persistent, or "
                                            r"head dim 256/512 on sm_100a"),
     (dict(page_size=16, head_dim=256), r"AttentionConfig.page_size must be 0 with fp8_e4m3"),

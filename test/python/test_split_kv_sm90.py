@@ -38,6 +38,7 @@ COMPILED = [
     dict(head_dim=256, causal=False, page_size=64, group=8, capacity=4096),
     dict(head_dim=256, causal=True, page_size=256, group=4, capacity=4096),
     dict(head_dim=256, causal=True, page_size=64, group=1, capacity=4096),
+    dict(head_dim=128, causal=True, page_size=48, group=8, capacity=4096),  # a page that is not a power of two
 ]
 
 

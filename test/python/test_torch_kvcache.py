@@ -94,10 +94,10 @@ SHAPE_ERRORS = [
     ({"block_table": _i32(3, 1, 4).view(1, 3)},
      r"flash_attn_with_kvcache: block_table must be \(batch=2, pages_per_seq >= 1\), got \(1, 3\)"),
     ({"k_cache": _z(12, 8, 2, 64), "v_cache": _z(12, 8, 2, 64)},
-     r"flash_attn_with_kvcache: page_size \(k_cache.shape\[1\]\) must be a power of two >= 16 \(16, 32, 64, 128, "
-     r"256, ...\), got 8"),
-    ({"k_cache": _z(12, 48, 2, 64), "v_cache": _z(12, 48, 2, 64)},
-     r"flash_attn_with_kvcache: page_size \(k_cache.shape\[1\]\) must be a power of two >= 16 .*, got 48"),
+     r"flash_attn_with_kvcache: page_size \(k_cache.shape\[1\]\) must be a multiple of 16 \(16, 32, 48, 64, ...; a "
+     r"power of two on sm_100\), got 8"),
+    ({"k_cache": _z(12, 40, 2, 64), "v_cache": _z(12, 40, 2, 64)},
+     r"flash_attn_with_kvcache: page_size \(k_cache.shape\[1\]\) must be a multiple of 16 .*, got 40"),
     ({"k_cache": _z(2, 40, 2, 64), "v_cache": _z(2, 40, 2, 64), "block_table": None},
      r"flash_attn_with_kvcache: k_cache's seqlen and batch stride \(in rows\) must be multiples of 16 without a "
      r"block_table \(the cache runs as pages of up to 256 keys\), got seqlen 40, strides \(5120, 128, 64, 1\); pad "
@@ -433,7 +433,7 @@ def test_the_op_in_the_emulator_matches_float64(target, dtype, d, h, hk, causal,
 # (target, dtype, head dim, H, Hk, causal, Sq, page size, cached keys, new keys, num_splits): the split-KV
 # decode through the op (the split kernel, then the combine), forced and chosen
 SPLIT_CASES = [
-    ("sm_90a", "bf16", 128, 8, 1, True, 1, 64, (300, 0, 130), 1, 3),  # pack_gqa 8; an empty sequence
+    ("sm_90a", "bf16", 128, 8, 1, True, 1, 48, (300, 0, 130), 1, 3),  # pack_gqa 8; an empty sequence; pages of 48
     ("sm_90a", "fp16", 64, 2, 2, False, 3, 16, (200, 90), 2, 5),
     ("sm_100a", "bf16", 64, 2, 1, True, 2, 64, (260, 40), 0, 3),
     ("sm_100a", "fp16", 128, 2, 2, False, 1, 0, (190, 0), 1, 2),

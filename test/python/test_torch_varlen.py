@@ -129,8 +129,8 @@ PAGED_ERRORS = [
     ({"block_table": torch.tensor([[2, -1], [0, 3]])},
      r"flash_attn_varlen: block_table dtype must be torch.int32, got torch.int64"),
     ({"k": torch.zeros(4, 24, 2, 64, dtype=torch.bfloat16), "v": torch.zeros(4, 24, 2, 64, dtype=torch.bfloat16)},
-     r"flash_attn_varlen: page_size \(k.shape\[1\]\) must be a power of two >= 16 \(16, 32, 64, 128, 256, "
-     r"...\), got 24"),
+     r"flash_attn_varlen: page_size \(k.shape\[1\]\) must be a multiple of 16 \(16, 32, 48, 64, ...; a power of "
+     r"two on sm_100\), got 24"),
     ({"max_seqlen_k": 33}, r"flash_attn_varlen: max_seqlen_k must be <= a sequence's capacity with a block_table "
                            r"\(pages_per_seq 2 x page_size 16 = 32\), got 33"),
     ({"cu_seqlens_k": _cu(0, 20, 27), "max_seqlen_k": 20},
