@@ -172,10 +172,10 @@ class AttentionConfig(Checked):
     j <= i + Sk - Sq); a row that sees no key gets O = 0 and LSE = +inf. The LSE is (H, total_q).
 
     ``page_size``: K and V are a paged cache (num_pages, page_size, Hk, D), page_size a multiple of 16 (a power of
-    two on sm_100a and at sm_90a head dims 192/256); sequence b holds ``seqused_k[b]`` keys, key j in row j % page_size of page
-    ``block_table[b, j // page_size]`` (launch arguments). Q is dense (B, Sq, H, D), or packed with ``varlen`` (then ``cu_seqlens_k`` is not used). Causal is
-    aligned bottom-right as with ``varlen``. TMA loads each K/V tile in chunks of gcd(keys a tile, page_size) rows,
-    each inside one page.
+    two on sm_100a and at sm_90a head dims 192/256); sequence b holds ``seqused_k[b]`` keys, key j in row
+    j % page_size of page ``block_table[b, j // page_size]`` (launch arguments). Q is dense (B, Sq, H, D), or
+    packed with ``varlen`` (then ``cu_seqlens_k`` is not used). Causal is aligned bottom-right as with
+    ``varlen``. TMA loads each K/V tile in chunks of gcd(keys a tile, page_size) rows, each inside one page.
 
     ``pack_gqa`` (sm_90a, paged, dense Q: the decode form): the ``pack_gqa`` query heads of one K/V head share
     the CTA's rows (FlashAttention's pack_gqa): each consumer warpgroup's 64 rows are 64 / pack_gqa positions x

@@ -130,8 +130,8 @@ def test_paged_kernel_is_right_in_the_emulator(case):
      r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16 \(TMA .*, got 8"),
     (dict(page_size=40), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16 .*, got 40"),
     (dict(page_size=48), r"AttentionConfig.page_size must be a power of two at head dims 192 and 256 on sm_90a and "
-                         r"on sm_100a \(16, 32, 64, 128, 256, ...: other sizes' chunk arithmetic spills the load warp's "
-                         r"registers there; sm_90a takes every multiple of 16 at head dims 64-128\), got 48"),
+                         r"on sm_100a \(16, 32, 64, 128, 256, ...: other sizes' chunk arithmetic spills the load "
+                         r"warp's registers there; sm_90a takes every multiple of 16 at head dims 64-128\), got 48"),
     (dict(page_size=-16), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16"),
     (dict(page_size=16.0), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16"),
     (dict(page_size=True), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16"),
