@@ -37,7 +37,7 @@ PERSISTENT_SWEEP = {"bf16": {64: (2, 3), 96: (2,), 128: (2,)}, "fp16": {64: (2, 
 MLA_TILE_HEADS = (2, 8, 16, 64)  # the op's tile_heads for test_mla_gpu.py's heads 2, 8, 16, 128
 MLA_SWEEP = ((32, 2), (32, 3), (16, 4), (16, 8))  # (block_n, stages) bench/mla.py --sweep times beside the default
 # test_kvcache_gpu.py's page sizes (PAGE_SIZES; its non-paged caches run as pages of 256: kvcache.CACHE_PAGES)
-KV_PAGE_SIZES = (16, 64, 256)
+KV_PAGE_SIZES = (16, 64, 256, 48)
 KV_PACKED_GROUPS = (4, 8)  # test_kvcache_gpu.py's and bench/decode.py's GQA groups (decode: pack_gqa = group)
 FP8_EXP2_SWEEP = (0, 2, 4, 6, 8, 12)  # fp8 exponentials per 32 by polynomial (bench/attention.py --exp2-emulation)
 

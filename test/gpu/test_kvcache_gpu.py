@@ -5,7 +5,7 @@ precision; rows that see no key exactly 0 with LSE +inf); the cache after the ca
 the GPU-only errors (misplaced block table, CUDA graph capture of an unchecked call), a captured decode step,
 and ``torch.compile``.
 
-The cases are drawn fresh each run (the seed is in every failure message): page sizes 16, 64 and 256 and the
+The cases are drawn fresh each run (the seed is in every failure message): page sizes 16, 48, 64 and 256 and the
 non-paged cache (``NON_PAGED_KEYS`` keys a sequence, viewed as pages of 256), Sq 1..16, cached keys per
 sequence 0..64k (log-uniform), new keys 0..Sq, GQA groups 1, 4 and 8, causal (bottom-right) and not, bf16
 and fp16, head dims 64 and 128, every (dtype, head dim, causal, group) at least once; batches this small split
@@ -25,7 +25,7 @@ from test_varlen_gpu import _check, _poisoned_allocator
 
 GROUPS = (1, 4, 8)
 HEAD_DIMS = (64, 128)
-PAGE_SIZES = (16, 64, 256, 0)  # 0: not paged
+PAGE_SIZES = (16, 64, 256, 48, 0)  # 0: not paged; 48: a page that is not a power of two (sm_90, head dims <= 128)
 NON_PAGED_KEYS = 8192  # the non-paged cases' Sk_max: pages of 256 (kvcache.CACHE_PAGES)
 MAX_CACHED = 65536 - 16  # cached keys a paged sequence holds at most before the append (<= 16 new keys)
 EXTRA_CASES = 20  # random cases beyond one per (dtype, head dim, causal, group): 24 + 20 = 44
@@ -134,7 +134,7 @@ def test_split_kv_decode_matches_float64(torch_gpu):
     for i, splits in enumerate((2, 3, 7, 128, 0, 0, 5, 0)):
         dtype_name, d, causal, group = ("bf16", "fp16")[i % 2], HEAD_DIMS[i // 2 % 2], i % 3 == 0, GROUPS[i % 3]
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
-        page_size = (64, 256, 0, 16)[i % 4]
+        page_size = (64, 256, 0, 16, 48)[i % 5]
         q, k_cache, v_cache, table, cached, k, v, used = _case(torch, rng, gen, dtype, d, group, page_size)
         q, cached, used = q[:2], cached[:2], used[:2]  # 1-2 sequences: a grid far short of the SMs
         table = None if table is None else table[:2].contiguous()
