@@ -46,7 +46,7 @@ from fa4_mlir.kernels.attention import splitkv
 from fa4_mlir.kernels.attention.hopper_mla import split_geometry
 from fa4_mlir.kernels.attention.mla import launch_geometry
 from fa4_mlir.torch.emulated import emulator, placement
-from fa4_mlir.torch.split_decode import combine
+from fa4_mlir.torch.split_decode import EMULATOR_SMS, combine
 from fa4_mlir.torch.tensors import (ATTENTION_DTYPES, attention_outputs, check_tma_operand, checked_scale,
                                    current_stream, fa4_dtype, sm_count, tma_operand)
 
@@ -56,7 +56,6 @@ _lib.define("mla_attention(Tensor q_nope, Tensor q_rope, Tensor kv_latent, Tenso
             "float? v_scale=None) -> (Tensor, Tensor)")
 _kernels: dict[tuple, tuple[MLAConfig, runtime.Kernel]] = {}
 _OP = "mla_attention"
-EMULATOR_SMS = 132  # the emulator splits as an H100 would
 # a key range of at least 32 tiles (1024 keys): with the combine kernel (it was torch's logsumexp and einsum,
 # which needed ranges of 4096 keys) on the H100 (docs/PERF.md, H 128) B 32 x 4096 keys in 2 ranges ran at
 # 2.1x the unsplit kernel and B 4 x 4096 in 4 at 2.0x, while B 32 x 1024 keys split in 2 (16 tiles) ran

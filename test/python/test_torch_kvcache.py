@@ -373,6 +373,18 @@ def _paged_kernel(config: AttentionConfig) -> None:
         pytest.skip(f"the {config.describe()} kernel does not take block_table yet (paged kernels not built)")
 
 
+def _compare_gathered(target, dtype, causal, scale, q, kc, vc, table, total, out, lse) -> None:
+    """The op's ``out`` (B, Sq, H, D) and ``lse`` (B, H, Sq) against float64 over the keys each sequence holds after
+    the call (``total``), gathered from the caches ``kc``, ``vc`` through ``table`` (``varlen_cases._compare``)."""
+    b, sq, h, d = q.shape
+    used = np.asarray(total, np.int32)
+    keys, cu_k = reference.paged_keys(_bits(kc).reshape(kc.shape), table, used)
+    values, _ = reference.paged_keys(_bits(vc).reshape(vc.shape), table, used)
+    config = AttentionConfig(target=target, dtype=dtype, head_dim=d, causal=causal)  # _compare reads dtype, causal
+    _compare(config, q.reshape(b * sq, h, d), keys, values, np.arange(b + 1, dtype=np.int32) * sq, cu_k, scale,
+             _bits(out).reshape(b * sq, h, d), lse.numpy().transpose(1, 0, 2).reshape(h, b * sq))
+
+
 def _torch(bits: np.ndarray, dtype: str) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(bits).view(np.int16)).view(DTYPES[dtype])
 
@@ -422,12 +434,7 @@ def test_the_op_in_the_emulator_matches_float64(target, dtype, d, h, hk, causal,
     assert [name for name, _ in emu.launches] == ["attention"]
     assert torch.equal(kc, want_k) and torch.equal(vc, want_v)
     assert out.shape == (b, sq, h, d) and lse.shape == (b, h, sq)
-    used = np.asarray(total, np.int32)
-    keys, cu_k = reference.paged_keys(_bits(kc).reshape(kc.shape), table, used)
-    values, _ = reference.paged_keys(_bits(vc).reshape(vc.shape), table, used)
-    config = AttentionConfig(target=target, dtype=dtype, head_dim=d, causal=causal)  # _compare reads dtype, causal
-    _compare(config, q.reshape(b * sq, h, d), keys, values, np.arange(b + 1, dtype=np.int32) * sq, cu_k, scale,
-             _bits(out).reshape(b * sq, h, d), lse.numpy().transpose(1, 0, 2).reshape(h, b * sq))
+    _compare_gathered(target, dtype, causal, scale, q, kc, vc, table, total, out, lse)
 
 
 # (target, dtype, head dim, H, Hk, causal, Sq, page size, cached keys, new keys, num_splits): the split-KV
@@ -466,12 +473,7 @@ def test_split_kv_decode_through_the_op_matches_float64(target, dtype, d, h, hk,
             torch.from_numpy(np.asarray(cached, np.int32)), torch.from_numpy(table) if page_size else None,
             softmax_scale=scale, causal=causal, return_softmax_lse=True, num_splits=splits)
     assert [name for name, _ in emu.launches] == ["attention", "attention_combine"]
-    used = np.asarray(total, np.int32)
-    keys, cu_k = reference.paged_keys(_bits(kc).reshape(kc.shape), table, used)
-    values, _ = reference.paged_keys(_bits(vc).reshape(vc.shape), table, used)
-    config = AttentionConfig(target=target, dtype=dtype, head_dim=d, causal=causal)  # _compare reads dtype, causal
-    _compare(config, q.reshape(b * sq, h, d), keys, values, np.arange(b + 1, dtype=np.int32) * sq, cu_k, scale,
-             _bits(out).reshape(b * sq, h, d), lse.numpy().transpose(1, 0, 2).reshape(h, b * sq))
+    _compare_gathered(target, dtype, causal, scale, q, kc, vc, table, total, out, lse)
 
 
 def test_the_op_splits_a_decode_grid_short_of_the_sms_and_not_a_full_one():
