@@ -264,12 +264,15 @@ def hopper_attention_barriers(c: AttentionConfig) -> list[BarrierArray]:
     q_empty = [BarrierArray("q_empty", (warps,), "threads", "lane 0 of each consumer warp once its tile's last "
                             "S = Q K' retired (persistent: the next tile's Q may load)", "load warp")] \
         if c.hopper.persistent else []
+    # a gathered paged cache (``page_gather``): the load warp's 32 lanes arrive once their cp.async rows landed
+    full = ((32,) * n, "threads", "every lane of the load warp once its cp.async rows of the {} tile landed") \
+        if c.page_gather else ((1,) * n, "tx", "load warp expect_tx ({} tile bytes) + TMA")
     return [BarrierArray("q_full", (1,), "tx", "load warp expect_tx (Q bytes) + TMA", "consumer warpgroups"),
             *q_empty,
-            BarrierArray("k_full", (1,) * n, "tx", "load warp expect_tx (K tile bytes) + TMA", "consumer warpgroups"),
+            BarrierArray("k_full", full[0], full[1], full[2].format("K"), "consumer warpgroups"),
             BarrierArray("k_empty", (warps,) * n, "threads", "lane 0 of each consumer warp once S = Q K' retired",
                          "load warp"),
-            BarrierArray("v_full", (1,) * n, "tx", "load warp expect_tx (V tile bytes) + TMA", "consumer warpgroups"),
+            BarrierArray("v_full", full[0], full[1], full[2].format("V"), "consumer warpgroups"),
             BarrierArray("v_empty", (warps,) * n, "threads", "lane 0 of each consumer warp once O += P V retired",
                          "load warp")]
 

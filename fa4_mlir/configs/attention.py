@@ -171,11 +171,16 @@ class AttentionConfig(Checked):
     longest. Causal is bottom-right aligned per sequence (FlashAttention's: query i of Sq sees keys
     j <= i + Sk - Sq); a row that sees no key gets O = 0 and LSE = +inf. The LSE is (H, total_q).
 
-    ``page_size``: K and V are a paged cache (num_pages, page_size, Hk, D), page_size a multiple of 16 (a power of
-    two on sm_100a and at sm_90a head dims 192/256); sequence b holds ``seqused_k[b]`` keys, key j in row
-    j % page_size of page ``block_table[b, j // page_size]`` (launch arguments). Q is dense (B, Sq, H, D), or
-    packed with ``varlen`` (then ``cu_seqlens_k`` is not used). Causal is aligned bottom-right as with
-    ``varlen``. TMA loads each K/V tile in chunks of gcd(keys a tile, page_size) rows, each inside one page.
+    ``page_size``: K and V are a paged cache (num_pages, page_size, Hk, D); sequence b holds ``seqused_k[b]`` keys,
+    key j in row j % page_size of page ``block_table[b, j // page_size]`` (launch arguments). Q is dense (B, Sq, H,
+    D), or packed with ``varlen`` (then ``cu_seqlens_k`` is not used). Causal is aligned bottom-right as with
+    ``varlen``. Which sizes, and how K/V tiles are loaded:
+      - sm_100a: powers of two from 16 (16, 32, 64, 128, 256, ...; not 16 with num_q 1 at head dim 64); TMA loads
+        each K/V tile in chunks of gcd(keys a tile, page_size) rows, each inside one page.
+      - sm_90a, multiples of 16 (at head dims 192/256: powers of two from 32): TMA, in chunks as on sm_100a.
+      - sm_90a, every other size >= 1 (1, 8, 24, 40, 100, 255, ...; at head dims 192/256 also 16, 48, 80, ...):
+        gathered row by row (``page_gather``: the load warp's cp.async into the TMA layout, ``hopper_gather``),
+        K and V passed as pointers with their strides.
 
     ``pack_gqa`` (sm_90a, paged, dense Q: the decode form): the ``pack_gqa`` query heads of one K/V head share
     the CTA's rows (FlashAttention's pack_gqa): each consumer warpgroup's 64 rows are 64 / pack_gqa positions x
@@ -242,27 +247,26 @@ class AttentionConfig(Checked):
                                                or self.head_dim >= SM90_SPLIT_O_HEAD_DIM),
              "False with fp8_e4m3, persistent, or head dim 256/512 on sm_100a or 512 on sm_90a (packed "
              "variable-length sequences are built for the 16-bit one-tile kernels)"),
-            ("page_size", type(self.page_size) is int and (self.page_size == 0 or (
-                self.page_size >= PAGE_MULTIPLE and self.page_size % PAGE_MULTIPLE == 0)),
-             f"0 (contiguous K/V) or a multiple of {PAGE_MULTIPLE} (TMA loads a K/V tile in chunks of gcd(keys a "
-             f"tile, page_size) rows, whole {PAGE_MULTIPLE}-row multiples, each inside one page)"),
-            # a sweep of sm_90a's head dims x masks x pages 48/80/96/144/208 x dense, split, packed Q (ptxas 13.0,
-            # 2026-11-26): zero spills at head dims 64-128; 4-16 spill stores at 192 and 256
-            ("page_size", type(self.page_size) is not int or (hopper and self.head_dim <= 128)
-             or self.page_size & (self.page_size - 1) == 0,
-             f"a power of two at head dims 192 and 256 on sm_90a and on sm_100a (16, 32, 64, 128, 256, ...: other "
-             f"sizes' chunk arithmetic spills the load warp's registers there; sm_90a takes every multiple of "
-             f"{PAGE_MULTIPLE} at head dims 64-128)"),
+            ("page_size", type(self.page_size) is int and (
+                self.page_size == 0 or (hopper and self.page_size >= 1) or (
+                    self.page_size >= PAGE_MULTIPLE and self.page_size % PAGE_MULTIPLE == 0)),
+             "0 (contiguous K/V) or >= 1 on sm_90a (pages TMA cannot load are gathered row by row: "
+             "``page_gather``)" if hopper else
+             f"0 (contiguous K/V) or a multiple of {PAGE_MULTIPLE} on sm_100a (TMA loads a K/V tile in chunks of "
+             f"gcd(keys a tile, page_size) rows, whole {PAGE_MULTIPLE}-row multiples, each inside one page)"),
+            # a sweep of sm_100a's head dims x masks x pages: sizes that are not a power of two spill the load warp
+            ("page_size", type(self.page_size) is not int or hopper or self.page_size & (self.page_size - 1) == 0,
+             "a power of two on sm_100a (16, 32, 64, 128, 256, ...: other sizes' chunk arithmetic spills the load "
+             "warp's registers there; sm_90a takes every size >= 1)"),
             ("page_size", not self.page_size or not (self.is_fp8 or self.persistent or deep
                                                     or self.head_dim >= SM90_SPLIT_O_HEAD_DIM),
              "0 with fp8_e4m3, persistent, or head dim 256/512 on sm_100a or 512 on sm_90a (the paged K/V cache is "
              "built for the 16-bit one-tile kernels)"),
             # the paged loads of many chunks a tile spill in the load warp (ptxas, a sweep of every head dim, page
             # size, mask and Q layout; the rest have zero spills)
-            ("page_size", self.page_size != PAGE_MULTIPLE or not (
-                (hopper and self.head_dim >= 192) or (not hopper and self.head_dim == 64 and self.num_q == 1)),
-             f">= {2 * PAGE_MULTIPLE} at head dims 192 and 256 on sm_90a and with num_q 1 at head dim 64 on sm_100a "
-             f"(pages of {PAGE_MULTIPLE} keys take 20 TMA loads or 12 chunks a tile there, and the load warp spills)"),
+            ("page_size", self.page_size != PAGE_MULTIPLE or hopper or not (self.head_dim == 64 and self.num_q == 1),
+             f">= {2 * PAGE_MULTIPLE} with num_q 1 at head dim 64 on sm_100a (pages of {PAGE_MULTIPLE} keys take 12 "
+             f"chunks a tile there, and the load warp spills)"),
             ("num_q", not (hopper and self.page_size and self.num_q == 3),
              "2 with a paged K/V cache on sm_90a (three consumer warpgroups leave the load warp 32 registers, and "
              "its paged loads spill)"),
@@ -303,9 +307,22 @@ class AttentionConfig(Checked):
         return self.varlen or self.page_size > 0
 
     @property
+    def page_gather(self) -> bool:
+        """sm_90a: whether the paged K/V tiles are gathered row by row (``hopper_gather``: cp.async by the load
+        warp into the layout TMA would write) instead of TMA-loaded in chunks: for pages TMA cannot load, those
+        not a multiple of 16 keys and, at head dims 192 and 256, those not a power of two or of 16 keys (their
+        chunk loads spilled the load warp, ptxas 13.0). False unless paged."""
+        if not self.page_size or self.target != "sm_90a":
+            return False
+        tma = self.page_size % PAGE_MULTIPLE == 0 and (self.head_dim <= 128 or (
+            self.page_size & (self.page_size - 1) == 0 and self.page_size > PAGE_MULTIPLE))
+        return not tma
+
+    @property
     def page_chunk(self) -> int:
-        """Keys a paged K/V tile's TMA load takes from one page: gcd(keys a tile, page_size); 0 if not paged."""
-        if not self.page_size:
+        """Keys a paged K/V tile's TMA load takes from one page: gcd(keys a tile, page_size); 0 if not paged or
+        gathered (``page_gather``)."""
+        if not self.page_size or self.page_gather:
             return 0
         bn = self.hopper.bn if self.target == "sm_90a" else self.fa4.bn
         return math.gcd(bn, self.page_size)

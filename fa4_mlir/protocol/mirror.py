@@ -15,7 +15,7 @@ from fa4_mlir.core.diagnostics import file_line_col
 from fa4_mlir.protocol.model import Site
 
 # Ops whose regions are entered even without protocol ops inside (their values matter).
-MEMORY_OPS = ("llvm.load", "llvm.store")
+MEMORY_OPS = ("llvm.load", "llvm.store", "nvvm.cp.async.shared.global")  # cp.async: a shared write
 FENCE_OPS = ("nvvm.fence.proxy",)  # generic -> async proxy ordering of shared memory
 # fa4 ops without barrier, memory or proxy effect (a debug build's checks): opaque to the protocol.
 NO_PROTOCOL_EFFECT = ("fa4.debug_check",)
@@ -23,7 +23,7 @@ NO_PROTOCOL_EFFECT = ("fa4.debug_check",)
 
 def _shared(op) -> bool:
     """A load or store that may reach shared memory: the verifier does not model global memory."""
-    pointer = op.operands[0 if op.name == "llvm.load" else 1]
+    pointer = op.operands[1 if op.name == "llvm.store" else 0]
     return str(pointer.type) != "!llvm.ptr<1>"
 
 

@@ -215,6 +215,15 @@ def _store(r, n, mask):
         _access(r, n, mask, Access(True, _smem(r, ptr.ref), what=ptr.ref.what))
 
 
+def _cp_async(r, n, mask):
+    """``cp.async`` (shared <- global, 16 bytes a thread): a generic-proxy write of its destination, taken at its
+    issue. The thread waits for it (``cp.async.wait_group``) before the proxy fence and the arrive that publish
+    it, which this model cannot see; the emulator checks the landing against the reads."""
+    ptr = r.get(n.operands[0])
+    if isinstance(ptr, Ptr) and mask.any():
+        _access(r, n, mask, Access(True, _smem(r, ptr.ref), what=ptr.ref.what))
+
+
 def _access(r, n, mask, acc: Access):
     """A plain access; repeats of the previous event's access by the same threads (a loop's
     iterations, an unrolled run of stores into one buffer) merge: they are in order among themselves."""
@@ -598,5 +607,5 @@ HANDLERS = {
     "fa4.named_barrier": _named_barrier, "fa4.elect_one": _elect_one, "fa4.tma_load": _tma_load,
     "fa4.tma_store": _tma_store, "fa4.tma_store_wait": _tma_store_wait, "fa4.tcgen05_mma": _tcgen05_mma,
     "fa4.wgmma": _wgmma, "nvvm.vote.sync": _vote, "fa4.wgmma_commit": _wgmma_commit, "fa4.wgmma_wait": _wgmma_wait,
-    "fa4.wgmma_fence_acc": _nothing, "nvvm.fence.proxy": _fence_proxy,
+    "fa4.wgmma_fence_acc": _nothing, "nvvm.fence.proxy": _fence_proxy, "nvvm.cp.async.shared.global": _cp_async,
 }

@@ -288,11 +288,13 @@ def launch_paged_attention(kernel, config, q: np.ndarray, k_cache: np.ndarray, v
     A ``split_kv`` kernel takes ``num_splits`` (at most that many key ranges: ``splitkv.split_geometry``) and
     writes float32 partials into ``o`` (B, Sq, H, S, D) and ``lse`` (B, H, Sq, S), S the grid's ranges
     (``splitkv.ranges_of``)."""
-    from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, paged_arguments, varlen_arguments
+    from fa4_mlir.kernels.attention import (gather_arguments, gqa_arguments, launch_geometry, paged_arguments,
+                                            varlen_arguments)
     from fa4_mlir.kernels.attention.splitkv import ranges_of, split_arguments, split_geometry
     from fa4_mlir.runtime import GlobalTensor
 
     e, hk = config.dtype, k_cache.shape[2]
+    caches = [np.ascontiguousarray(c) for c in (k_cache, v_cache)]  # gathered: behind pointers, contiguous
     max_k = max(int(np.max(seqused_k, initial=0)), 1)
     if cu_seqlens_q is None:
         b, sq, h, _ = q.shape
@@ -318,8 +320,12 @@ def launch_paged_attention(kernel, config, q: np.ndarray, k_cache: np.ndarray, v
                           "seq_q": sq, "seq_k": max_k, "num_heads": h, **gqa_arguments(config, h, hk),
                           "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None), **packed,
                           **paged_arguments(config, block_table, block_table.shape[1], seqused_k, k_cache.shape[0]),
-                          **split},
+                          **gather_arguments(config, *caches, *(_element_strides(c)[:3] for c in caches)), **split},
                          seed=seed)
+
+
+def _element_strides(array: np.ndarray) -> tuple[int, ...]:
+    return tuple(s // array.itemsize for s in array.strides)
 
 
 def launch_attention_combine(kernel, config, o_part: np.ndarray, lse_part: np.ndarray, o: np.ndarray,

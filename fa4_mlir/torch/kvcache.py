@@ -13,10 +13,11 @@ O = 0 and LSE = +inf; ``lse`` is (B, H, Sq) fp32 (empty unless ``return_lse``). 
 The cache:
 - paged: k_cache and v_cache (num_pages, page_size, Hk, D) with ``block_table`` (B, pages_per_seq) int32:
   sequence b's key j is row j % page_size of page block_table[b, j // page_size]; a sequence holds at most
-  pages_per_seq * page_size keys. page_size must be a multiple of 16, on sm_100 a power of two (TMA loads K/V
-  tiles in chunks of gcd(keys a tile, page_size) rows, each inside a page; on sm_100 the general chunk
-  arithmetic spills): 16, 48, 64, 256 ... (vLLM's 16, FlashAttention's 256) ... Entries past the pages a sequence
-  uses are never read (-1 is fine).
+  pages_per_seq * page_size keys. On sm_90 every page_size >= 1 runs: multiples of 16 by TMA (K/V tiles in chunks
+  of gcd(keys a tile, page_size) rows, each inside a page), the other sizes (1, 8, 40, 100, ...; and at head dims
+  192/256 those not a power of two) gathered row by row by the load warp (``AttentionConfig.page_gather``). On
+  sm_100 page_size must be a power of two >= 16 (TMA only; the general chunk arithmetic spills): 16, 64, 256 ...
+  (vLLM's 16, FlashAttention's 256). Entries past the pages a sequence uses are never read (-1 is fine).
 - not paged (no ``block_table``): k_cache and v_cache (B, Sk_max, Hk, D); it runs on the paged kernel with the
   cache's memory viewed as pages: the largest of ``CACHE_PAGES`` (256 ... 16) dividing Sk_max and the batch
   stride in rows, sequence b's pages from b * stride / page on (so the paged kernels of the common page sizes
@@ -57,7 +58,8 @@ from fa4_mlir.configs.attention import MAX_GROUP, PAGE_MULTIPLE, paged_config
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, paged_arguments
 from fa4_mlir.torch.emulated import emulator, placement
-from fa4_mlir.torch.serving import Checked, Kernels, check_index_tensor, host_values, serving_head_dims
+from fa4_mlir.torch.serving import (Checked, Kernels, cache_arguments, check_gathered_caches, check_index_tensor,
+                                   check_page_size, host_values, serving_head_dims)
 from fa4_mlir.torch.split_decode import check_num_splits, launch_split, sms_of, split_count
 from fa4_mlir.torch.tensors import (DTYPES, check_tma_operand, checked_scale, current_stream, fa4_dtype, host_array,
                                     tma_operand)
@@ -148,10 +150,6 @@ def _contiguous_table(layout: Layout, device: torch.device) -> torch.Tensor:
     return table
 
 
-def _page_sizes_text() -> str:
-    return f"a multiple of {PAGE_MULTIPLE} (16, 32, 48, 64, ...; a power of two on sm_100)"
-
-
 def _layout(q, k_cache, v_cache, k, v, cache_seqlens, block_table) -> Layout:
     """The call's ``Layout``, with every rule that needs no values checked (the fake runs these too)."""
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)):
@@ -189,8 +187,7 @@ def _layout(q, k_cache, v_cache, k, v, cache_seqlens, block_table) -> Layout:
         if block_table.shape[0] != b or block_table.shape[1] < 1:
             raise LaunchError(f"{OP}: block_table must be (batch={b}, pages_per_seq >= 1), got "
                               f"{tuple(block_table.shape)}")
-        if page < PAGE_MULTIPLE or page % PAGE_MULTIPLE:
-            raise LaunchError(f"{OP}: page_size (k_cache.shape[1]) must be {_page_sizes_text()}, got {page}")
+        check_page_size(OP, "k_cache.shape[1]", page)
         if rows < 1:
             raise LaunchError(f"{OP}: k_cache must have >= 1 page, got shape {tuple(k_cache.shape)}")
         layout = Layout(b, sq, h, hk, d, new, True, rows, page, block_table.shape[1])
@@ -309,6 +306,8 @@ def flash_attn_with_kvcache_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
         place = f"{target} in the emulator" if isinstance(where, emulator) else "this GPU"
         raise LaunchError(f"{OP}: head_dim must be one of {', '.join(map(str, dims))} on {place}, got "
                           f"{layout.head_dim}")
+    if layout.paged:
+        check_page_size(OP, "k_cache.shape[1]", layout.page_size, target)
     scale = checked_scale(OP, softmax_scale, layout.head_dim)
     check_num_splits(OP, num_splits)
     for name in ("q", "k_cache", "v_cache"):
@@ -332,6 +331,7 @@ def flash_attn_with_kvcache_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
         kernel = (_kernels.checked(config, where.load("attention", config)) if isinstance(where, emulator)
                   else _kernels.get(where, config))
         grid = launch_geometry(config, b, sq, h, layout.capacity)
+        check_gathered_caches(OP, config, k_cache, v_cache)
     if k is not None:
         append_to_cache(k_cache, v_cache, k, v, starts, table)
     if not launch:
@@ -346,7 +346,7 @@ def flash_attn_with_kvcache_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
             "scale_log2e": scale * math.log2(math.e), "write_lse": int(return_lse)}
     if isinstance(where, emulator):
         args.update(paged_arguments(config, host_array(table), layout.pages_per_seq, host_array(seqused.contiguous()),
-                                    layout.num_pages))
+                                    layout.num_pages), **cache_arguments(config, k_cache, v_cache, True))
         if config.split_kv:
             launch_split(where, kernel, config, args, out, lse, return_lse, splits)
         else:
@@ -354,7 +354,7 @@ def flash_attn_with_kvcache_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
         return out, lse
     seqused = seqused.contiguous()
     args.update(paged_arguments(config, table.data_ptr(), layout.pages_per_seq, seqused.data_ptr(),
-                                layout.num_pages))
+                                layout.num_pages), **cache_arguments(config, k_cache, v_cache, False))
     if config.split_kv:
         launch_split(where, kernel, config, args, out, lse, return_lse, splits)
         return out, lse

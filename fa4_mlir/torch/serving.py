@@ -18,8 +18,10 @@ import numpy as np
 import torch
 
 from fa4_mlir import knobs, runtime
-from fa4_mlir.configs.attention import AttentionConfig, paged_head_dims, varlen_head_dims
+from fa4_mlir.configs.attention import PAGE_MULTIPLE, AttentionConfig, paged_head_dims, varlen_head_dims
 from fa4_mlir.errors import LaunchError, Unsupported
+from fa4_mlir.kernels.attention import gather_arguments
+from fa4_mlir.torch.tensors import host_array
 
 
 def check_index_tensor(op: str, name: str, t: torch.Tensor, ndim: int, layout: str) -> None:
@@ -32,6 +34,55 @@ def check_index_tensor(op: str, name: str, t: torch.Tensor, ndim: int, layout: s
     if not t.is_contiguous():
         raise LaunchError(f"{op}: {name} must be contiguous, got stride {tuple(t.stride())}; "
                           f"pass {name}.contiguous()")
+
+
+def check_page_size(op: str, what: str, page: int, target: str | None = None) -> None:
+    """A paged cache's page_size (``what``: the shape it is read from): >= 1 (from shapes alone, the fake's
+    check); with ``target``, the target's kernels: sm_90a takes every size (TMA loads pages of multiples of 16
+    keys, the load warp gathers the rest, ``AttentionConfig.page_gather``), sm_100a a power of two >= 16."""
+    if page < 1:
+        raise LaunchError(f"{op}: page_size ({what}) must be >= 1, got {page}")
+    if target is not None and target != "sm_90a" and (page < PAGE_MULTIPLE or page & (page - 1)):
+        raise LaunchError(f"{op}: page_size ({what}) must be a power of two >= {PAGE_MULTIPLE} on {target} (16, 32, "
+                          f"64, ...: its kernel loads pages by TMA only; sm_90a takes every size), got {page}")
+
+
+GATHER_SPAN = 1 << 36  # bytes a gathered cache may span: the load warp's 32-bit offsets count 16-byte pieces
+
+
+def check_gathered_caches(op: str, config: AttentionConfig, k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
+    """The caches of a gathered paged kernel (``config.page_gather``; nothing for a TMA-paged one) each within
+    ``GATHER_SPAN`` (``check_gather_span``): checked before the op writes or launches anything."""
+    if config.page_gather:
+        for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+            check_gather_span(op, name, t.shape, t.stride(), t.element_size())
+
+
+def check_gather_span(op: str, name: str, shape, strides, element_bytes: int) -> None:
+    """A cache the gathered load warp (``AttentionConfig.page_gather``) reads: its elements lie within
+    ``GATHER_SPAN`` bytes of its first (64 GiB; a view of a wider buffer spans what its strides reach)."""
+    span = (sum((n - 1) * abs(s) for n, s in zip(shape, strides)) + 1) * element_bytes
+    if span > GATHER_SPAN:
+        raise LaunchError(f"{op}: {name} must span <= {GATHER_SPAN >> 30} GiB from its first element where its "
+                          f"pages are gathered (page sizes TMA cannot load: 32-bit offsets of 16-byte pieces), got "
+                          f"{span} bytes (shape {tuple(shape)}, strides {tuple(strides)}); pass a page size that is "
+                          f"a multiple of 16, or split the cache")
+
+
+def cache_arguments(config: AttentionConfig, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                    on_emulator: bool) -> dict:
+    """``kernels.attention.gather_arguments`` for the caches (num_pages, page_size, Hk, D) of a gathered paged
+    kernel (``config.page_gather``): device pointers and the tensors' strides, or on the emulator C-contiguous
+    copies of their bits (the kernel only reads them) and their strides; ``{}`` for a TMA-paged kernel. The
+    op checked the caches' spans before (``check_gathered_caches``)."""
+    if not config.page_gather:
+        return {}
+    if on_emulator:
+        arrays = [np.ascontiguousarray(host_array(t)) for t in (k_cache, v_cache)]
+        strides = [tuple(s // a.itemsize for s in a.strides[:3]) for a in arrays]
+        return gather_arguments(config, *arrays, *strides)
+    return gather_arguments(config, k_cache.data_ptr(), v_cache.data_ptr(), k_cache.stride()[:3],
+                            v_cache.stride()[:3])
 
 
 def check_bound(op: str, name: str, value) -> int:

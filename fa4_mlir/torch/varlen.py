@@ -36,12 +36,12 @@ import numpy as np
 import torch
 
 from fa4_mlir import runtime
-from fa4_mlir.configs.attention import MAX_GROUP, PAGE_MULTIPLE, AttentionConfig, varlen_config
+from fa4_mlir.configs.attention import MAX_GROUP, AttentionConfig, varlen_config
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, paged_arguments, varlen_arguments
 from fa4_mlir.torch.emulated import emulator, placement
-from fa4_mlir.torch.serving import (Checked, Kernels, check_bound, check_index_tensor, host_values,
-                                    serving_head_dims)
+from fa4_mlir.torch.serving import (Checked, Kernels, cache_arguments, check_bound, check_gathered_caches,
+                                    check_index_tensor, check_page_size, host_values, serving_head_dims)
 from fa4_mlir.torch.tensors import (DTYPES, check_tma_operand, checked_scale, current_stream, fa4_dtype, host_array,
                                     tma_operand)
 
@@ -120,15 +120,14 @@ def _check_values(cu: np.ndarray, name: str, rows: int, what: str, bound: int, b
                       f"rows: pass the longest length")
 
 
-def _check_pages(table: torch.Tensor, k: torch.Tensor, batch: int) -> tuple[int, int, int]:
-    """(page_size, pages_per_seq, num_pages) of a paged call, with the rules that need no values checked."""
+def _check_pages(table: torch.Tensor, k: torch.Tensor, batch: int, target: str) -> tuple[int, int, int]:
+    """(page_size, pages_per_seq, num_pages) of a paged call on ``target``, with the rules that need no values
+    checked."""
     check_index_tensor(OP, "block_table", table, 2, "(batch, pages_per_seq)")
     if table.shape[0] != batch or table.shape[1] < 1:
         raise LaunchError(f"{OP}: block_table must be (batch={batch}, pages_per_seq >= 1), got {tuple(table.shape)}")
     num_pages, page = k.shape[:2]
-    if page < PAGE_MULTIPLE or page % PAGE_MULTIPLE:
-        raise LaunchError(f"{OP}: page_size (k.shape[1]) must be a multiple of {PAGE_MULTIPLE} (16, 32, 48, 64, ...; a "
-                          f"power of two on sm_100), got {page}")
+    check_page_size(OP, "k.shape[1]", page, target)
     if num_pages < 1:
         raise LaunchError(f"{OP}: k must have >= 1 page, got shape {tuple(k.shape)}")
     return page, table.shape[1], num_pages
@@ -159,7 +158,7 @@ def flash_attn_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_s
         place = f"{target} in the emulator" if isinstance(where, emulator) else "this GPU"
         raise LaunchError(f"{OP}: head_dim must be one of {', '.join(map(str, dims))} on {place}, got {d}")
     batch = _check_metadata(cu_seqlens_q, cu_seqlens_k)
-    page, per_seq, num_pages = _check_pages(block_table, k, batch) if paged else (0, 0, 0)
+    page, per_seq, num_pages = _check_pages(block_table, k, batch, target) if paged else (0, 0, 0)
     max_q, max_k = check_bound(OP, "max_seqlen_q", max_seqlen_q), check_bound(OP, "max_seqlen_k", max_seqlen_k)
     scale = checked_scale(OP, softmax_scale, d)
     if paged and max_k > per_seq * page:
@@ -226,6 +225,7 @@ def _paged(where, config: AttentionConfig, q, k, v, out, lse, return_lse: bool, 
     cu_seqlens_k[b + 1] - cu_seqlens_k[b] first positions in its pages (the kernel's ``seqused_k``)."""
     total_q, h, _ = q.shape
     grid = launch_geometry(config, batch, max_q, h, max_k)
+    check_gathered_caches(OP, config, k, v)
     args = {"q": tma_operand(q.unsqueeze(0), config.dtype), "k": tma_operand(k, config.dtype),
             "v": tma_operand(v, config.dtype), "o": tma_operand(out.unsqueeze(0), config.dtype),
             "seq_q": max_q, "seq_k": max_k, "num_heads": h, **gqa_arguments(config, h, k.shape[2]),
@@ -234,12 +234,14 @@ def _paged(where, config: AttentionConfig, q, k, v, out, lse, return_lse: bool, 
     if isinstance(where, emulator):
         kernel = _kernels.checked(config, where.load("attention", config))
         args.update(varlen_arguments(config, cu_q.numpy(), None, total_q, host_array(out)),
-                    **paged_arguments(config, table.numpy(), table.shape[1], used.numpy(), k.shape[0]))
+                    **paged_arguments(config, table.numpy(), table.shape[1], used.numpy(), k.shape[0]),
+                    **cache_arguments(config, k, v, True))
         where.run(kernel, grid, {**args, "lse": lse.detach().numpy() if return_lse else None})
         return out, lse
     kernel = _kernels.get(where, config)
     args.update(varlen_arguments(config, cu_q.data_ptr(), None, total_q, out.data_ptr()),
-                **paged_arguments(config, table.data_ptr(), table.shape[1], used.data_ptr(), k.shape[0]))
+                **paged_arguments(config, table.data_ptr(), table.shape[1], used.data_ptr(), k.shape[0]),
+                **cache_arguments(config, k, v, False))
     kernel.launch(grid, {**args, "lse": (lse if return_lse else out).data_ptr()}, stream=current_stream(where))
     return out, lse
 

@@ -38,6 +38,10 @@ MLA_TILE_HEADS = (2, 8, 16, 64)  # the op's tile_heads for test_mla_gpu.py's hea
 MLA_SWEEP = ((32, 2), (32, 3), (16, 4), (16, 8))  # (block_n, stages) bench/mla.py --sweep times beside the default
 # test_kvcache_gpu.py's page sizes (PAGE_SIZES; its non-paged caches run as pages of 256: kvcache.CACHE_PAGES)
 KV_PAGE_SIZES = (16, 64, 256, 48)
+# test_kvcache_gpu.py's gathered page sizes (GATHER_PAGE_SIZES: AttentionConfig.page_gather, head dims 64 and 128)
+# and its head dim 256 gathered cases (GATHER_D256: pages of 100, bf16)
+KV_GATHER_PAGE_SIZES = (1, 40, 255)
+KV_GATHER_D256 = (256, 100)
 KV_PACKED_GROUPS = (4, 8)  # test_kvcache_gpu.py's and bench/decode.py's GQA groups (decode: pack_gqa = group)
 FP8_EXP2_SWEEP = (0, 2, 4, 6, 8, 12)  # fp8 exponentials per 32 by polynomial (bench/attention.py --exp2-emulation)
 
@@ -89,6 +93,16 @@ def keys() -> list[ArtifactKey]:
         for cap in (SM90_SHORT_KEYS, max(SM90_SHORT_KEYS + 1, p)) if cap >= p for g in (1, *KV_PACKED_GROUPS)))
     wanted += [ArtifactKey.for_config("attention-combine", CombineConfig(target="sm_90a", dtype=dt, head_dim=d))
                for dt in ("bf16", "fp16") for d in (64, 128)]
+    # the gathered pages (AttentionConfig.page_gather: sizes TMA cannot load), the same calls with and without
+    # split KV; head dim 256: pages of 100, bf16, groups 1 and 4, and its combine kernel
+    gathered = [(dt, d, p) for dt in ("bf16", "fp16") for d in (64, 128) for p in KV_GATHER_PAGE_SIZES]
+    gathered.append(("bf16", *KV_GATHER_D256))
+    wanted += list(dict.fromkeys(
+        ArtifactKey.for_config("attention", paged_config("sm_90a", dt, d, c, g, p, cap, 1, split_kv=s))
+        for dt, d, p in gathered for c in (False, True) for s in (False, True)
+        for cap in (SM90_SHORT_KEYS, SM90_SHORT_KEYS + 1) for g in ((1, *KV_PACKED_GROUPS) if d < 256 else (1, 4))))
+    wanted.append(ArtifactKey.for_config("attention-combine", CombineConfig(target="sm_90a", dtype="bf16",
+                                                                            head_dim=KV_GATHER_D256[0])))
     # test_mla_gpu.py and bench/mla.py: the MLA op's kernels for its heads, both masks, both dtypes
     wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(dtype=dt, causal=c, tile_heads=th))
                for dt in ("bf16", "fp16") for c in (False, True) for th in MLA_TILE_HEADS]

@@ -5,7 +5,8 @@ precision; rows that see no key exactly 0 with LSE +inf); the cache after the ca
 the GPU-only errors (misplaced block table, CUDA graph capture of an unchecked call), a captured decode step,
 and ``torch.compile``.
 
-The cases are drawn fresh each run (the seed is in every failure message): page sizes 16, 48, 64 and 256 and the
+The cases are drawn fresh each run (the seed is in every failure message): page sizes 16, 48, 64 and 256 (and
+in a test of their own the gathered sizes 1, 40 and 255, head dim 256 over pages of 100) and the
 non-paged cache (``NON_PAGED_KEYS`` keys a sequence, viewed as pages of 256), Sq 1..16, cached keys per
 sequence 0..64k (log-uniform), new keys 0..Sq, GQA groups 1, 4 and 8, causal (bottom-right) and not, bf16
 and fp16, head dims 64 and 128, every (dtype, head dim, causal, group) at least once; batches this small split
@@ -29,6 +30,9 @@ PAGE_SIZES = (16, 64, 256, 48, 0)  # 0: not paged; 48: a page that is not a powe
 NON_PAGED_KEYS = 8192  # the non-paged cases' Sk_max: pages of 256 (kvcache.CACHE_PAGES)
 MAX_CACHED = 65536 - 16  # cached keys a paged sequence holds at most before the append (<= 16 new keys)
 EXTRA_CASES = 20  # random cases beyond one per (dtype, head dim, causal, group): 24 + 20 = 44
+GATHER_PAGE_SIZES = (1, 40, 255)  # pages TMA cannot load: gathered (build_artifacts.KV_GATHER_PAGE_SIZES)
+GATHER_D256 = (256, 100)  # head dim 256's gathered cases: pages of 100 (build_artifacts.KV_GATHER_D256)
+GATHER_CACHED = 16384  # cached keys a sequence of the gathered cases holds at most (pages of 1: 16k entries)
 
 
 def _cached(rng, b: int, most: int) -> list[int]:
@@ -36,12 +40,12 @@ def _cached(rng, b: int, most: int) -> list[int]:
     return [0 if rng.random() < 0.125 else int(min(most, math.exp(rng.uniform(0, math.log(most))))) for _ in range(b)]
 
 
-def _case(torch, rng, gen, dtype, d: int, group: int, page_size: int):
+def _case(torch, rng, gen, dtype, d: int, group: int, page_size: int, most: int = MAX_CACHED):
     """A random decode batch: q, the caches, the block table (None: not paged), cache_seqlens, k, v (None: no
-    append), and the keys each sequence holds after the append."""
+    append), and the keys each sequence holds after the append (``most`` cached keys at most, paged)."""
     b, sq, hk = int(rng.integers(1, 5)), int(rng.integers(1, 17)), int(rng.integers(1, 3))
     new = int(rng.integers(0, sq + 1)) if rng.random() < 0.6 else 0
-    cached = _cached(rng, b, (MAX_CACHED if page_size else NON_PAGED_KEYS - 16))
+    cached = _cached(rng, b, (most if page_size else NON_PAGED_KEYS - 16))
     used = [n + new for n in cached]
     randn = lambda *shape: torch.randn(*shape, generator=gen, device="cuda").to(dtype)  # noqa: E731
     if page_size:
@@ -148,6 +152,41 @@ def test_split_kv_decode_matches_float64(torch_gpu):
         _poisoned_allocator(torch, q.numel(), dtype)
         out, lse = flash_attn_with_kvcache(q, k_cache, v_cache, k, v, seqlens, table, softmax_scale=scale,
                                            causal=causal, return_softmax_lse=True, num_splits=splits)
+        keys, values = _gathered(torch, k_cache, table, used), _gathered(torch, v_cache, table, used)
+        _check(torch, out.flatten(0, 1), lse.transpose(0, 1).flatten(1), q.flatten(0, 1), keys, values,
+               [j * sq for j in range(b + 1)], [0, *itertools.accumulate(used)], causal, scale, what)
+
+
+def test_gathered_page_sizes_match_float64(torch_gpu):
+    """Pages TMA cannot load (``AttentionConfig.page_gather``: the load warp gathers rows with cp.async): sizes
+    ``GATHER_PAGE_SIZES`` over every (dtype, head dim 64/128, causal, group), head dim 256 over pages of 100
+    (bf16, groups 1 and 4), up to ``GATHER_CACHED`` cached keys (a page of one key is a table entry a key); the
+    op's split choice, and forced splits 2 and 5 on every fourth case. Against float64 as above."""
+    from fa4_mlir.torch import flash_attn_with_kvcache
+
+    torch = torch_gpu
+    seed = int(np.random.default_rng().integers(1 << 31))
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    combos = [(dt, d, c, g, GATHER_PAGE_SIZES[i % len(GATHER_PAGE_SIZES)]) for i, (dt, d, c, g) in enumerate(
+        itertools.product(("bf16", "fp16"), HEAD_DIMS, (False, True), GROUPS))]
+    combos += [("bf16", GATHER_D256[0], c, g, GATHER_D256[1]) for c in (False, True) for g in (1, 4)]
+    for i, (dtype_name, d, causal, group, page_size) in enumerate(combos):
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
+        q, k_cache, v_cache, table, cached, k, v, used = _case(torch, rng, gen, dtype, d, group, page_size,
+                                                               GATHER_CACHED)
+        b, sq, h, _ = q.shape
+        splits = (0, 2, 0, 5)[i % 4]
+        seqlens = torch.tensor(cached, dtype=torch.int32, device="cuda")
+        scale = float(rng.uniform(0.02, 0.3))
+        what = (f"seed {seed} case {i}: {dtype_name} d{d} H{h}/{k_cache.shape[2]} causal={causal} page_size "
+                f"{page_size} Sq {sq} cached {cached} new {0 if k is None else k.shape[1]} num_splits {splits}")
+        want_k = k_cache if k is None else _appended(k_cache, k, cached, table)
+        want_v = v_cache if v is None else _appended(v_cache, v, cached, table)
+        _poisoned_allocator(torch, q.numel(), dtype)
+        out, lse = flash_attn_with_kvcache(q, k_cache, v_cache, k, v, seqlens, table, softmax_scale=scale,
+                                           causal=causal, return_softmax_lse=True, num_splits=splits)
+        assert torch.equal(k_cache, want_k) and torch.equal(v_cache, want_v), f"{what}: the cache after the append"
         keys, values = _gathered(torch, k_cache, table, used), _gathered(torch, v_cache, table, used)
         _check(torch, out.flatten(0, 1), lse.transpose(0, 1).flatten(1), q.flatten(0, 1), keys, values,
                [j * sq for j in range(b + 1)], [0, *itertools.accumulate(used)], causal, scale, what)

@@ -126,15 +126,20 @@ def test_paged_kernel_is_right_in_the_emulator(case):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(page_size=8),
-     r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16 \(TMA .*, got 8"),
+    (dict(page_size=8), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16 on sm_100a "
+                        r"\(TMA loads a K/V tile in chunks of gcd\(keys a tile, page_size\) rows, whole 16-row "
+                        r"multiples, each inside one page\), got 8"),
     (dict(page_size=40), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16 .*, got 40"),
-    (dict(page_size=48), r"AttentionConfig.page_size must be a power of two at head dims 192 and 256 on sm_90a and "
-                         r"on sm_100a \(16, 32, 64, 128, 256, ...: other sizes' chunk arithmetic spills the load "
-                         r"warp's registers there; sm_90a takes every multiple of 16 at head dims 64-128\), got 48"),
+    (dict(page_size=1), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16 .*, got 1"),
+    (dict(page_size=48), r"AttentionConfig.page_size must be a power of two on sm_100a \(16, 32, 64, 128, 256, ...: "
+                         r"other sizes' chunk arithmetic spills the load warp's registers there; sm_90a takes every "
+                         r"size >= 1\), got 48"),
     (dict(page_size=-16), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16"),
     (dict(page_size=16.0), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16"),
     (dict(page_size=True), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16"),
+    (dict(page_size=16, num_q=1, head_dim=64),
+     r"AttentionConfig.page_size must be >= 32 with num_q 1 at head dim 64 on sm_100a \(pages of 16 keys take 12 "
+     r"chunks a tile there, and the load warp spills\), got 16"),
     (dict(page_size=16, dtype="fp8_e4m3"), r"AttentionConfig.page_size must be 0 with fp8_e4m3, persistent, or "
                                            r"head dim 256/512 on sm_100a"),
     (dict(page_size=16, head_dim=256), r"AttentionConfig.page_size must be 0 with fp8_e4m3"),

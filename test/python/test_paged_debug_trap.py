@@ -17,18 +17,19 @@ from fa4_mlir.tools.fa4_emu import launch_paged_attention
 DEBUG_MS = 100
 
 
-@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
-def test_an_out_of_range_page_traps_naming_sequence_and_page(target):
-    config = AttentionConfig(target=target, head_dim=64, page_size=16)
+@pytest.mark.parametrize("target, page, bad", [("sm_90a", 16, 2), ("sm_100a", 16, 2), ("sm_90a", 24, 1)])
+def test_an_out_of_range_page_traps_naming_sequence_and_page(target, page, bad):
+    """Pages of 24 keys on sm_90a: the gathered load warp (``page_gather``) reads the entries per lane."""
+    config = AttentionConfig(target=target, head_dim=64, page_size=page)
     rng = np.random.default_rng(5)
-    k_cache, v_cache, table, used = paged_batch(rng, [20, 40], 16, 2, 64, "bf16")
-    table[1, 2] = k_cache.shape[0] + 3  # sequence 1's third page: past the cache's pages
+    k_cache, v_cache, table, used = paged_batch(rng, [20, 40], page, 2, 64, "bf16")
+    table[1, bad] = k_cache.shape[0] + 3  # sequence 1's last page: past the cache's pages
     q = reference.random_bits(rng, (2, 3, 2, 64), "bf16", 1.0)
     o = np.zeros(q.shape, np.uint16)
     kernel = runtime.load("attention", config, device="emulator", debug=DEBUG_MS)
     with pytest.raises(emu.Trap) as trap:
         launch_paged_attention(kernel, config, q, k_cache, v_cache, o, None, 0.125, table, used)
-    want = (f"fa4 debug: block_table entry out of range: sequence 1, page 2, entry {k_cache.shape[0] + 3} "
+    want = (f"fa4 debug: block_table entry out of range: sequence 1, page {bad}, entry {k_cache.shape[0] + 3} "
             f"(num_pages {k_cache.shape[0]})\n")
     assert want in trap.value.output
     release = compile_kernel(attention.build(config), stop="cubin", verify_protocol=False).ptx

@@ -39,6 +39,15 @@ COMPILED = [
     dict(head_dim=256, causal=True, page_size=256, group=4, capacity=4096),
     dict(head_dim=256, causal=True, page_size=64, group=1, capacity=4096),
     dict(head_dim=128, causal=True, page_size=48, group=8, capacity=4096),  # a page that is not a power of two
+    # pages TMA cannot load, gathered by the load warp (``page_gather``)
+    dict(head_dim=64, causal=False, page_size=1, group=4, capacity=4096),
+    dict(head_dim=128, causal=True, page_size=40, group=1, capacity=4000),
+    dict(head_dim=256, causal=False, page_size=100, group=4, capacity=4000),
+    dict(head_dim=256, causal=True, page_size=100, group=1, capacity=4000),
+    # known: causal pack_gqa 4 at head dim 256 spills 8 stores / 44 loads (ptxas 13.0, the 56-register load warp)
+    pytest.param(dict(head_dim=256, causal=True, page_size=100, group=4, capacity=4000),
+                 marks=pytest.mark.xfail(strict=True, reason="gathered split d256 causal pack 4: 8/44 spills")),
+    dict(head_dim=192, causal=False, page_size=24, group=1, capacity=4800),
 ]
 
 
@@ -88,6 +97,11 @@ EMULATED = [
     ("fp16", 192, False, 256, 4, 1, [900, 1, 450], 2, 2),
     ("bf16", 128, True, 256, 8, 1, [513, 1, 1025, 0], 13, 2),  # B 4; Sq 13 x 8 = 104 rows; a page spans tiles
     ("fp16", 128, True, 64, 1, 1, [10, 600], 16, 3),  # Sq 16 > 10 keys: causal rows that see no key
+    # gathered pages (``page_gather``): a range's keys gathered from its first key on, clamped to its end
+    ("bf16", 128, True, 40, 4, 1, [0, 300, 700], 2, 3),  # pack 4; ranges of 256 over pages of 40
+    ("bf16", 64, False, 1, 1, 2, [700, 64, 129], 7, 3),  # pages of one key
+    ("fp16", 256, True, 100, 8, 1, [800, 3], 1, 3),  # pack 8 at d256; causal decode
+    ("bf16", 192, False, 24, 1, 1, [250, 700], 9, 5),
 ]
 
 

@@ -93,11 +93,8 @@ SHAPE_ERRORS = [
      r"flash_attn_with_kvcache: block_table must be contiguous, got stride \(1, 2\); pass block_table.contiguous\(\)"),
     ({"block_table": _i32(3, 1, 4).view(1, 3)},
      r"flash_attn_with_kvcache: block_table must be \(batch=2, pages_per_seq >= 1\), got \(1, 3\)"),
-    ({"k_cache": _z(12, 8, 2, 64), "v_cache": _z(12, 8, 2, 64)},
-     r"flash_attn_with_kvcache: page_size \(k_cache.shape\[1\]\) must be a multiple of 16 \(16, 32, 48, 64, ...; a "
-     r"power of two on sm_100\), got 8"),
-    ({"k_cache": _z(12, 40, 2, 64), "v_cache": _z(12, 40, 2, 64)},
-     r"flash_attn_with_kvcache: page_size \(k_cache.shape\[1\]\) must be a multiple of 16 .*, got 40"),
+    ({"k_cache": _z(12, 0, 2, 64), "v_cache": _z(12, 0, 2, 64)},
+     r"flash_attn_with_kvcache: page_size \(k_cache.shape\[1\]\) must be >= 1, got 0"),
     ({"k_cache": _z(2, 40, 2, 64), "v_cache": _z(2, 40, 2, 64), "block_table": None},
      r"flash_attn_with_kvcache: k_cache's seqlen and batch stride \(in rows\) must be multiples of 16 without a "
      r"block_table \(the cache runs as pages of up to 256 keys\), got seqlen 40, strides \(5120, 128, 64, 1\); pad "
@@ -182,16 +179,31 @@ def test_head_dims_are_the_paged_kernels_of_the_target(target, d, dims):
         _call(args, target)
 
 
-def test_a_page_size_that_spills_at_the_head_dim_is_refused_before_the_cache_is_written():
-    """Pages of 16 at head dim 192 on sm_90 (20 TMA loads a tile: the load warp spills) are refused by the
-    config's rule, before any append or launch (``_call`` checks both)."""
-    from fa4_mlir.errors import ConfigError
+@pytest.mark.parametrize("page", [8, 40, 48, 1])
+def test_sm100_page_sizes_are_powers_of_two_from_16_refused_before_the_cache_is_written(page):
+    """sm_100 loads pages by TMA only: a page of 8, 40, 48 or 1 keys is refused, before any append or launch
+    (``_call`` checks both); sm_90 gathers them (``AttentionConfig.page_gather``)."""
+    args = _args(k_cache=_z(12, page, 2, 64), v_cache=_z(12, page, 2, 64),
+                 block_table=_i32(*range(12)).view(2, 6), cache_seqlens=_i32(1, 2))
+    with pytest.raises(LaunchError, match=rf"flash_attn_with_kvcache: page_size \(k_cache.shape\[1\]\) must be a "
+                                          rf"power of two >= 16 on sm_100a \(16, 32, 64, ...: its kernel loads pages "
+                                          rf"by TMA only; sm_90a takes every size\), got {page}"):
+        _call(args, "sm_100a")
 
-    args = _args(q=_z(2, 3, 4, 192), k_cache=_z(6, 16, 2, 192), v_cache=_z(6, 16, 2, 192), k=_z(2, 4, 2, 192),
-                 v=_z(2, 4, 2, 192))
-    with pytest.raises(ConfigError, match=r"AttentionConfig.page_size must be >= 32 at head dims 192 and 256 on "
-                                          r"sm_90a .*, got 16"):
-        _call(args)
+
+def test_a_gathered_cache_must_span_at_most_64_gib():
+    """The gathered load warp (``AttentionConfig.page_gather``) addresses a cache with 32-bit offsets of 16-byte
+    pieces: a cache (or the view of a wider buffer) whose elements reach past 64 GiB is refused."""
+    from fa4_mlir.torch.serving import check_gather_span
+
+    check_gather_span(kvcache.OP, "k_cache", (1 << 20, 1, 16, 128), (2048, 2048, 128, 1), 2)  # 4 GiB
+    check_gather_span(kvcache.OP, "k_cache", (2, 1, 1, 8), ((1 << 35) - 8, 8, 8, 1), 2)  # 64 GiB exactly
+    with pytest.raises(LaunchError, match=r"flash_attn_with_kvcache: k_cache must span <= 64 GiB from its first "
+                                          r"element where its pages are gathered \(page sizes TMA cannot load: "
+                                          r"32-bit offsets of 16-byte pieces\), got 68719476752 bytes \(shape \(2, 1, "
+                                          r"1, 8\), strides \(34359738368, 8, 8, 1\)\); pass a page size that is a "
+                                          r"multiple of 16, or split the cache"):
+        check_gather_span(kvcache.OP, "k_cache", (2, 1, 1, 8), (1 << 35, 8, 8, 1), 2)
 
 
 def test_cpu_tensors_without_the_emulator_are_an_error():
@@ -399,6 +411,8 @@ CASES = [
     ("sm_90a", "bf16", 64, 4, 1, True, 3, 16, (5, 0, 40), 2),
     ("sm_90a", "fp16", 128, 2, 2, False, 1, 0, (64, 17), 0),
     ("sm_90a", "bf16", 128, 16, 2, True, 1, 64, (100, 0, 63), 1),  # decode, pack_gqa 8: a CTA per K/V head
+    ("sm_90a", "bf16", 128, 8, 1, True, 1, 40, (100, 0, 63), 1),  # pages of 40, gathered; pack_gqa 8
+    ("sm_90a", "fp16", 64, 2, 2, False, 5, 1, (30, 7), 3),  # pages of 1 key, gathered; a prefill chunk of 5
     ("sm_100a", "bf16", 64, 2, 2, True, 4, 64, (70, 1), 0),
     ("sm_100a", "fp16", 128, 4, 2, False, 2, 0, (20, 0), 5),
 ]
@@ -442,6 +456,8 @@ def test_the_op_in_the_emulator_matches_float64(target, dtype, d, h, hk, causal,
 SPLIT_CASES = [
     ("sm_90a", "bf16", 128, 8, 1, True, 1, 48, (300, 0, 130), 1, 3),  # pack_gqa 8; an empty sequence; pages of 48
     ("sm_90a", "fp16", 64, 2, 2, False, 3, 16, (200, 90), 2, 5),
+    ("sm_90a", "bf16", 192, 4, 2, False, 2, 24, (300, 33), 1, 3),  # pages of 24 at d192: gathered
+    ("sm_90a", "fp16", 128, 4, 1, True, 1, 8, (250, 0, 70), 0, 2),  # pages of 8, pack_gqa 4: gathered
     ("sm_100a", "bf16", 64, 2, 1, True, 2, 64, (260, 40), 0, 3),
     ("sm_100a", "fp16", 128, 2, 2, False, 1, 0, (190, 0), 1, 2),
 ]

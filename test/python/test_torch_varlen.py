@@ -128,9 +128,8 @@ PAGED_ERRORS = [
      r"flash_attn_varlen: block_table must be \(batch=2, pages_per_seq >= 1\), got \(3, 2\)"),
     ({"block_table": torch.tensor([[2, -1], [0, 3]])},
      r"flash_attn_varlen: block_table dtype must be torch.int32, got torch.int64"),
-    ({"k": torch.zeros(4, 24, 2, 64, dtype=torch.bfloat16), "v": torch.zeros(4, 24, 2, 64, dtype=torch.bfloat16)},
-     r"flash_attn_varlen: page_size \(k.shape\[1\]\) must be a multiple of 16 \(16, 32, 48, 64, ...; a power of "
-     r"two on sm_100\), got 24"),
+    ({"k": torch.zeros(4, 0, 2, 64, dtype=torch.bfloat16), "v": torch.zeros(4, 0, 2, 64, dtype=torch.bfloat16)},
+     r"flash_attn_varlen: page_size \(k.shape\[1\]\) must be >= 1, got 0"),
     ({"max_seqlen_k": 33}, r"flash_attn_varlen: max_seqlen_k must be <= a sequence's capacity with a block_table "
                            r"\(pages_per_seq 2 x page_size 16 = 32\), got 33"),
     ({"cu_seqlens_k": _cu(0, 20, 27), "max_seqlen_k": 20},
@@ -148,6 +147,16 @@ PAGED_ERRORS = [
 def test_every_bad_paged_argument_is_refused_before_a_launch(change, message):
     with pytest.raises(LaunchError, match=message):
         _call(_paged_args(**change))
+
+
+@pytest.mark.parametrize("page", [24, 8, 48])
+def test_sm100_pages_are_powers_of_two_from_16(page):
+    """sm_100 loads pages by TMA only; sm_90 gathers the other sizes (``AttentionConfig.page_gather``)."""
+    z = lambda *s: torch.zeros(*s, dtype=torch.bfloat16)  # noqa: E731
+    with pytest.raises(LaunchError, match=rf"flash_attn_varlen: page_size \(k.shape\[1\]\) must be a power of two "
+                                          rf">= 16 on sm_100a \(16, 32, 64, ...: its kernel loads pages by TMA only; "
+                                          rf"sm_90a takes every size\), got {page}"):
+        _call(_paged_args(k=z(4, page, 2, 64), v=z(4, page, 2, 64)), "sm_100a")
 
 
 @pytest.mark.parametrize("change, message", METADATA_ERRORS + SHAPE_ERRORS)
@@ -318,6 +327,8 @@ def test_the_op_in_the_emulator_matches_float64(target, dtype, d, h, hk, causal,
 PAGED_CASES = [
     ("sm_90a", "bf16", 64, 2, 1, True, (5, 0, 70, 17), (40, 3, 0, 150), 16),
     ("sm_90a", "fp16", 128, 4, 2, False, (33, 9), (100, 1), 64),
+    ("sm_90a", "bf16", 128, 4, 1, True, (20, 1, 0), (70, 9, 30), 24),  # pages of 24: gathered (page_gather)
+    ("sm_90a", "fp16", 256, 2, 2, False, (7, 40), (0, 201), 1),  # pages of 1 key, head dim 256: gathered
     ("sm_100a", "bf16", 64, 2, 2, True, (60, 9, 0), (60, 20, 5), 64),
     ("sm_100a", "fp16", 128, 2, 2, False, (3, 40), (0, 150), 16),
 ]

@@ -148,6 +148,23 @@ def paged_arguments(config: AttentionConfig, block_table, pages_per_seq: int, se
             "num_pages": num_pages}
 
 
+GATHER_PIECE = 8  # 16-bit elements of the gathered load warp's 16-byte copies: the unit of its cache strides
+
+
+def gather_arguments(config: AttentionConfig, k_cache, v_cache, k_strides, v_strides) -> dict:
+    """The gathered paged kernel's (``config.page_gather``) K and V caches (device pointers, or C-contiguous NumPy
+    arrays on the emulator, which places an array behind a pointer contiguously) and their (page, row, head)
+    strides in elements (``k_strides``, ``v_strides``); ``{}`` for other kernels, whose k and v are tensor maps.
+    The launch's other arguments are the TMA-paged kernel's. The kernel takes the strides in 16-byte pieces (8
+    elements; a dimension of size 1 may have any stride, its index is always 0)."""
+    if not config.page_gather:
+        return {}
+    out = {"k": k_cache, "v": v_cache}
+    for t, strides in (("k", k_strides), ("v", v_strides)):
+        out.update({f"{t}_{dim}_stride": int(s) // GATHER_PIECE for dim, s in zip(("page", "row", "head"), strides)})
+    return out
+
+
 def gqa_arguments(config: AttentionConfig, heads: int, kv_heads: int) -> dict[str, int]:
     """The launch's GQA argument for ``heads`` query heads over ``kv_heads`` K/V heads: ``{"group": heads
     // kv_heads}`` where the kernel takes the group at launch (sm_90a, ``config.runtime_group``), else ``{}``

@@ -15,7 +15,7 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
            scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False,
            v_box: TensorMapSpec | None = None, runtime_group: bool = False,
            persistent: bool = False, varlen: bool = False, paged: bool = False,
-           split_kv: bool = False) -> tuple[Param, ...]:
+           split_kv: bool = False, gather: bool = False) -> tuple[Param, ...]:
     """The kernel's parameters, in the order of its signature, with the target's TMA boxes. fp8
     kernels add ``v_scale`` (tensor-wise Q and K scales are folded into ``scale_log2e`` by the host);
     with per-token scales (``scale_boxes``: the q_scale and k_scale boxes) also the two scale maps.
@@ -28,8 +28,10 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
     ``cu_seqlens_q``, ``cu_seqlens_k``, ``total_q`` and ``o_rows`` follow the other parameters. ``paged``: K and V
     are a paged cache (``kv_box`` holds one chunk of a page), and ``block_table``, ``pages_per_seq``, ``seqused_k``
     and ``num_pages`` come last (with ``varlen``, ``cu_seqlens_k`` is left out: ``seqused_k`` gives the keys).
-    ``split_kv`` (paged, dense Q): ``o`` and ``lse`` are pointers to the fp32 partials of each key range, and
-    ``num_splits`` and ``split_keys`` end the list (``fa4_mlir.kernels.attention.splitkv``)."""
+    ``gather`` (paged, sm_90a ``AttentionConfig.page_gather``): ``k`` and ``v`` are pointers to the caches, whose
+    strides in elements follow the paged parameters (``k_page_stride`` .. ``v_head_stride``: the load warp
+    gathers each key's row). ``split_kv`` (paged, dense Q): ``o`` and ``lse`` are pointers to the fp32 partials of
+    each key range, and ``num_splits`` and ``split_keys`` end the list (``fa4_mlir.kernels.attention.splitkv``)."""
     fp8_params = (Param("v_scale", "f32", "V's dequantization scale (tensor-wise): O is multiplied by it"),) \
         if fp8 or scale_boxes else ()
     token_params = () if scale_boxes is None else (
@@ -42,7 +44,7 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
                           "K/V head h / group"),) if runtime_group else ()
     group_params += (Param("batch", "i32", "batch size B (the persistent tile walk's)"),) if persistent else ()
     if varlen or paged:
-        return _serving(params(q_box, kv_box, o_box, runtime_group=runtime_group), varlen, paged, split_kv)
+        return _serving(params(q_box, kv_box, o_box, runtime_group=runtime_group), varlen, paged, split_kv, gather)
     return (
         Param("q", "tensormap", "Q[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
         Param("k", "tensormap", "K[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
@@ -92,6 +94,18 @@ _PAGED_PARAMS = (
 )
 
 
+_GATHER_CACHES = {
+    "k": Param("k", "ptr", "the K cache [num_pages, page_size, H / group, D] (its strides: k_page_stride, "
+               "k_row_stride, k_head_stride; unit innermost stride)"),
+    "v": Param("v", "ptr", "the V cache [num_pages, page_size, H / group, D] (its strides: v_page_stride, "
+               "v_row_stride, v_head_stride; unit innermost stride)"),
+}
+_GATHER_PARAMS = tuple(
+    Param(f"{t}_{dim}_stride", "i32", f"16-byte pieces from one {dim} of the {t.upper()} cache to the next (its "
+          f"stride in elements / 8; the load warp addresses pieces with 32-bit offsets: the cache spans < 64 GiB)")
+    for t in ("k", "v") for dim in ("page", "row", "head"))
+
+
 _SPLIT_OUTPUTS = {
     "o": Param("o", "ptr", "O partials [B, Sq, H, num_splits, D] fp32: each row normalised over its range's keys "
                "(0 where the row sees none)"),
@@ -107,22 +121,27 @@ _SPLIT_PARAMS = (
 )
 
 
-def _serving(dense: tuple[Param, ...], varlen: bool, paged: bool, split_kv: bool = False) -> tuple[Param, ...]:
+def _serving(dense: tuple[Param, ...], varlen: bool, paged: bool, split_kv: bool = False,
+             gather: bool = False) -> tuple[Param, ...]:
     """The dense parameters with the packed and/or paged kernel's docs, then their added parameters; with
-    ``split_kv`` O and the LSE become the ranges' fp32 partials."""
+    ``split_kv`` O and the LSE become the ranges' fp32 partials; with ``gather`` K and V pointers and their
+    strides."""
     docs = {**(_VARLEN_DOCS if varlen else {}), **(_PAGED_DOCS if paged else {})}
     added = tuple(p for p in _VARLEN_PARAMS if not (paged and p.name == "cu_seqlens_k")) if varlen else ()
     out = tuple(dataclasses.replace(p, doc=docs.get(p.name, p.doc)) for p in dense)
     if split_kv:
         out = tuple(_SPLIT_OUTPUTS.get(p.name, p) for p in out)
-    return out + added + (_PAGED_PARAMS if paged else ()) + (_SPLIT_PARAMS if split_kv else ())
+    if gather:
+        out = tuple(_GATHER_CACHES.get(p.name, p) for p in out)
+    return (out + added + (_PAGED_PARAMS if paged else ()) + (_GATHER_PARAMS if gather else ())
+            + (_SPLIT_PARAMS if split_kv else ()))
 
 
 def declare(kernel, q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
             scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False,
             v_box: TensorMapSpec | None = None, runtime_group: bool = False, persistent: bool = False,
-            varlen: bool = False, paged: bool = False, split_kv: bool = False) -> None:
+            varlen: bool = False, paged: bool = False, split_kv: bool = False, gather: bool = False) -> None:
     """Declare the parameters on a ``fa4_mlir.dsl.Kernel`` (the same names, kinds, docs and boxes as
     ``params``): the kernel function's signature and the manifest's ABI come from this one list."""
     kernel.declare_params(params(q_box, kv_box, o_box, scale_boxes, fp8, v_box, runtime_group, persistent, varlen,
-                                  paged, split_kv))
+                                  paged, split_kv, gather))

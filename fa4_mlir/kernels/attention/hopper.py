@@ -72,6 +72,10 @@ k/v maps), the page index clamped to the sequence's last page (a chunk past its 
 bytes; those keys are masked). Sk_b = seqused_k[b]; Q is dense (B, Sq, H, D), every sequence Sq rows: O
 TMA-stored as the dense kernel's, LSE (B, H, Sq); or packed (``varlen``: cu_seqlens_q, O and LSE as
 above). The rest is the packed kernel's (``hopper_varlen``: bottom-right causal, rows that see no key).
+Pages TMA cannot load (``AttentionConfig.page_gather``: not a multiple of 16 keys, and at head dims 192/256
+the sizes whose chunks spilled) are gathered instead: the whole load warp copies each K/V row with cp.async
+into the layout TMA writes (``hopper_gather``; K and V are pointers with their strides, the full barriers
+count the warp's 32 lanes), the elected lane still TMA-loading Q.
 
 Packed GQA heads (``AttentionConfig.pack_gqa`` = G, paged with dense Q: decoding): CTA (x, y, z) takes the G
 query heads kvh * G .. of K/V head kvh = y, each warpgroup's 64 rows 64 / G positions x G heads (row r:
@@ -142,7 +146,7 @@ def build(config: AttentionConfig) -> KernelSource:
         # paged: a K/V TMA load takes one chunk of a page (``hopper_paged``)
         kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, config.page_chunk or t.bn, 1), "128B")
         declare(k, q_box, kv_box, o_box, runtime_group=True, persistent=t.persistent, varlen=config.varlen,
-                paged=bool(config.page_size), split_kv=config.split_kv)
+                paged=bool(config.page_size), split_kv=config.split_kv, gather=config.page_gather)
     consumer, sequence = Consumer, None  # the dense kernel's tile is the prologue's
     if config.serving:  # packed sequences or a paged cache: each role reads its sequence's tile; the
         # consumers are varlen's
@@ -163,8 +167,14 @@ def build(config: AttentionConfig) -> KernelSource:
         with k.role("load", warps=[4 * n], registers=load_registers):
             if sequence:
                 sequence(g)
-            with _only(k, g.work), k.elect_one():
-                _load(dsl, k, g)
+            if config.page_gather:  # Q by the elected lane, K/V gathered by the whole warp
+                from fa4_mlir.kernels.attention.hopper_gather import load
+
+                with _only(k, g.work):
+                    load(k, g, _load_q)
+            else:
+                with _only(k, g.work), k.elect_one():
+                    _load(dsl, k, g)
     grid = "(min(ceil(Sq / {bm}) * H * B, resident CTAs), 1, 1)" if t.persistent else "(ceil(Sq / {bm}), H, B)"
     extra = {"persistent": True} if t.persistent else {}
     if config.pack_gqa:  # a CTA: cta_positions positions of the pack_gqa heads of K/V head ctaid.y; the group
