@@ -2,7 +2,8 @@
 nested (jagged) tensors, in one run.
 
     FA4_CACHE_DIR=.fa4-cache python bench/varlen.py [--head-dims 64,128] [--causal both|yes|no]
-        [--equal 1024,4096] [--ragged 4096] [--tokens 16384] [--repeats 200] [--dtype bf16|fp16] [--json out.json]
+        [--equal 1024,4096] [--ragged 4096] [--skewed 8192] [--tokens 16384] [--repeats 200] [--dtype bf16|fp16]
+        [--json out.json]
 
 Two row sets, H * D = 2048 (FA3's shapes), about ``--tokens`` query tokens a batch:
 
@@ -13,6 +14,8 @@ Two row sets, H * D = 2048 (FA3's shapes), about ``--tokens`` query tokens a bat
   Sq = Sk per sequence. ``fa4-mlir`` against ``padded`` (our dense kernel on the batch padded to the longest
   sequence: what a user without varlen runs), FlashAttention-4's ``flash_attn_varlen_func`` (when
   ``flash_attn.cute`` is installed) and SDPA on nested jagged tensors (torch picks its flash varlen kernel).
+* ``skewed``: one sequence of ``--skewed`` tokens, then short ones uniform in 1..256 (seeded) up to ``tokens``:
+  sequences of very different lengths, where the tile schedule decides the tail. Peers as ``ragged``.
 
 TFLOP/s count the work of the visible pairs only: 4 * H * D * sum over sequences of the (query, key) pairs a
 row sees (Sq * Sk; causal, bottom-right: sum_i min(Sk, max(0, i + 1 + Sk - Sq))), so the padded batch's
@@ -105,6 +108,14 @@ def ragged_lengths(longest: int, tokens: int, seed: int) -> list[int]:
     return out
 
 
+def skewed_lengths(longest: int, tokens: int, seed: int) -> list[int]:
+    """One sequence of ``longest`` tokens, then lengths uniform in 1..256 up to ``tokens`` (the last one cut)."""
+    rng, out = random.Random(seed), [min(longest, tokens)]
+    while sum(out) < tokens:
+        out.append(min(rng.randint(1, 256), tokens - sum(out)))
+    return out
+
+
 def print_rows(rows: list[dict]) -> None:
     names = sorted({n for r in rows for n in r["tflops"] if n != "fa4-mlir"})
     print("| set | D | causal | B | longest | fa4-mlir TF/s | " + " | ".join(f"{n} TF/s | ratio" for n in names) + " |")
@@ -122,6 +133,7 @@ def main() -> int:
     parser.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     parser.add_argument("--equal", default="1024,4096", help="equal-length rows: sequence lengths, comma-separated")
     parser.add_argument("--ragged", default="4096", help="ragged rows: longest lengths, comma-separated")
+    parser.add_argument("--skewed", default="8192", help="skewed rows: the long sequence's lengths, comma-separated")
     parser.add_argument("--tokens", type=int, default=16384)
     parser.add_argument("--repeats", type=int, default=200, help="ms of timed runs per case (do_bench rep)")
     parser.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
@@ -136,6 +148,8 @@ def main() -> int:
     sets = [("equal", [s] * (args.tokens // s)) for s in map(int, filter(None, args.equal.split(",")))]
     sets += [("ragged", ragged_lengths(n, args.tokens, args.seed))
              for n in map(int, filter(None, args.ragged.split(",")))]
+    sets += [("skewed", skewed_lengths(n, args.tokens, args.seed))
+             for n in map(int, filter(None, args.skewed.split(",")))]
     rows = [measure(lengths, d, c, args.repeats, dtype, kind) for kind, lengths in sets for d in head_dims
             for c in masks]
     print_rows(rows)

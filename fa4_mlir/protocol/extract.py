@@ -21,6 +21,7 @@ from fa4_mlir.protocol import semantics
 from fa4_mlir.protocol.model import (WARP, BarrierArray, Event, Kernel, Process, Site, Threads, Unverifiable)
 from fa4_mlir.protocol.solve import (GRID_LEAVES, Bindings, Infeasible, describe, evaluable, leaves,
                                      substitute, trip_count)
+from fa4_mlir.protocol.uniformity import captures, region_results
 from fa4_mlir.protocol.values import Sym, is_int, opaque, uniform
 
 PROTOCOL_OPS = ("fa4.mbarrier_init", "fa4.mbarrier_arrive", "fa4.mbarrier_arrive_expect_tx",
@@ -248,6 +249,8 @@ def mark_dead(mirror: Mirror) -> None:
             if id(d[1]) not in alive:
                 alive.add(id(d[1]))
                 work.extend(d[1].operands)
+                if d[1].regions:  # a region the interpreter does not enter: what it reads from outside
+                    work.extend(captures(d[1]))
             continue
         n, i = d[1], d[2]
         for y in yields.get(id(n), ()):
@@ -400,8 +403,8 @@ class _Run:
                 continue
             if n.name in ("scf.yield", "gpu.yield"):
                 return [self.get(v) for v in n.operands]
-            if n.regions and not n.relevant:
-                self.set(n, [opaque(*[self.get(v) for v in n.operands])] * len(n.results))
+            if n.regions and not n.relevant:  # the same in every thread, or not: ``uniformity``
+                self.set(n, region_results(self, n))
                 continue
             handler = _HANDLERS.get(n.name)
             if handler is not None:

@@ -112,7 +112,7 @@ class Mirror:
             attrs["_width"] = _width(op.operands[0].type)
         elif name == "fa4.tmem_store":
             attrs["_value_type"] = str(op.operands[1].type)
-        elif name in FENCE_OPS:
+        elif name in FENCE_OPS or name in ("nvvm.shfl.sync", "nvvm.vote.sync"):  # the enum as text
             attrs["_kind"] = str(op.attributes["kind"]) if "kind" in op.attributes else ""
         file, line, col = file_line_col(op.location)
         results = list(op.results)

@@ -2,9 +2,10 @@
 
 A value that depends on kernel arguments is a *term*: a tuple tree whose leaves are
 ``("arg", i)`` (kernel argument ``i``), ``("mem", ("gep", argument, index), type)`` (a value loaded at
-one address off a kernel argument, the same in every thread: the packed kernels' cu_seqlens) or
-``("sreg", "ctaid.x" | "nctaid.x")`` (the CTA's place in the grid, which a scenario binds from the
-start) and whose inner nodes are the integer ops that computed it
+one address off a kernel argument, the same in every thread: the packed kernels' cu_seqlens),
+``("fn", fingerprint, inputs, i)`` (a result that a region the interpreter does not enter computes
+the same in every thread: ``uniformity``) or ``("sreg", "ctaid.x" | "nctaid.x")`` (the CTA's place in the
+grid, which a scenario binds from the start) and whose inner nodes are the integer ops that computed it
 (``("bin", op, width, a, b)``, ``("cmp", pred, width, a, b)``, ``("select", c, a, b)``,
 ``("cast", width, a)``). Terms are structural, so two roles that compute a bound the same way hold
 the same term. Anything else the verifier cannot know (a loaded value, a warp vote) is an
@@ -34,7 +35,9 @@ from fa4_mlir.protocol.values import binary, compare, wrap
 CANDIDATES = (1, 0, 2, 3, 4, 5, 7, 8, 9, 16, 63, 64, 65, 127, 128, 129, 255, 256, 1000, 4096, -1)
 DEFAULTS = (1, 3, 4096)  # values of the other leaves of a trip count while one leaf is searched
 SEARCH_LIMIT = 1 << 24
-LEAVES = ("arg", "sreg", "mem")  # mem: a value loaded from a kernel argument's memory (semantics._load)
+# mem: a value loaded from a kernel argument's memory (semantics._load); fn: a UNIFORM result of a region the
+# interpreter does not enter (uniformity)
+LEAVES = ("arg", "sreg", "mem", "fn")
 GRID_LEAVES = (("sreg", "ctaid.x"), ("sreg", "nctaid.x"))
 
 
@@ -86,7 +89,7 @@ def evaluable(term) -> bool:
         return True
     kind = term[0]
     if kind in LEAVES:
-        return kind in ("arg", "mem") or term in GRID_LEAVES
+        return kind in ("arg", "mem", "fn") or term in GRID_LEAVES
     if kind in ("bin", "cmp"):
         return evaluable(term[3]) and evaluable(term[4])
     if kind == "select":
@@ -316,6 +319,10 @@ def describe(term) -> str:
         return f"%{term[1]}"
     if kind == "mem":  # ("mem", ("gep", argument, index), type)
         return f"{describe(term[1][1])}[{describe(term[1][2])}]"
+    if kind == "fn":  # ("fn", fingerprint, inputs, i)
+        from fa4_mlir.protocol.uniformity import WHERE
+
+        return f"result {term[3]} of {WHERE.get(term[1], 'a region')}"
     if kind == "bin":
         sym = {"addi": "+", "subi": "-", "muli": "*", "divui": "/", "divsi": "/", "remui": "%", "remsi": "%",
                "andi": "&", "ori": "|", "xori": "^", "shli": "<<", "shrui": ">>", "shrsi": ">>"}.get(term[1])

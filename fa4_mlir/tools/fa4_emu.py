@@ -262,7 +262,7 @@ def launch_varlen_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.
                             *, seed: int = 0):
     """Packed sequences (``config.varlen``): q and o (total_q, H, D), k and v (total_k, Hk, D) arrays of
     ``config.dtype`` bits, the int32[B + 1] prefix sums, and the (H, total_q) float32 ``lse`` unless None."""
-    from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, varlen_arguments
+    from fa4_mlir.kernels.attention import gqa_arguments, varlen_arguments, varlen_geometry
     from fa4_mlir.runtime import GlobalTensor
 
     h, hk, e = q.shape[1], k.shape[1], config.dtype
@@ -272,11 +272,12 @@ def launch_varlen_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.
     def packed(t):  # (total, heads, D) as the kernel's (1, total, heads, D) operand
         return GlobalTensor.host(_batch_of_one(t), e)
 
-    return kernel.launch(launch_geometry(config, len(cu_seqlens_q) - 1, max_q, h, max_k),
+    batch = len(cu_seqlens_q) - 1
+    return kernel.launch(varlen_geometry(config, batch, q.shape[0], max_q, h, max_k),
                          {"q": packed(q), "k": packed(k), "v": packed(v), "o": packed(o), "lse": lse,
                           "seq_q": max_q, "seq_k": max_k, "num_heads": h, **gqa_arguments(config, h, hk),
                           "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None),
-                          **varlen_arguments(config, cu_seqlens_q, cu_seqlens_k, q.shape[0], o)}, seed=seed)
+                          **varlen_arguments(config, cu_seqlens_q, cu_seqlens_k, q.shape[0], o, batch)}, seed=seed)
 
 
 def launch_paged_attention(kernel, config, q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, o: np.ndarray,
@@ -288,8 +289,8 @@ def launch_paged_attention(kernel, config, q: np.ndarray, k_cache: np.ndarray, v
     A ``split_kv`` kernel takes ``num_splits`` (at most that many key ranges: ``splitkv.split_geometry``) and
     writes float32 partials into ``o`` (B, Sq, H, S, D) and ``lse`` (B, H, Sq, S), S the grid's ranges
     (``splitkv.ranges_of``)."""
-    from fa4_mlir.kernels.attention import (gather_arguments, gqa_arguments, launch_geometry, paged_arguments,
-                                            varlen_arguments)
+    from fa4_mlir.kernels.attention import (gather_arguments, gqa_arguments, paged_arguments, varlen_arguments,
+                                            varlen_geometry)
     from fa4_mlir.kernels.attention.splitkv import ranges_of, split_arguments, split_geometry
     from fa4_mlir.runtime import GlobalTensor
 
@@ -305,8 +306,8 @@ def launch_paged_attention(kernel, config, q: np.ndarray, k_cache: np.ndarray, v
         h, b = q.shape[1], len(cu_seqlens_q) - 1
         sq = max(int(np.diff(cu_seqlens_q).max(initial=0)), 1)
         maps = {n: GlobalTensor.host(_batch_of_one(t), e) for n, t in (("q", q), ("o", o))}
-        packed = varlen_arguments(config, cu_seqlens_q, None, q.shape[0], o)
-    grid, split = launch_geometry(config, b, sq, h, max_k), {}
+        packed = varlen_arguments(config, cu_seqlens_q, None, q.shape[0], o, b)
+    grid, split = varlen_geometry(config, b, q.shape[0] if packed else b * sq, sq, h, max_k), {}
     if config.split_kv:
         grid, keys = split_geometry(config, b, sq, h, max_k, num_splits)
         ranges = ranges_of(grid, config, b, sq, h, max_k)

@@ -9,8 +9,9 @@ Each sequence gets ``softmax(softmax_scale * q k') v`` over its own keys (GQA as
 divides H); ``causal`` is aligned bottom-right per sequence, as FlashAttention defines it: query i of Sq sees
 keys j <= i + Sk - Sq. A row that sees no key (Sk = 0, or causal with Sq > Sk) gets O = 0 and, with
 ``return_lse``, LSE = +inf (FlashAttention's convention); the LSE is (H, total_q) fp32. ``max_seqlen_q`` and
-``max_seqlen_k`` bound the sequences' lengths: the kernel's grid covers ``max_seqlen_q`` query rows per
-sequence, so the op refuses a bound below a real length (rows would be dropped silently).
+``max_seqlen_k`` bound the sequences' lengths, and the op refuses a bound below a real length
+(FlashAttention's contract); the kernel's grid is ``varlen_geometry``'s compacted schedule over every
+sequence's query tiles, which needs only total_q and B.
 
 The metadata is checked before any launch (``_check_values``): dtype int32, 1-D, contiguous, on q's
 device, B + 1 elements each with B >= 1, starting at 0, non-decreasing, ending at q's and k's rows, and the
@@ -38,7 +39,7 @@ import torch
 from fa4_mlir import runtime
 from fa4_mlir.configs.attention import MAX_GROUP, AttentionConfig, varlen_config
 from fa4_mlir.errors import LaunchError
-from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, paged_arguments, varlen_arguments
+from fa4_mlir.kernels.attention import gqa_arguments, paged_arguments, varlen_arguments, varlen_geometry
 from fa4_mlir.torch.emulated import emulator, placement
 from fa4_mlir.torch.serving import (Checked, Kernels, cache_arguments, check_bound, check_gathered_caches,
                                     check_index_tensor, check_page_size, host_values, serving_head_dims)
@@ -116,8 +117,7 @@ def _check_values(cu: np.ndarray, name: str, rows: int, what: str, bound: int, b
         raise LaunchError(f"{OP}: {name}[-1] must be the rows of {what} ({rows}), got {int(cu[-1])}")
     b = int(np.argmax(lengths))
     raise LaunchError(f"{OP}: {bound_name} must be >= every sequence's length ({int(lengths[b])}, sequence {b}), "
-                      f"got {bound}; the grid covers {bound_name} rows a sequence, so a smaller bound would drop "
-                      f"rows: pass the longest length")
+                      f"got {bound}; it bounds every length (FlashAttention's contract): pass the longest length")
 
 
 def _check_pages(table: torch.Tensor, k: torch.Tensor, batch: int, target: str) -> tuple[int, int, int]:
@@ -210,12 +210,12 @@ def _arguments(config: AttentionConfig, q, k, v, out, lse, scale: float, batch: 
     the packed tensors as (1, total, heads, D) maps, the bounds as ``seq_q`` / ``seq_k``, the prefix sums and
     ``o_rows`` (O's memory: device addresses, or NumPy arrays on the emulator)."""
     total_q, h, _ = q.shape
-    grid = launch_geometry(config, batch, max_q, h, max_k)
+    grid = varlen_geometry(config, batch, total_q, max_q, h, max_k)
     args = {"q": tma_operand(q.unsqueeze(0), config.dtype), "k": tma_operand(k.unsqueeze(0), config.dtype),
             "v": tma_operand(v.unsqueeze(0), config.dtype), "o": tma_operand(out.unsqueeze(0), config.dtype),
             "seq_q": max_q, "seq_k": max_k, "num_heads": h, **gqa_arguments(config, h, k.shape[1]),
             "scale_log2e": scale * math.log2(math.e), "write_lse": int(lse is not None),
-            **varlen_arguments(config, cu_q, cu_k, total_q, o_rows)}
+            **varlen_arguments(config, cu_q, cu_k, total_q, o_rows, batch)}
     return grid, args
 
 
@@ -224,7 +224,7 @@ def _paged(where, config: AttentionConfig, q, k, v, out, lse, return_lse: bool, 
     """The packed queries over a paged K/V cache (``config.page_size``): sequence b's keys are its
     cu_seqlens_k[b + 1] - cu_seqlens_k[b] first positions in its pages (the kernel's ``seqused_k``)."""
     total_q, h, _ = q.shape
-    grid = launch_geometry(config, batch, max_q, h, max_k)
+    grid = varlen_geometry(config, batch, total_q, max_q, h, max_k)
     check_gathered_caches(OP, config, k, v)
     args = {"q": tma_operand(q.unsqueeze(0), config.dtype), "k": tma_operand(k, config.dtype),
             "v": tma_operand(v, config.dtype), "o": tma_operand(out.unsqueeze(0), config.dtype),
@@ -233,13 +233,13 @@ def _paged(where, config: AttentionConfig, q, k, v, out, lse, return_lse: bool, 
     used = (cu_k[1:] - cu_k[:-1]).to(torch.int32)  # the keys of each sequence (a new contiguous tensor)
     if isinstance(where, emulator):
         kernel = _kernels.checked(config, where.load("attention", config))
-        args.update(varlen_arguments(config, cu_q.numpy(), None, total_q, host_array(out)),
+        args.update(varlen_arguments(config, cu_q.numpy(), None, total_q, host_array(out), batch),
                     **paged_arguments(config, table.numpy(), table.shape[1], used.numpy(), k.shape[0]),
                     **cache_arguments(config, k, v, True))
         where.run(kernel, grid, {**args, "lse": lse.detach().numpy() if return_lse else None})
         return out, lse
     kernel = _kernels.get(where, config)
-    args.update(varlen_arguments(config, cu_q.data_ptr(), None, total_q, out.data_ptr()),
+    args.update(varlen_arguments(config, cu_q.data_ptr(), None, total_q, out.data_ptr(), batch),
                 **paged_arguments(config, table.data_ptr(), table.shape[1], used.data_ptr(), k.shape[0]),
                 **cache_arguments(config, k, v, False))
     kernel.launch(grid, {**args, "lse": (lse if return_lse else out).data_ptr()}, stream=current_stream(where))

@@ -1208,3 +1208,132 @@ func.func @plain_load_branch(%lengths: !llvm.ptr<1>) {
   }) {num_warps = 2} : () -> ()
   return
 }
+
+// -----
+
+// A loop the interpreter does not enter yields a lane's own prefix sum (shfl.sync.up: a function of the
+// lane, not the same in every thread; protocol.uniformity): a branch on it around protocol ops is not
+// verifiable.
+func.func @lane_prefix_branch(%lengths: !llvm.ptr<1>, %n: i32) {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %c32 = arith.constant 32 : i32
+      %sum = scf.for %first = %c0 to %n step %c32 iter_args(%acc = %c0) -> (i32) : i32 {
+        %full = arith.constant -1 : i32
+        %one = arith.constant 1 : i32
+        %zero = arith.constant 0 : i32
+        %lane = nvvm.read.ptx.sreg.laneid : i32
+        %i = arith.addi %first, %lane : i32
+        %p = llvm.getelementptr %lengths[%i] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+        %v = llvm.load %p invariant : !llvm.ptr<1> -> i32
+        %up = nvvm.shfl.sync up %full, %v, %one, %zero : i32 -> i32
+        %prefix = arith.addi %v, %up : i32
+        scf.yield %prefix : i32
+      }
+      %on = arith.cmpi sgt, %sum, %c0 : i32
+      // expected-error @below {{protocol error [unsupported]: the verifier cannot tell which threads take this branch}}
+      scf.if %on {
+        "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// A ballot of a predicate that differs per warp (it reads %tid.x) is not the same in every thread of the
+// CTA, even though every lane of one warp holds it: a branch on it around protocol ops is not verifiable.
+func.func @warp_ballot_branch(%n: i32) {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %c1 = arith.constant 1 : i32
+      %votes = scf.for %j = %c0 to %n step %c1 iter_args(%acc = %c0) -> (i32) : i32 {
+        %full = arith.constant -1 : i32
+        %c40 = arith.constant 40 : i32
+        %tid = nvvm.read.ptx.sreg.tid.x : i32
+        %low = arith.cmpi slt, %tid, %c40 : i32
+        %bits = nvvm.vote.sync ballot %full, %low -> i32
+        scf.yield %bits : i32
+      }
+      %on = arith.cmpi sgt, %votes, %c0 : i32
+      // expected-error @below {{protocol error [unsupported]: the verifier cannot tell which threads take this branch}}
+      scf.if %on {
+        "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// Two roles branch on warp scans that differ (the reader's adds one more): two unknowns, not one, so in
+// some run the writer does not arrive while the reader waits.
+func.func @different_scans(%lengths: !llvm.ptr<1>, %n: i32) {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %c32 = arith.constant 32 : i32
+      %sum = scf.for %first = %c0 to %n step %c32 iter_args(%acc = %c0) -> (i32) : i32 {
+        %full = arith.constant -1 : i32
+        %last = arith.constant 31 : i32
+        %lane = nvvm.read.ptx.sreg.laneid : i32
+        %i = arith.addi %first, %lane : i32
+        %p = llvm.getelementptr %lengths[%i] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+        %v = llvm.load %p invariant : !llvm.ptr<1> -> i32
+        %total = nvvm.shfl.sync idx %full, %v, %last, %last : i32 -> i32
+        %next = arith.addi %acc, %total : i32
+        scf.yield %next : i32
+      }
+      %on = arith.cmpi sgt, %sum, %c0 : i32
+      scf.if %on {
+        "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      %c32 = arith.constant 32 : i32
+      %sum = scf.for %first = %c0 to %n step %c32 iter_args(%acc = %c0) -> (i32) : i32 {
+        %full = arith.constant -1 : i32
+        %last = arith.constant 31 : i32
+        %lane = nvvm.read.ptx.sreg.laneid : i32
+        %i = arith.addi %first, %lane : i32
+        %p = llvm.getelementptr %lengths[%i] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+        %v = llvm.load %p invariant : !llvm.ptr<1> -> i32
+        %total = nvvm.shfl.sync idx %full, %v, %last, %last : i32 -> i32
+        %more = arith.addi %acc, %total : i32
+        %next = arith.addi %more, %last : i32
+        scf.yield %next : i32
+      }
+      %on = arith.cmpi sgt, %sum, %c0 : i32
+      scf.if %on {
+        // expected-error @below {{protocol error [deadlock]: reader waits at fa4.mbarrier_try_wait_parity}}
+        "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}

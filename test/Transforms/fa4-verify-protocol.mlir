@@ -19,6 +19,7 @@
 // CHECK-LABEL: func.func @tma_store_after_proxy_fence
 // CHECK: nvvm.fence.proxy
 // CHECK-LABEL: func.func @invariant_uniform_load
+// CHECK-LABEL: func.func @warp_scan_uniform
 // PAIR: gpu.func @pair_mma
 // PAIR: "fa4.mma_commit"(%{{.*}}, %{{.*}}) {multicast_mask = 3 : i64}
 
@@ -377,6 +378,73 @@ func.func @invariant_uniform_load(%lengths: !llvm.ptr<1>) {
       gpu.yield
     }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
     "fa4.warp_role"() ({
+      scf.if %on {
+        "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// Each role scans 32 lengths a round (the packed kernels' tile schedule, varlen_schedule): a lane loads
+// one (invariant, at a lane address: a function of the lane), shfl.sync.up forms prefix sums (still of the
+// lane), shfl.sync.idx from lane 31 and a ballot's popc make the round's values the same in every thread
+// (protocol.uniformity). The two roles' loops are two copies of one computation on the same inputs: one
+// value, so the writer's arrivals and the reader's wait are taken together.
+func.func @warp_scan_uniform(%lengths: !llvm.ptr<1>, %n: i32) {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 32, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %c32 = arith.constant 32 : i32
+      %sum = scf.for %first = %c0 to %n step %c32 iter_args(%acc = %c0) -> (i32) : i32 {
+        %full = arith.constant -1 : i32
+        %one = arith.constant 1 : i32
+        %zero = arith.constant 0 : i32
+        %last = arith.constant 31 : i32
+        %lane = nvvm.read.ptx.sreg.laneid : i32
+        %i = arith.addi %first, %lane : i32
+        %p = llvm.getelementptr %lengths[%i] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+        %v = llvm.load %p invariant : !llvm.ptr<1> -> i32
+        %up = nvvm.shfl.sync up %full, %v, %one, %zero : i32 -> i32
+        %prefix = arith.addi %v, %up : i32
+        %total = nvvm.shfl.sync idx %full, %prefix, %last, %last : i32 -> i32
+        %small = arith.cmpi sle, %prefix, %acc : i32
+        %below = nvvm.vote.sync ballot %full, %small -> i32
+        %at = llvm.intr.ctpop(%below) : (i32) -> i32
+        %next = arith.addi %total, %at : i32
+        scf.yield %next : i32
+      }
+      %on = arith.cmpi sgt, %sum, %c0 : i32
+      scf.if %on {
+        "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      %c32 = arith.constant 32 : i32
+      %sum = scf.for %first = %c0 to %n step %c32 iter_args(%acc = %c0) -> (i32) : i32 {
+        %full = arith.constant -1 : i32
+        %one = arith.constant 1 : i32
+        %zero = arith.constant 0 : i32
+        %last = arith.constant 31 : i32
+        %lane = nvvm.read.ptx.sreg.laneid : i32
+        %i = arith.addi %first, %lane : i32
+        %p = llvm.getelementptr %lengths[%i] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+        %v = llvm.load %p invariant : !llvm.ptr<1> -> i32
+        %up = nvvm.shfl.sync up %full, %v, %one, %zero : i32 -> i32
+        %prefix = arith.addi %v, %up : i32
+        %total = nvvm.shfl.sync idx %full, %prefix, %last, %last : i32 -> i32
+        %small = arith.cmpi sle, %prefix, %acc : i32
+        %below = nvvm.vote.sync ballot %full, %small -> i32
+        %at = llvm.intr.ctpop(%below) : (i32) -> i32
+        %next = arith.addi %total, %at : i32
+        scf.yield %next : i32
+      }
+      %on = arith.cmpi sgt, %sum, %c0 : i32
       scf.if %on {
         "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
       }

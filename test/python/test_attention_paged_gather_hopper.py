@@ -82,7 +82,7 @@ def test_gathered_configs_assemble_without_spills(ctx, kwargs):
     assert (m["spill_stores"], m["spill_loads"]) == (0, 0), m
     names = [p.name for p in source.params]
     want = params(None, None, None, runtime_group=True, varlen=config.varlen, paged=True, split_kv=config.split_kv,
-                  gather=True)
+                  gather=True, schedule=config.varlen)
     assert names == [p.name for p in want]
     strides = [f"{t}_{dim}_stride" for t in "kv" for dim in ("page", "row", "head")]
     at = names.index("num_pages") + 1

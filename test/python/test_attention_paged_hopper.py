@@ -53,7 +53,8 @@ def test_paged_configs_assemble_without_spills(ctx, kwargs):
     m = result.manifest
     assert (m["spill_stores"], m["spill_loads"]) == (0, 0), m
     names = [p.name for p in source.params]
-    assert names == [p.name for p in params(None, None, None, runtime_group=True, varlen=config.varlen, paged=True)]
+    assert names == [p.name for p in params(None, None, None, runtime_group=True, varlen=config.varlen, paged=True,
+                                            schedule=config.varlen)]
     assert names[-4:] == ["block_table", "pages_per_seq", "seqused_k", "num_pages"]
     assert ("cu_seqlens_q" in names) == config.varlen and "cu_seqlens_k" not in names
     k_box = next(p for p in source.params if p.name == "k").tensor_map

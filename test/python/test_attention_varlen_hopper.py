@@ -43,15 +43,18 @@ def test_every_varlen_config_assembles_without_spills(ctx, kwargs):
     _, placed = place_layout(hopper_attention_layout(config), "sm_90a")
     assert m["smem_bytes"] == placed.smem_bytes  # varlen adds no shared memory
     names = [p.name for p in source.params]
-    assert names[-4:] == ["cu_seqlens_q", "cu_seqlens_k", "total_q", "o_rows"]
-    assert names == [p.name for p in params(None, None, None, runtime_group=True, varlen=True)]
+    assert names[-5:] == ["cu_seqlens_q", "cu_seqlens_k", "total_q", "batch", "o_rows"]  # batch: the schedule's
+    assert names == [p.name for p in params(None, None, None, runtime_group=True, varlen=True, schedule=True)]
     ptx = result.ptx
     entry = re.search(r"\.entry attention\((.*?)\)", ptx, re.S).group(1)
     kinds = re.findall(r"\.param (\.align 64 \.b8|\.u64 \.ptr|\.u32|\.f32)", entry)
-    assert kinds[-4:] == [".u64 .ptr", ".u64 .ptr", ".u32", ".u64 .ptr"] and len(kinds) == len(names)
-    # every role reads cu_seqlens[b] and [b + 1] of both sums (read-only: ld.global.nc); the rows of a
-    # tile past its sequence's end are stored per thread (16-bit pairs), the LSE per row
-    assert len(re.findall(r"ld\.global\.nc\.b32", ptx)) >= 4
+    assert kinds[-5:] == [".u64 .ptr", ".u64 .ptr", ".u32", ".u32", ".u64 .ptr"] and len(kinds) == len(names)
+    # every role scans the sequences' tile counts (varlen_schedule): a lane reads cu_seqlens[i] and [i + 1]
+    # of both sums (read-only: ld.global.nc), the warp shuffles and votes; the rows of a tile past its
+    # sequence's end are stored per thread (16-bit pairs), the LSE per row
+    assert len(re.findall(r"ld\.global\.nc\.(?:u32|b32)", ptx)) >= 4
+    assert re.search(r"shfl\.sync\.up\.b32", ptx) and re.search(r"vote\.sync\.ballot\.b32", ptx)
+    assert re.search(r"popc\.b32", ptx)
     assert re.search(r"st\.global\.b32", ptx)
     assert "cp.async.bulk.tensor.4d.global.shared::cta" in ptx  # the TMA store of tiles inside their sequence
 
@@ -60,7 +63,8 @@ def test_dense_kernel_keeps_its_parameters_and_top_left_diagonal():
     dense, packed = (attention.build(AttentionConfig(target="sm_90a", causal=True, varlen=v)) for v in (False, True))
     assert [p.name for p in dense.params][-1] == "write_lse" and "cu_seqlens_q" not in dense.mlir
     assert "%kv_end = arith.minsi %seq_k, %q_end" in dense.mlir  # top-left, unchanged
-    assert "%diagonal = " in packed.mlir and "%seq_kb = " in packed.mlir  # bottom-right per sequence
+    assert "%diagonal = " in packed.mlir and "= scf.while" in packed.mlir  # bottom-right per scheduled sequence
+    assert re.search(r"%diagonal = arith\.addi %\w+, %c1", packed.mlir) and "%sched:" in packed.mlir
 
 
 # (dtype, head dim, causal, num_q, query lengths, key lengths, heads, kv heads). Key tiles: 192 keys at
@@ -127,10 +131,13 @@ def test_varlen_config_errors(kwargs, message):
 def test_varlen_arguments_only_for_packed_kernels():
     cu = np.array([0, 3], np.int32)
     dense = AttentionConfig(target="sm_90a")
-    assert attention.varlen_arguments(dense, cu, cu, 3, None) == {}
+    assert attention.varlen_arguments(dense, cu, cu, 3, None, 1) == {}
     packed = AttentionConfig(target="sm_90a", varlen=True)
-    assert attention.varlen_arguments(packed, cu, cu, 3, "o") == {"cu_seqlens_q": cu, "cu_seqlens_k": cu,
-                                                                   "total_q": 3, "o_rows": "o"}
+    assert attention.varlen_arguments(packed, cu, cu, 3, "o", 1) == {"cu_seqlens_q": cu, "cu_seqlens_k": cu,
+                                                                      "total_q": 3, "batch": 1, "o_rows": "o"}
+    paged = AttentionConfig(target="sm_90a", varlen=True, page_size=64)  # seqused_k gives the keys
+    assert attention.varlen_arguments(paged, cu, None, 3, "o", 2) == {"cu_seqlens_q": cu, "total_q": 3, "batch": 2,
+                                                                       "o_rows": "o"}
 
 
 def test_the_emulator_launch_refuses_a_packed_array_it_would_copy():
@@ -150,3 +157,69 @@ def test_the_emulator_launch_refuses_a_packed_array_it_would_copy():
                                           r"of it\), got strides \(512, 256, 2\); pass np.ascontiguousarray"):
         launch_varlen_attention(NeverLaunched(), config, q, q, q, np.zeros((8, 2, 128), np.uint16)[:, :, :64], None, 0.125,
                                 cu, cu)
+
+
+# The compacted schedule (varlen_schedule): many sequences, so the warp scan crosses rounds of 32; lengths at
+# the tile edges (0, 1, BM - 1, BM, BM + 1 with BM = 128) and a longer one; empty sequences first and last;
+# Sq != Sk both ways; one head (the emulator runs every slot's CTA).
+_EDGES_Q = [0, 1, 127, 128, 129, 3, 0, 2, 300, 1]
+_EDGES_K = [5, 1, 64, 130, 129, 0, 7, 2, 250, 1]
+SCHEDULED = [
+    ("bf16", False, _EDGES_Q * 7, _EDGES_K * 7),  # 70 sequences, three rounds of the scan
+    ("fp16", True, _EDGES_Q[::-1] * 7, _EDGES_K * 7),  # causal: each sequence's longest rows first
+    ("bf16", True, [1] * 40, [3] * 40),  # one row each: the slots are exactly the tiles (the host bound reached)
+    ("fp16", False, [0] * 33 + [129], [1] * 33 + [200]),  # the only rows in the second round, past 33 empty ones
+]
+
+
+@pytest.mark.parametrize("dtype, causal, lengths_q, lengths_k", SCHEDULED,
+                         ids=[f"{c[0]}-{'causal' if c[1] else 'full'}-b{len(c[2])}-{i}"
+                              for i, c in enumerate(SCHEDULED)])
+def test_the_compacted_schedule_covers_every_tile_once(dtype, causal, lengths_q, lengths_k):
+    """Every row of every sequence written once, against float64 (``varlen_cases``: the poison must be gone,
+    the race detector is on), with B up to 70 and the lengths at the tile edges."""
+    config = AttentionConfig(target="sm_90a", dtype=dtype, head_dim=64, causal=causal, varlen=True)
+    rng = np.random.default_rng(len(lengths_q))
+    q, k, v, cu_q, cu_k = packed_batch(rng, lengths_q, lengths_k, 1, 1, 64, dtype)
+    check_varlen_in_emulator(config, q, k, v, cu_q, cu_k, 0.125)
+
+
+def test_the_grid_is_the_host_bound_and_each_slot_one_tile():
+    """``varlen_geometry`` is ceil(total_q / BM) + B - 1 slots (here every one a tile: 40 sequences of one row),
+    and slots run in batch order: a grid one slot short leaves the last sequence's row unwritten and
+    writes every other one."""
+    from fa4_mlir import reference, runtime
+    from fa4_mlir.tools.fa4_emu import launch_varlen_attention
+
+    config = AttentionConfig(target="sm_90a", head_dim=64, varlen=True)
+    q, k, v, cu_q, cu_k = packed_batch(np.random.default_rng(7), [1] * 40, [2] * 40, 1, 1, 64, "bf16")
+
+    class OneShort:  # launches the host's grid less its last slot
+        def __init__(self, kernel):
+            self.kernel, self.grid = kernel, None
+
+        def launch(self, grid, args, **kwargs):
+            self.grid = grid
+            return self.kernel.launch((grid[0] - 1, *grid[1:]), args, **kwargs)
+
+    short = OneShort(runtime.load("attention", config, device="emulator"))
+    o = np.full(q.shape, reference.POISON["bf16"], np.uint16)
+    launch_varlen_attention(short, config, q, k, v, o, None, 0.125, cu_q, cu_k)
+    assert short.grid == (40, 1, 1) == attention.varlen_geometry(config, 40, 40, 1, 1, 2)
+    assert (o[-1] == reference.POISON["bf16"]).all() and not (o[:-1] == reference.POISON["bf16"]).all(axis=(1, 2)).any()
+
+
+def test_a_batch_of_empty_sequences_writes_nothing():
+    """All query sequences empty (the rows of q belong to none): every slot finds no tile, so no CTA waits on
+    a barrier or writes O or the LSE (a kernel that hung would not return)."""
+    from fa4_mlir import reference, runtime
+    from fa4_mlir.tools.fa4_emu import launch_varlen_attention
+
+    config = AttentionConfig(target="sm_90a", head_dim=64, causal=True, varlen=True)
+    q, k, v, _, cu_k = packed_batch(np.random.default_rng(3), [8], [0, 5, 0, 4], 2, 1, 64, "bf16")
+    cu_q = np.zeros(5, np.int32)
+    o = np.full(q.shape, reference.POISON["bf16"], np.uint16)
+    lse = np.full((2, 8), np.nan, np.float32)
+    launch_varlen_attention(runtime.load("attention", config, device="emulator"), config, q, k, v, o, lse, 0.125,
+                            cu_q, cu_k)
+    assert (o == reference.POISON["bf16"]).all() and np.isnan(lse).all()

@@ -43,7 +43,8 @@ def test_every_varlen_config_verifies_and_assembles_without_spills(kwargs):
 def test_varlen_parameters_and_packed_boxes():
     source = attention.build(AttentionConfig(varlen=True, group=4))
     names = [p.name for p in source.params]
-    assert names[-4:] == ["cu_seqlens_q", "cu_seqlens_k", "total_q", "o_rows"]
+    assert names[-5:] == ["cu_seqlens_q", "cu_seqlens_k", "total_q", "batch", "o_rows"]  # batch: the schedule's
+    assert source.grid == "(ceil(total_q / 64) + B - 1, H / 4, 1) (varlen_geometry)"  # 2 x 128 rows / 4 heads
     maps = {p.name: p.tensor_map for p in source.params if p.tensor_map}
     assert maps["q"].box == maps["o"].box == (64, 4, 32, 1)  # the dense kernel's boxes over the packed tensors
 
@@ -144,3 +145,23 @@ def test_long_packed_sequences_match_f64_reference_in_the_emulator():
     config = AttentionConfig(head_dim=128, causal=True, varlen=True)
     q, k, v, cu_q, cu_k = packed_batch(rng, [5, 0, 17], lengths_k, 1, 1, 128, "fp16")
     check_varlen_in_emulator(config, q, k, v, cu_q, cu_k, 128 ** -0.5)
+
+
+# The compacted schedule (varlen_schedule) on sm_100a: more than 32 sequences (the warp scan's rounds),
+# lengths at the tile edges (2Q: 256 positions, 1Q: 128; group 4 fused: a quarter), empty sequences first
+# and last, causal with several K/V head groups (the linear index, heads minor).
+SCHEDULED = [
+    (dict(head_dim=64), [0, 1, 255, 256, 257, 3, 0, 2, 1] * 4, [2, 1, 40, 256, 3, 0, 9, 2, 0] * 4, 1),
+    (dict(head_dim=64, num_q=1, causal=True, group=4), [0, 1, 31, 32, 33, 3, 0, 2, 40] * 4,
+     [2, 1, 40, 32, 3, 0, 9, 2, 0] * 4, 8),
+]
+
+
+@pytest.mark.parametrize("case", SCHEDULED, ids=[f"{_ids(c[0])}-b{len(c[1])}-h{c[3]}" for c in SCHEDULED])
+def test_the_compacted_schedule_covers_every_tile_once(case):
+    kwargs, lengths_q, lengths_k, heads = case
+    config = AttentionConfig(varlen=True, **kwargs)
+    rng = np.random.default_rng(len(lengths_q) + heads)
+    q, k, v, cu_q, cu_k = packed_batch(rng, lengths_q, lengths_k, heads, heads // config.group, config.head_dim,
+                                       config.dtype)
+    check_varlen_in_emulator(config, q, k, v, cu_q, cu_k, config.head_dim ** -0.5)

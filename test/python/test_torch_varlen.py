@@ -77,8 +77,8 @@ METADATA_ERRORS = [
     ({"cu_seqlens_k": _cu(0, 5, 13), "max_seqlen_k": 8},
      r"flash_attn_varlen: cu_seqlens_k\[-1\] must be the rows of k \(12\), got 13"),
     ({"max_seqlen_q": 6},
-     r"flash_attn_varlen: max_seqlen_q must be >= every sequence's length \(7, sequence 1\), got 6; the grid "
-     r"covers max_seqlen_q rows a sequence, so a smaller bound would drop rows: pass the longest length"),
+     r"flash_attn_varlen: max_seqlen_q must be >= every sequence's length \(7, sequence 1\), got 6; it bounds "
+     r"every length \(FlashAttention's contract\): pass the longest length"),
     ({"max_seqlen_k": 0}, r"flash_attn_varlen: max_seqlen_k must be >= every sequence's length \(7, sequence 1\), "
                           r"got 0"),
     ({"max_seqlen_q": -1}, r"flash_attn_varlen: max_seqlen_q must be an int >= 0, got -1"),

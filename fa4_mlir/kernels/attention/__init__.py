@@ -51,10 +51,12 @@ kind::f16 MMAs into the same S; registers 176/80/80.
 Head dims 256 and 512 on sm_100a are a different kernel, a CTA pair per tile (``depth512``); ``build``
 and ``launch_geometry`` dispatch to it.
 
-Packed variable-length sequences (``varlen``, module ``varlen``): the grid's z is the sequence b, whose
-packed row offsets and lengths every thread reads from ``cu_seqlens_q`` / ``cu_seqlens_k`` first; a CTA
-past its sequence's rows exits before allocating anything. Q/K/V loads and the TMA store address packed
-rows (batch coordinate 0), keys past Sk_b are masked, causal is bottom-right per sequence, and the one
+Packed variable-length sequences (``varlen``, module ``varlen``): the grid's x is a slot of the compacted
+tile schedule (``varlen_schedule``, ``varlen_geometry``: ceil(total_q / tile positions) + B - 1 slots over
+every sequence's query tiles), whose sequence b and tile every thread finds first by a warp scan of the
+tile counts from ``cu_seqlens_q``, with b's row offsets and lengths; a slot past the tiles does nothing
+(sm_100a: exits before allocating anything). Q/K/V loads and the TMA store address packed rows (batch
+coordinate 0), keys past Sk_b are masked, causal is bottom-right per sequence, and the one
 trip count may be 0 (every role then skips its tiles; rows that see no key get O = 0, LSE = +inf). A
 tile that ends past Sq_b stores its rows with ``st.global`` through ``o_rows`` (a TMA store would write
 the next sequence's rows); the LSE is (H, total_q). The dense kernels' IR is unchanged.
@@ -106,6 +108,10 @@ def launch_geometry(config: AttentionConfig, batch: int, seq_q: int, heads: int,
         raise LaunchError(f"attention: heads ({heads}) must be a multiple of group ({config.group})")
     if heads % config.fused_group:  # sm_90a pack_gqa (group 1 in the canonical config): whole K/V heads a CTA
         raise LaunchError(f"attention: heads ({heads}) must be a multiple of pack_gqa ({config.fused_group})")
+    if compacted(config):
+        raise LaunchError("attention: the packed kernel's grid counts the tiles of all sequences, which "
+                          "launch_geometry cannot: call varlen_geometry(config, batch, total_q, max_seqlen_q, heads, "
+                          "max_seqlen_k)")
     tiles = -(-seq_q // config.cta_positions)
     if config.target == "sm_90a" and config.persistent:  # heads and batch are not grid dimensions
         if not isinstance(ctas, int) or ctas < 1:
@@ -122,19 +128,51 @@ def launch_geometry(config: AttentionConfig, batch: int, seq_q: int, heads: int,
     return (2 * tiles if config.is_depth512 else tiles), ys, batch  # head dim 256/512: a CTA pair per tile
 
 
+def compacted(config: AttentionConfig) -> bool:
+    """Whether ``config``'s kernel takes the compacted tile schedule (``varlen_schedule``): the packed
+    kernels (``varlen``, paged or not) of both targets."""
+    return bool(config.varlen)
+
+
+def varlen_geometry(config: AttentionConfig, batch: int, total_q: int, max_seqlen_q: int, heads: int,
+                    max_seqlen_k: int) -> tuple[int, int, int]:
+    """The packed kernel's (``config.varlen``; other kernels: ``launch_geometry``) grid for ``batch`` sequences
+    of ``total_q`` query rows in all (``compacted``): (slots, heads / fused group, 1), ``varlen_schedule.
+    slots``: ceil(total_q / tile positions) + batch - 1 slots, at least every sequence's query tiles,
+    whatever the lengths (``max_seqlen_q`` / ``max_seqlen_k`` are not needed)."""
+    if not compacted(config):
+        return launch_geometry(config, batch, max_seqlen_q, heads, max_seqlen_k)
+    from fa4_mlir.kernels.attention.varlen_schedule import slots
+
+    for what, v, least in (("batch", batch, 1), ("total_q", total_q, 0), ("heads", heads, 1)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < least:
+            raise LaunchError(f"attention: {what} must be an int >= {least}, got {v!r}")
+    if heads % config.group:  # the fused group (sm_100a) is the group or 1 for a packed kernel
+        raise LaunchError(f"attention: heads ({heads}) must be a multiple of group ({config.group})")
+    rows, ys = config.cta_positions, heads // config.fused_group
+    x = slots(total_q, batch, rows)
+    if ys > MAX_GRID_YZ or x * ys >= 2 ** 31:  # the causal schedule's linear index x + X y is an i32
+        raise LaunchError(f"attention: heads / fused group must be <= {MAX_GRID_YZ} and tile slots (ceil(total_q / "
+                          f"{rows}) + batch - 1) x heads / fused group < 2^31 for the packed kernel, got {ys} and "
+                          f"{x} slots")
+    return x, ys, 1
+
+
 def walk_arguments(config: AttentionConfig, batch: int) -> dict[str, int]:
     """The persistent sm_90a kernel's ``batch`` (the grid no longer holds it); ``{}`` for other kernels."""
     return {"batch": batch} if config.target == "sm_90a" and config.persistent else {}
 
 
-def varlen_arguments(config: AttentionConfig, cu_seqlens_q, cu_seqlens_k, total_q: int, o_rows) -> dict:
+def varlen_arguments(config: AttentionConfig, cu_seqlens_q, cu_seqlens_k, total_q: int, o_rows,
+                     batch: int) -> dict:
     """The packed kernel's (``config.varlen``) sequence arguments: the two int32[B + 1] prefix sums and O's
-    tensor (device pointers, or NumPy arrays on the emulator), and ``total_q``; ``{}`` for other kernels.
-    Its grid is ``launch_geometry(config, B, max_seqlen_q, H, max_seqlen_k)``."""
+    tensor (device pointers, or NumPy arrays on the emulator), ``total_q`` and, for the compacted schedule
+    (``compacted``), ``batch`` (B); ``{}`` for other kernels. Its grid is ``varlen_geometry``'s."""
     if not config.varlen:
         return {}
     keys = {} if config.page_size else {"cu_seqlens_k": cu_seqlens_k}  # paged: seqused_k gives the keys
-    return {"cu_seqlens_q": cu_seqlens_q, **keys, "total_q": total_q, "o_rows": o_rows}
+    sequences = {"batch": batch} if compacted(config) else {}
+    return {"cu_seqlens_q": cu_seqlens_q, **keys, "total_q": total_q, **sequences, "o_rows": o_rows}
 
 
 def paged_arguments(config: AttentionConfig, block_table, pages_per_seq: int, seqused_k, num_pages: int) -> dict:
@@ -208,9 +246,12 @@ def build(config: AttentionConfig) -> KernelSource:
                        TensorMapSpec("fp32", (d.bn, 1, 1), "none")) if config.token_scales else None
         declare(k, q_box, kv_box, o_box, scale_boxes, fp8=True)
     else:
-        declare(k, q_box, kv_box, q_box, varlen=config.varlen, paged=bool(config.page_size), split_kv=config.split_kv)
+        declare(k, q_box, kv_box, q_box, varlen=config.varlen, paged=bool(config.page_size), split_kv=config.split_kv,
+                schedule=config.varlen)
     build_roles(k, d)
     grid = f"(ceil(Sq / {config.cta_positions}), H / {g}, B) (launch_geometry)"
+    if config.varlen:  # the compacted schedule: slots over every sequence's query tiles (varlen_schedule)
+        grid = f"(ceil(total_q / {config.cta_positions}) + B - 1, H / {g}, 1) (varlen_geometry)"
     if config.split_kv:
         grid = f"(ceil(Sq / {config.cta_positions}) * num_splits, H / {g}, B) (splitkv.split_geometry)"
     return k.source(grid=grid,

@@ -15,7 +15,7 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
            scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False,
            v_box: TensorMapSpec | None = None, runtime_group: bool = False,
            persistent: bool = False, varlen: bool = False, paged: bool = False,
-           split_kv: bool = False, gather: bool = False) -> tuple[Param, ...]:
+           split_kv: bool = False, gather: bool = False, schedule: bool = False) -> tuple[Param, ...]:
     """The kernel's parameters, in the order of its signature, with the target's TMA boxes. fp8
     kernels add ``v_scale`` (tensor-wise Q and K scales are folded into ``scale_log2e`` by the host);
     with per-token scales (``scale_boxes``: the q_scale and k_scale boxes) also the two scale maps.
@@ -31,7 +31,9 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
     ``gather`` (paged, sm_90a ``AttentionConfig.page_gather``): ``k`` and ``v`` are pointers to the caches, whose
     strides in elements follow the paged parameters (``k_page_stride`` .. ``v_head_stride``: the load warp
     gathers each key's row). ``split_kv`` (paged, dense Q): ``o`` and ``lse`` are pointers to the fp32 partials of
-    each key range, and ``num_splits`` and ``split_keys`` end the list (``fa4_mlir.kernels.attention.splitkv``)."""
+    each key range, and ``num_splits`` and ``split_keys`` end the list (``fa4_mlir.kernels.attention.splitkv``).
+    ``schedule`` (the packed kernels' compacted tile schedule, ``varlen_schedule``) adds the i32 ``batch`` after
+    ``total_q``: the grid no longer says B."""
     fp8_params = (Param("v_scale", "f32", "V's dequantization scale (tensor-wise): O is multiplied by it"),) \
         if fp8 or scale_boxes else ()
     token_params = () if scale_boxes is None else (
@@ -44,7 +46,8 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
                           "K/V head h / group"),) if runtime_group else ()
     group_params += (Param("batch", "i32", "batch size B (the persistent tile walk's)"),) if persistent else ()
     if varlen or paged:
-        return _serving(params(q_box, kv_box, o_box, runtime_group=runtime_group), varlen, paged, split_kv, gather)
+        return _serving(params(q_box, kv_box, o_box, runtime_group=runtime_group), varlen, paged, split_kv, gather,
+                        schedule)
     return (
         Param("q", "tensormap", "Q[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
         Param("k", "tensormap", "K[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
@@ -84,6 +87,11 @@ _VARLEN_PARAMS = (
     Param("o_rows", "ptr", "O[total_q, H, D] (the o map's tensor): the rows of a tile that ends past its sequence "
           "are stored through it (a TMA store would write into the next sequence)"),
 )
+# the compacted schedule (sm_90a): the grid's x counts tile slots, so seq_q bounds nothing and B is a parameter
+_SCHEDULE_DOCS = {"seq_q": "the longest sequence's query positions, max_seqlen_q (unused: the grid's slots "
+                           "cover every sequence's query tiles)"}
+_BATCH = Param("batch", "i32", "sequences B (cu_seqlens_q has B + 1 elements): the tile schedule scans their "
+               "query tile counts")
 _PAGED_PARAMS = (
     Param("block_table", "ptr", "int32[B, pages_per_seq]: sequence b's key j is in row j % page_size of page "
           "block_table[b, j / page_size]"),
@@ -122,12 +130,16 @@ _SPLIT_PARAMS = (
 
 
 def _serving(dense: tuple[Param, ...], varlen: bool, paged: bool, split_kv: bool = False,
-             gather: bool = False) -> tuple[Param, ...]:
+             gather: bool = False, schedule: bool = False) -> tuple[Param, ...]:
     """The dense parameters with the packed and/or paged kernel's docs, then their added parameters; with
     ``split_kv`` O and the LSE become the ranges' fp32 partials; with ``gather`` K and V pointers and their
-    strides."""
-    docs = {**(_VARLEN_DOCS if varlen else {}), **(_PAGED_DOCS if paged else {})}
+    strides; with ``schedule`` ``batch`` follows ``total_q``."""
+    docs = {**(_VARLEN_DOCS if varlen else {}), **(_PAGED_DOCS if paged else {}),
+            **(_SCHEDULE_DOCS if schedule else {})}
     added = tuple(p for p in _VARLEN_PARAMS if not (paged and p.name == "cu_seqlens_k")) if varlen else ()
+    if schedule:
+        at = [p.name for p in added].index("total_q") + 1
+        added = added[:at] + (_BATCH,) + added[at:]
     out = tuple(dataclasses.replace(p, doc=docs.get(p.name, p.doc)) for p in dense)
     if split_kv:
         out = tuple(_SPLIT_OUTPUTS.get(p.name, p) for p in out)
@@ -140,8 +152,9 @@ def _serving(dense: tuple[Param, ...], varlen: bool, paged: bool, split_kv: bool
 def declare(kernel, q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
             scale_boxes: tuple[TensorMapSpec, TensorMapSpec] | None = None, fp8: bool = False,
             v_box: TensorMapSpec | None = None, runtime_group: bool = False, persistent: bool = False,
-            varlen: bool = False, paged: bool = False, split_kv: bool = False, gather: bool = False) -> None:
+            varlen: bool = False, paged: bool = False, split_kv: bool = False, gather: bool = False,
+            schedule: bool = False) -> None:
     """Declare the parameters on a ``fa4_mlir.dsl.Kernel`` (the same names, kinds, docs and boxes as
     ``params``): the kernel function's signature and the manifest's ABI come from this one list."""
     kernel.declare_params(params(q_box, kv_box, o_box, scale_boxes, fp8, v_box, runtime_group, persistent, varlen,
-                                  paged, split_kv, gather))
+                                  paged, split_kv, gather, schedule))

@@ -146,7 +146,8 @@ def build(config: AttentionConfig) -> KernelSource:
         # paged: a K/V TMA load takes one chunk of a page (``hopper_paged``)
         kv_box = TensorMapSpec(config.dtype, (BLOCK, 1, config.page_chunk or t.bn, 1), "128B")
         declare(k, q_box, kv_box, o_box, runtime_group=True, persistent=t.persistent, varlen=config.varlen,
-                paged=bool(config.page_size), split_kv=config.split_kv, gather=config.page_gather)
+                paged=bool(config.page_size), split_kv=config.split_kv, gather=config.page_gather,
+                schedule=config.varlen)
     consumer, sequence = Consumer, None  # the dense kernel's tile is the prologue's
     if config.serving:  # packed sequences or a paged cache: each role reads its sequence's tile; the
         # consumers are varlen's
@@ -182,6 +183,8 @@ def build(config: AttentionConfig) -> KernelSource:
         grid = f"(ceil(Sq / {config.cta_positions}), H / {config.pack_gqa}, B)"
         extra = {"group": config.pack_gqa, "pack_gqa": config.pack_gqa}
     geometry = "launch_geometry"
+    if config.varlen:  # packed Q: slots over every sequence's query tiles (varlen_schedule); causal, heads minor
+        grid, geometry = "(ceil(total_q / {bm}) + B - 1, H, 1)", "varlen_geometry"
     if config.split_kv:  # x: the query tiles times the key ranges, split-minor
         grid, geometry = grid.replace("), ", ") * num_splits, ", 1), "splitkv.split_geometry"
         extra = {**extra, "split_kv": True}
@@ -257,6 +260,8 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         g.q_tiles, g.heads_batch = q_tiles, name(arg.num_heads * arg.batch, "hb")
         g.first, g.stride = name(dsl.ctaid("x"), "first"), dsl.Value(dsl.nvvm.read_ptx_sreg_nctaid_x(dsl.i32()))
         g.total = name(q_tiles * g.heads_batch, "total")
+        return g
+    if c.varlen:  # packed Q: each role places its slot and finds its tile (hopper_varlen.set_tile)
         return g
     i32 = dsl.i32()
     if c.split_kv:  # x = query tile * num_splits + split (the split and its keys: ``hopper_varlen.set_tile``)

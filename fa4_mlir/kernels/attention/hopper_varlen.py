@@ -1,18 +1,22 @@
 """The sm_90a attention over packed variable-length sequences (``AttentionConfig.varlen``): the CTA's
-sequence and tile (``set_tile``, from ``hopper._set_tile``) and its consumer warpgroups
+slot (``place_slot``), sequence and tile (``set_tile``) and its consumer warpgroups
 (``VarlenConsumer``). The contract is the issue 26 one (``abi.params(varlen=True)``).
 
-CTA (x, y, z) takes sequence b = z: its queries are packed rows [q0, q0 + Sq_b) (``cu_seqlens_q[b]``,
-``[b + 1]``), its keys rows [k0, k0 + Sk_b), read by every thread in the prologue. Q/K/V are TMA-loaded
+The grid is the compacted tile schedule's (``varlen_schedule``): x a slot over every sequence's query tiles
+(ceil(total_q / BM) + B - 1 of them), y the head (causal: the linear index with the heads minor,
+``place_slot``); each role finds its slot's sequence b and query tile t with a warp scan over the sequences'
+tile counts (``set_tile``; causal, each sequence's longest rows first). Sequence b's queries are packed rows
+[q0, q0 + Sq_b) (``cu_seqlens_q[b]``, ``[b + 1]``), its keys rows [k0, k0 + Sk_b). Q/K/V are TMA-loaded
 from those rows (batch coordinate 0): rows past the sequence come from the next one (or TMA zero
 fill) and are masked (keys: the key limit is Sk_b) or never stored (queries). Causal is bottom-right:
 row i sees keys j <= i + Sk_b - Sq_b, so a row may see no key (Sk_b = 0, or Sq_b > Sk_b).
 
-Why the branches: every role branches on ``g.work`` (the CTA's first row is inside the sequence and
-it has a K/V tile), a condition the same in every thread (the protocol verifier takes the read-only
-cu_seqlens loads as such): a CTA past its sequence's rows does nothing (no barrier waits, nothing is
-written), and one with rows but no K/V tile (``g.n_tiles`` = 0) cannot run the roles' loops, which
-assume a first tile (the load warp loads K_0, the consumers peel tile 0), so both skip them and the
+Why the branches: every role branches on ``g.work`` (the slot holds a tile with a K/V tile; paged dense Q:
+the CTA's first row is inside the sequence, with a K/V tile), a condition the same in every thread (the
+protocol verifier proves the scan's results so, ``fa4_mlir.protocol.uniformity``, and takes the read-only
+seqused_k loads as such): a slot past the sequences' tiles does nothing (no barrier waits, nothing is
+written), and one with rows but no K/V tile (``g.n_tiles`` = 0) cannot run the roles' loops, which assume a
+first tile (the load warp loads K_0, the consumers peel tile 0), so both skip them and the
 consumers write O = 0 and LSE = +inf for its rows inside the sequence. Causal rows without a visible key
 keep the maximum -inf: the exponents subtract 0 instead (no -inf - -inf = NaN), the row sum is 0, and the
 epilogue writes O = 0 (factor 0, not 1 / 0) and LSE = +inf (FlashAttention's convention); the dense
@@ -30,33 +34,46 @@ from fa4_mlir import dsl
 from fa4_mlir._mlir import ir
 from fa4_mlir.dsl import math as fm
 from fa4_mlir.dsl.names import name
+from fa4_mlir.kernels.attention import varlen_schedule
 from fa4_mlir.kernels.attention.hopper_consumer import Consumer
 
 POS_INF = float("inf")  # the LSE of a row that sees no key
 
 
 def set_tile(g) -> None:
-    """The CTA's sequence (``g.seq``: the prologue's ``bz``) and tile values, built into the open role:
-    ``q_base`` / ``k_base`` (the sequence's first packed rows), ``seq_q`` / ``kv_limit`` (Sq_b / Sk_b),
-    ``diagonal`` (causal: a row's limit is its position + diagonal), ``n_tiles``, ``live`` (the CTA's
-    first row is inside the sequence) and ``work`` (live with a K/V tile); ``bz`` is the batch coordinate
-    0. Each role reads its own: computed once in the prologue, these values live across the roles'
-    dispatch, and ptxas spilled one of them at head dim 256 causal."""
+    """The CTA's sequence (``g.seq``: packed Q, the schedule's, ``varlen_schedule.locate`` on the slot
+    ``place_slot`` gives; paged dense Q, the prologue's ``bz``) and tile values, built into the open role: ``q_start``
+    (packed Q), ``q_base`` / ``k_base`` (the sequence's first packed rows), ``seq_q`` / ``kv_limit`` (Sq_b /
+    Sk_b), ``diagonal`` (causal: a row's limit is its position + diagonal), ``n_tiles``, ``live`` (the CTA's
+    first row is inside the sequence: packed Q, the slot holds a tile) and ``work`` (live with a K/V tile);
+    ``bz`` is the batch coordinate 0 (packed Q). Each role reads its own: computed once in the prologue, these
+    values live across the roles' dispatch, and ptxas spilled one of them at head dim 256 causal."""
     c, t, arg = g.c, g.t, g.arg
     i32 = dsl.i32()
-    b = g.seq
+    b = None if c.varlen else g.seq
 
     def at(pointer, index):  # invariant: read-only in the kernel (ld.global.nc), the same in every thread
         return dsl.Value(dsl.llvm.load(i32, dsl.element_ptr(pointer, index, i32), invariant=True))
 
-    if not c.page_size:
-        g.q_base, q_end = name(at(arg.cu_seqlens_q, b), "q_base"), at(arg.cu_seqlens_q, b + 1)
-        g.k_base, k_end = name(at(arg.cu_seqlens_k, b), "k_base"), at(arg.cu_seqlens_k, b + 1)
-        g.seq_q, g.kv_limit = name(q_end - g.q_base, "seq_qb"), name(k_end - g.k_base, "seq_kb")
-        g.bz = dsl.Value(0)
-    elif c.varlen:  # paged, packed Q: the keys are seqused_k[b] (pages, no packed K/V rows)
-        g.q_base, q_end = name(at(arg.cu_seqlens_q, b), "q_base"), at(arg.cu_seqlens_q, b + 1)
-        g.seq_q, g.kv_limit = name(q_end - g.q_base, "seq_qb"), name(at(arg.seqused_k, b), "seq_kb")
+    found = None
+    if c.varlen:  # packed Q: the slot's sequence and tile (varlen_schedule), its rows and keys with it
+        place_slot(g)
+        def per_lane(i):  # (q0, Sq, k0, Sk) of sequence i; paged: (q0, Sq, Sk = seqused_k[i])
+            q0 = varlen_schedule.clamped(arg.cu_seqlens_q, i, arg.batch)
+            rows = varlen_schedule.clamped(arg.cu_seqlens_q, i + 1, arg.batch) - q0
+            if c.page_size:
+                return [q0, rows, varlen_schedule.clamped(arg.seqused_k, i, arg.batch - 1)]
+            k0 = varlen_schedule.clamped(arg.cu_seqlens_k, i, arg.batch)
+            return [q0, rows, k0, varlen_schedule.clamped(arg.cu_seqlens_k, i + 1, arg.batch) - k0]
+
+        # causal: a sequence's longest rows first
+        tile = varlen_schedule.locate(g.slot, arg.batch, t.bm, per_lane, 3 if c.page_size else 4, c.causal)
+        g.seq, found, g.q_start = tile.seq, tile.found, tile.q_start
+        g.q_base, g.seq_q = tile.values[0], tile.values[1]
+        if c.page_size:  # paged: the keys are seqused_k[b] (pages, no packed K/V rows)
+            g.kv_limit = tile.values[2]
+        else:
+            g.k_base, g.kv_limit = tile.values[2], tile.values[3]
         g.bz = dsl.Value(0)
     else:  # paged, dense Q: every sequence has seq_q rows at batch coordinate b
         g.seq_q, g.kv_limit = arg.seq_q, name(at(arg.seqused_k, b), "seq_kb")
@@ -71,9 +88,30 @@ def set_tile(g) -> None:
         kv_end = _split_range(g, kv_end)
     kv_up = name(kv_end + (t.bn - 1), "kv_up")
     g.n_tiles = name(dsl.Value(dsl.arith.divsi(kv_up.value, dsl.Value(t.bn).value)), "n_tiles")
-    g.live = name(_slt(g.q_start, g.seq_q), "live")
+    # the schedule's tiles hold rows (t < ceil(Sq_b / BM)); a slot past them finds none
+    g.live = found if c.varlen else name(_slt(g.q_start, g.seq_q), "live")
     tiles = _slt(0, g.n_tiles)
     g.work = name(dsl.Value(dsl.arith.andi(g.live.value, tiles.value)), "work")
+
+
+def place_slot(g) -> None:
+    """The CTA's slot of the compacted schedule (``g.slot``, whose sequence and tile ``set_tile`` finds), its
+    head and K/V head, in each role (made in the prologue, the slot and head, a division's quotient and
+    remainder, live across the roles' dispatch, and ptxas spilled them). Causal: the grid's linear index
+    x + X y with the heads minor (slot = index / H, head = index % H), so CTAs start in slot order over every
+    head; with each sequence's longest rows first (``set_tile``), the last CTAs to start are the short tiles
+    of the last sequence, of every head (the longest processing time first, as the persistent walk's
+    ``_place``), where one head after another would start the last head's longest rows in the final wave
+    (``varlen_schedule``'s docstring has the numbers). Else slot x and head y: a head's tiles side by side,
+    sharing its K/V in L2 (all tiles of a sequence do the same work)."""
+    arg = g.arg
+    if g.c.causal:
+        nx = dsl.Value(dsl.nvvm.read_ptx_sreg_nctaid_x(dsl.i32()))
+        linear = name(dsl.ctaid("x") + nx * dsl.ctaid("y"), "linear")
+        g.slot, head = name(linear // arg.num_heads, "slot"), name(linear % arg.num_heads, "head")
+    else:
+        g.slot, head = name(dsl.ctaid("x"), "slot"), name(dsl.ctaid("y"), "head")
+    g.head, g.kvh, g.seq = head, name(head // arg.group, "kvh"), None
 
 
 def _split_range(g, kv_end) -> dsl.Value:

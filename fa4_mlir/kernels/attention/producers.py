@@ -87,7 +87,10 @@ class Producers:
         qt, hy, x.bz = dsl.ctaid("x"), dsl.ctaid("y"), dsl.ctaid("z")
         if c.split_kv:  # grid x enumerates query tiles x key ranges, split-minor
             qt = split.query_tile(x)
-        x.q_start = qt * c.cta_positions
+        if c.varlen:  # the compacted schedule's tile and head group; its sequence is the paged table's row
+            x.q_start, hy, x.bz = x.seq.q_start, x.seq.hy, x.seq.b
+        else:
+            x.q_start = qt * c.cta_positions
         x.q1_start = x.q_start + c.positions
         x.q_row, x.q1_row, x.b = x.q_start, x.q1_start, x.bz
         if c.varlen:

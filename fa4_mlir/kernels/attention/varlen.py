@@ -2,10 +2,11 @@
 the prologue, the load, MMA, softmax and correction roles add to the dense kernel, built through
 ``fa4_mlir.dsl`` (imported when a kernel is built: this module imports without MLIR).
 
-CTA (x, y, z) works on sequence b = ctaid.z: its queries are the packed rows [q0, q0 + Sq_b) and its
-keys [k0, k0 + Sk_b), read from ``cu_seqlens_q`` / ``cu_seqlens_k`` by every thread before anything
-else. A CTA whose first query row is past Sq_b exits at once (before TMEM is allocated or a barrier
-initialised: nothing waits on it). Every role takes the same trip count from the sequence's key
+A CTA works on a query tile of sequence b, which every thread finds before anything else by the compacted
+schedule (``varlen_schedule``, ``scheduled``: the grid's x a slot over every sequence's tiles): its queries
+are the packed rows [q0, q0 + Sq_b) and its keys [k0, k0 + Sk_b), from ``cu_seqlens_q`` / ``cu_seqlens_k``.
+A slot past the sequences' tiles exits at once (before TMEM is allocated or a barrier initialised: nothing
+waits on it). Every role takes the same trip count from the sequence's key
 limit (bottom-right causal: query i sees keys j <= i + Sk_b - Sq_b), which can be 0 (Sk_b = 0, or
 causal rows that see no key): the load, MMA and correction roles then skip their work, the softmax
 loop runs no iteration, and the epilogue does not wait for an O that no MMA writes. A row that sees no
@@ -30,33 +31,55 @@ import types
 
 
 def sequence(k, arg, c) -> types.SimpleNamespace:
-    """The CTA's sequence (``q0``, ``sq``, ``k0``, ``sk``: packed row offsets and lengths, i32) from the
-    prefix sums; exits the CTA, all threads alike, when its first query position is past Sq_b. Paged
-    (``c.page_size``): ``sk`` = seqused_k[b] and no ``k0`` (the block table places the keys); with a dense
-    Q, ``sq`` = seq_q and no ``q0`` (the grid's query tiles cover seq_q: no CTA starts past it)."""
+    """The CTA's sequence (``q0``, ``sq``, ``k0``, ``sk``: packed row offsets and lengths, i32). A packed Q
+    takes the compacted schedule (``scheduled``: exits the CTA, all threads alike, for a slot past every
+    sequence's tiles). A paged dense Q (``c.page_size``, sequence b = ctaid.z): ``sk`` = seqused_k[b], ``sq``
+    = seq_q, no ``q0`` or ``k0`` (the block table places the keys; the grid's query tiles cover seq_q: no CTA
+    starts past it)."""
     from fa4_mlir import dsl
 
-    a, V = dsl.arith, dsl.Value
+    if c.varlen:
+        return scheduled(k, arg, c)
     i32 = dsl.i32()
     b = dsl.ctaid("z")
+    s = types.SimpleNamespace(q0=None, k0=None, sq=arg.seq_q)
+    s.sk = dsl.Value(dsl.llvm.load(i32, dsl.element_ptr(arg.seqused_k, b, i32), invariant=True))  # ld.global.nc
+    return s
 
-    def at(ptr, index):
-        return V(dsl.llvm.load(i32, dsl.element_ptr(ptr, index, i32), invariant=True))  # ld.global.nc
 
-    if c.page_size:
-        s = types.SimpleNamespace(q0=None, k0=None, sq=arg.seq_q)
-        if c.varlen:
-            s.q0 = at(arg.cu_seqlens_q, b)
-            s.sq = at(arg.cu_seqlens_q, b + 1) - s.q0
-        s.sk = at(arg.seqused_k, b)
-        if not c.varlen:
-            return s
+def scheduled(k, arg, c) -> types.SimpleNamespace:
+    """A packed Q's sequence and tile by the compacted schedule (``varlen_schedule``, the sm_90a kernel's:
+    ``hopper_varlen.place_slot``): the grid's x a slot over every sequence's tiles of ``cta_positions``
+    positions, y the K/V head group (causal: the linear index x + X y with those minor, and each sequence's
+    last rows first). Every thread scans in the prologue; a slot past the tiles exits the CTA, all threads
+    alike, before TMEM or a barrier. Sets ``b`` (the sequence: the paged block table's row), ``q_start`` (the
+    tile's first position) and ``hy`` (the grid's y it stands for) besides the sequence's rows and keys."""
+    from fa4_mlir import dsl
+    from fa4_mlir.kernels.attention import varlen_schedule as vs
+
+    a, V = dsl.arith, dsl.Value
+    if c.causal:  # the heads minor: the CTAs start heavy-to-light within a sequence across every head
+        ny = V(dsl.nvvm.read_ptx_sreg_nctaid_y(dsl.i32()))
+        linear = dsl.ctaid("x") + V(dsl.nvvm.read_ptx_sreg_nctaid_x(dsl.i32())) * dsl.ctaid("y")
+        slot, hy = linear // ny, linear % ny
     else:
-        s = types.SimpleNamespace(q0=at(arg.cu_seqlens_q, b), k0=at(arg.cu_seqlens_k, b))
-        s.sq = at(arg.cu_seqlens_q, b + 1) - s.q0
-        s.sk = at(arg.cu_seqlens_k, b + 1) - s.k0
-    first = dsl.ctaid("x") * c.cta_positions
-    with k.if_(V(a.cmpi(a.CmpIPredicate.sge, first.value, s.sq.value)).named("past_sequence")):
+        slot, hy = dsl.ctaid("x"), dsl.ctaid("y")
+
+    def per_lane(i):  # (q0, Sq, k0, Sk) of sequence i; paged: (q0, Sq, Sk = seqused_k[i])
+        q0 = vs.clamped(arg.cu_seqlens_q, i, arg.batch)
+        rows = vs.clamped(arg.cu_seqlens_q, i + 1, arg.batch) - q0
+        if c.page_size:
+            return [q0, rows, vs.clamped(arg.seqused_k, i, arg.batch - 1)]
+        k0 = vs.clamped(arg.cu_seqlens_k, i, arg.batch)
+        return [q0, rows, k0, vs.clamped(arg.cu_seqlens_k, i + 1, arg.batch) - k0]
+
+    tile = vs.locate(slot, arg.batch, c.cta_positions, per_lane, 3 if c.page_size else 4, c.causal)
+    s = types.SimpleNamespace(b=tile.seq, q_start=tile.q_start, hy=hy, q0=tile.values[0], sq=tile.values[1])
+    if c.page_size:
+        s.k0, s.sk = None, tile.values[2]
+    else:
+        s.k0, s.sk = tile.values[2], tile.values[3]
+    with k.if_(V(a.xori(tile.found.value, a.constant(tile.found.value.type, 1))).named("no_tile")):
         dsl.nvvm.exit()
     return s
 
