@@ -20,6 +20,35 @@ def test_importing_fa4_mlir_does_not_import_mlir():
     assert out.strip() == "False"
 
 
+def test_the_host_launch_paths_do_not_import_mlir():
+    # What the torch ops call per launch on the GPU machine, which has no MLIR bindings: the packed kernel's
+    # compacted grid (it once imported the IR-building schedule module), the paged, gathered and split-KV
+    # arguments and grids, the combine's grid.
+    code = """
+import sys
+import numpy as np
+from fa4_mlir.configs.attention import AttentionConfig, paged_config, varlen_config
+from fa4_mlir.configs.combine import CombineConfig
+from fa4_mlir.kernels.attention import (gather_arguments, launch_geometry, paged_arguments, varlen_arguments,
+                                        varlen_geometry)
+from fa4_mlir.kernels.attention.combine import launch_geometry as combine_geometry
+from fa4_mlir.kernels.attention.splitkv import split_geometry
+for target in ("sm_90a", "sm_100a"):
+    c = varlen_config(target, "bf16", 128, True, 1, 4096)
+    varlen_geometry(c, 3, 1000, 700, 16, 4096)
+    varlen_arguments(c, 0, 0, 1000, 0, 3)
+g = paged_config("sm_90a", "bf16", 128, False, 8, 40, 8192, 1)
+launch_geometry(g, 2, 1, 64, 8192)
+paged_arguments(g, 0, 205, 0, 410)
+gather_arguments(g, 0, 0, (40 * 8 * 128, 8 * 128, 128), (40 * 8 * 128, 8 * 128, 128))
+split_geometry(paged_config("sm_90a", "bf16", 128, False, 8, 64, 8192, 1, split_kv=True), 1, 1, 64, 8192, 4)
+combine_geometry(CombineConfig(target="sm_90a", head_dim=128), 1, 1, 64)
+print(any(m == "mlir" or m.startswith("mlir.") for m in sys.modules))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
 def test_the_facade_defers_numpy_and_keeps_the_elements_builders():
     # mlir.ir imports numpy (about 50 ms) for four attribute builders: the facade imports it without
     # numpy and registers the same builders, which load numpy when first called.

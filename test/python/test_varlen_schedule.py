@@ -11,7 +11,7 @@ import pytest
 from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels import attention
-from fa4_mlir.kernels.attention.varlen_schedule import slots
+from fa4_mlir.kernels.attention import varlen_slots as slots
 
 
 def test_the_slots_cover_every_sequences_tiles_and_the_bound_is_reached():

@@ -134,23 +134,28 @@ def compacted(config: AttentionConfig) -> bool:
     return bool(config.varlen)
 
 
+def varlen_slots(total_q: int, batch: int, bm: int) -> int:
+    """The packed grid's slots for ``batch`` sequences of ``total_q`` query rows in all, tiles of ``bm`` rows: at
+    least every sequence's tiles (ceil(total_q / bm) + batch - 1, ``varlen_schedule``'s bound), and at least 1.
+    Host side, here and not in ``varlen_schedule`` (which builds IR): the runtime launches without MLIR."""
+    return max(1, -(-total_q // bm) + batch - 1)
+
+
 def varlen_geometry(config: AttentionConfig, batch: int, total_q: int, max_seqlen_q: int, heads: int,
                     max_seqlen_k: int) -> tuple[int, int, int]:
     """The packed kernel's (``config.varlen``; other kernels: ``launch_geometry``) grid for ``batch`` sequences
-    of ``total_q`` query rows in all (``compacted``): (slots, heads / fused group, 1), ``varlen_schedule.
-    slots``: ceil(total_q / tile positions) + batch - 1 slots, at least every sequence's query tiles,
-    whatever the lengths (``max_seqlen_q`` / ``max_seqlen_k`` are not needed)."""
+    of ``total_q`` query rows in all (``compacted``): (slots, heads / fused group, 1), ``varlen_slots``:
+    ceil(total_q / tile positions) + batch - 1 slots, at least every sequence's query tiles, whatever the
+    lengths (``max_seqlen_q`` / ``max_seqlen_k`` are not needed)."""
     if not compacted(config):
         return launch_geometry(config, batch, max_seqlen_q, heads, max_seqlen_k)
-    from fa4_mlir.kernels.attention.varlen_schedule import slots
-
     for what, v, least in (("batch", batch, 1), ("total_q", total_q, 0), ("heads", heads, 1)):
         if not isinstance(v, int) or isinstance(v, bool) or v < least:
             raise LaunchError(f"attention: {what} must be an int >= {least}, got {v!r}")
     if heads % config.group:  # the fused group (sm_100a) is the group or 1 for a packed kernel
         raise LaunchError(f"attention: heads ({heads}) must be a multiple of group ({config.group})")
     rows, ys = config.cta_positions, heads // config.fused_group
-    x = slots(total_q, batch, rows)
+    x = varlen_slots(total_q, batch, rows)
     if ys > MAX_GRID_YZ or x * ys >= 2 ** 31:  # the causal schedule's linear index x + X y is an i32
         raise LaunchError(f"attention: heads / fused group must be <= {MAX_GRID_YZ} and tile slots (ceil(total_q / "
                           f"{rows}) + batch - 1) x heads / fused group < 2^31 for the packed kernel, got {ys} and "

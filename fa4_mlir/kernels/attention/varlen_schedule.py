@@ -6,7 +6,7 @@ the last sequence's tiles in the tail. The compacted grid has one CTA per query 
 counts *slots* over the sequences' tiles, back to back in batch order (sequence b's ceil(Sq_b / BM) tiles
 from slot P_b = sum of the tile counts before it), and a CTA finds its (b, t) on the device (``locate``).
 
-Host bound (``slots``): sum_b ceil(Sq_b / BM) <= ceil(total_q / BM) + B - 1 (each sequence's last tile
+Host bound (``kernels.attention.varlen_slots``, host side: the runtime imports it without MLIR): sum_b ceil(Sq_b / BM) <= ceil(total_q / BM) + B - 1 (each sequence's last tile
 adds at most one tile to the packed rows' count, and the first sequence with a partial tile none), so the
 grid needs only total_q and B, which the host knows without reading the lengths. Slots past the real count
 find no tile: their CTAs do nothing (no barrier wait, nothing written).
@@ -52,12 +52,6 @@ from fa4_mlir.dsl.names import name
 WARP = 32
 FULL = -1  # every lane of the warp
 IDX_CLAMP = 0x1F  # shfl.sync.idx: lanes 0..31, one segment
-
-
-def slots(total_q: int, batch: int, bm: int) -> int:
-    """The grid's slots for ``batch`` sequences of ``total_q`` query rows in all, tiles of ``bm`` rows: at
-    least every sequence's tiles (ceil(total_q / bm) + batch - 1, the module's bound), and at least 1."""
-    return max(1, -(-total_q // bm) + batch - 1)
 
 
 @dataclasses.dataclass
