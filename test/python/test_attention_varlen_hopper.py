@@ -185,7 +185,8 @@ def test_the_compacted_schedule_covers_every_tile_once(dtype, causal, lengths_q,
 
 
 def test_the_grid_is_the_host_bound_and_each_slot_one_tile():
-    """``varlen_geometry`` is ceil(total_q / BM) + B - 1 slots (here every one a tile: 40 sequences of one row),
+    """``varlen_geometry`` is min(ceil(total_q / BM) + B - 1, B ceil(max_seqlen_q / BM)) slots (here every one
+    a tile: 40 sequences of one row),
     and slots run in batch order: a grid one slot short leaves the last sequence's row unwritten and
     writes every other one."""
     from fa4_mlir import reference, runtime

@@ -44,7 +44,8 @@ def test_varlen_parameters_and_packed_boxes():
     source = attention.build(AttentionConfig(varlen=True, group=4))
     names = [p.name for p in source.params]
     assert names[-5:] == ["cu_seqlens_q", "cu_seqlens_k", "total_q", "batch", "o_rows"]  # batch: the schedule's
-    assert source.grid == "(ceil(total_q / 64) + B - 1, H / 4, 1) (varlen_geometry)"  # 2 x 128 rows / 4 heads
+    # 2 x 128 rows / 4 heads: 64 positions a CTA
+    assert source.grid == "(min(ceil(total_q / 64) + B - 1, B * ceil(max_seqlen_q / 64)), H / 4, 1) (varlen_geometry)"
     maps = {p.name: p.tensor_map for p in source.params if p.tensor_map}
     assert maps["q"].box == maps["o"].box == (64, 4, 32, 1)  # the dense kernel's boxes over the packed tensors
 

@@ -32,11 +32,13 @@ def test_varlen_geometry_is_the_slots_by_heads_on_sm90_and_launch_geometry_elsew
     wide = AttentionConfig(target="sm_90a", varlen=True, head_dim=64, num_q=3)  # CTAs of 192 rows
     assert attention.varlen_geometry(wide, 3, 385, 300, 2, 9) == (3 + 2, 2, 1)
     paged = AttentionConfig(target="sm_90a", varlen=True, page_size=64, group=4)
-    assert attention.varlen_geometry(paged, 2, 129, 128, 8, 64) == (2 + 1, 8, 1)
+    assert attention.varlen_geometry(paged, 2, 129, 128, 8, 64) == (2, 8, 1)  # 2 x ceil(128 / 128) < 2 + 1
+    equal = AttentionConfig(target="sm_90a", varlen=True, head_dim=64)  # 16 x 1024 rows: 128 tiles, not 128 + 15
+    assert attention.varlen_geometry(equal, 16, 16384, 1024, 32, 1024) == (128, 32, 1)
     sm100 = AttentionConfig(target="sm_100a", varlen=True, group=4)  # 2 x 128 rows of 4 fused heads: 64 positions
     assert attention.varlen_geometry(sm100, 7, 16384, 3981, 16, 3981) == (256 + 6, 4, 1)
     assert attention.varlen_geometry(AttentionConfig(target="sm_100a", varlen=True, num_q=1), 2, 129, 128, 3, 1) == (
-        2 + 1, 3, 1)
+        2, 3, 1)
     for other in (AttentionConfig(target="sm_100a", page_size=64), AttentionConfig(target="sm_90a")):
         assert attention.varlen_geometry(other, 7, 16384, 3981, 16, 3981) == attention.launch_geometry(
             other, 7, 3981, 16, 3981)
@@ -47,10 +49,11 @@ def test_varlen_geometry_is_the_slots_by_heads_on_sm90_and_launch_geometry_elsew
     ((2, -1, 10, 4, 10), r"attention: total_q must be an int >= 0, got -1"),
     ((2, 10, 10, 0, 10), r"attention: heads must be an int >= 1, got 0"),
     ((2, 10.0, 10, 4, 10), r"attention: total_q must be an int >= 0, got 10.0"),
-    ((2, 10, 10, 70000, 10), r"attention: heads / fused group must be <= 65535 and tile slots \(ceil\(total_q / "
-                             r"128\) \+ batch - 1\) x heads / fused group < 2\^31 for the packed kernel, got 70000 "
+    ((2, 10, -1, 4, 10), r"attention: max_seqlen_q must be an int >= 0, got -1"),
+    ((2, 10, 10, 70000, 10), r"attention: heads / fused group must be <= 65535 and tile slots \(varlen_slots, "
+                             r"tiles of 128 rows\) x heads / fused group < 2\^31 for the packed kernel, got 70000 "
                              r"and 2 slots"),
-    ((1, 2 ** 31 - 1, 4096, 128, 4096), r"got 128 and 16777216 slots"),
+    ((1, 2 ** 31 - 1, 2 ** 31 - 1, 128, 4096), r"got 128 and 16777216 slots"),
 ])
 def test_varlen_geometry_errors(args, message):
     with pytest.raises(LaunchError, match=message):
@@ -85,7 +88,8 @@ def test_the_kernel_source_states_the_grid_the_host_computes(kwargs, rows):
     config = AttentionConfig(target="sm_90a", varlen=True, **kwargs)
     assert config.hopper.bm == rows
     source = attention.build(config)
-    assert source.grid == f"(ceil(total_q / {rows}) + B - 1, H, 1) (varlen_geometry)"
+    bound = f"min(ceil(total_q / {rows}) + B - 1, B * ceil(max_seqlen_q / {rows}))"
+    assert source.grid == f"({bound}, H, 1) (varlen_geometry)"
     names = [p.name for p in source.params]
     assert names[names.index("total_q") + 1] == "batch"  # the scan's B: the grid no longer says it
 

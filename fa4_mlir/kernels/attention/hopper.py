@@ -184,7 +184,8 @@ def build(config: AttentionConfig) -> KernelSource:
         extra = {"group": config.pack_gqa, "pack_gqa": config.pack_gqa}
     geometry = "launch_geometry"
     if config.varlen:  # packed Q: slots over every sequence's query tiles (varlen_schedule); causal, heads minor
-        grid, geometry = "(ceil(total_q / {bm}) + B - 1, H, 1)", "varlen_geometry"
+        grid = "(min(ceil(total_q / {bm}) + B - 1, B * ceil(max_seqlen_q / {bm})), H, 1)"
+        geometry = "varlen_geometry"
     if config.split_kv:  # x: the query tiles times the key ranges, split-minor
         grid, geometry = grid.replace("), ", ") * num_splits, ", 1), "splitkv.split_geometry"
         extra = {**extra, "split_kv": True}

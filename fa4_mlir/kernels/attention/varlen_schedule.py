@@ -6,10 +6,11 @@ the last sequence's tiles in the tail. The compacted grid has one CTA per query 
 counts *slots* over the sequences' tiles, back to back in batch order (sequence b's ceil(Sq_b / BM) tiles
 from slot P_b = sum of the tile counts before it), and a CTA finds its (b, t) on the device (``locate``).
 
-Host bound (``kernels.attention.varlen_slots``, host side: the runtime imports it without MLIR): sum_b ceil(Sq_b / BM) <= ceil(total_q / BM) + B - 1 (each sequence's last tile
-adds at most one tile to the packed rows' count, and the first sequence with a partial tile none), so the
-grid needs only total_q and B, which the host knows without reading the lengths. Slots past the real count
-find no tile: their CTAs do nothing (no barrier wait, nothing written).
+Host bound (``kernels.attention.varlen_slots``, host side: the runtime imports it without MLIR): sum_b
+ceil(Sq_b / BM) <= ceil(total_q / BM) + B - 1 (each sequence's last tile adds at most one tile to the packed
+rows' count, and the first sequence with a partial tile none), which needs only total_q and B, known to the
+host without reading the lengths; and <= B ceil(max_seqlen_q / BM), the smaller one for equal lengths of whole
+tiles. Slots past the real count find no tile: their CTAs do nothing (no barrier wait, nothing written).
 
 ``locate``: a warp-parallel scan (FlashAttention-3's varlen scheduler): each lane of a warp takes one of 32
 sequences, loads its prefix sums (``invariant``: read-only memory, ld.global.nc; the keys' too, so that no
