@@ -4,12 +4,12 @@ slot (``place_slot``), sequence and tile (``set_tile``) and its consumer warpgro
 
 The grid is the compacted tile schedule's (``varlen_schedule``): x a slot over every sequence's query tiles
 (at most ceil(total_q / BM) + B - 1 of them, ``varlen_slots``), y the head (causal: the linear index with the
-heads minor, ``place_slot``); each role finds its slot's sequence b and query tile t with a warp scan over
-the sequences' tile counts (``set_tile``; causal, each sequence's longest rows first). Sequence b's queries are packed rows
-[q0, q0 + Sq_b) (``cu_seqlens_q[b]``, ``[b + 1]``), its keys rows [k0, k0 + Sk_b). Q/K/V are TMA-loaded
-from those rows (batch coordinate 0): rows past the sequence come from the next one (or TMA zero
-fill) and are masked (keys: the key limit is Sk_b) or never stored (queries). Causal is bottom-right:
-row i sees keys j <= i + Sk_b - Sq_b, so a row may see no key (Sk_b = 0, or Sq_b > Sk_b).
+heads minor, ``place_slot``); each role finds its slot's sequence b and query tile t with a warp scan over the
+sequences' tile counts (``set_tile``; causal, each sequence's longest rows first). Sequence b's queries are
+packed rows [q0, q0 + Sq_b) (``cu_seqlens_q[b]``, ``[b + 1]``), its keys rows [k0, k0 + Sk_b). Q/K/V are
+TMA-loaded from those rows (batch coordinate 0): rows past the sequence come from the next one (or TMA zero
+fill) and are masked (keys: the key limit is Sk_b) or never stored (queries). Causal is bottom-right: row i
+sees keys j <= i + Sk_b - Sq_b, so a row may see no key (Sk_b = 0, or Sq_b > Sk_b).
 
 Why the branches: every role branches on ``g.work`` (the slot holds a tile with a K/V tile; paged dense Q:
 the CTA's first row is inside the sequence, with a K/V tile), a condition the same in every thread (the
