@@ -58,16 +58,9 @@ def set_tile(g) -> None:
     found = None
     if c.varlen:  # packed Q: the slot's sequence and tile (varlen_schedule), its rows and keys with it
         place_slot(g)
-        def per_lane(i):  # (q0, Sq, k0, Sk) of sequence i; paged: (q0, Sq, Sk = seqused_k[i])
-            q0 = varlen_schedule.clamped(arg.cu_seqlens_q, i, arg.batch)
-            rows = varlen_schedule.clamped(arg.cu_seqlens_q, i + 1, arg.batch) - q0
-            if c.page_size:
-                return [q0, rows, varlen_schedule.clamped(arg.seqused_k, i, arg.batch - 1)]
-            k0 = varlen_schedule.clamped(arg.cu_seqlens_k, i, arg.batch)
-            return [q0, rows, k0, varlen_schedule.clamped(arg.cu_seqlens_k, i + 1, arg.batch) - k0]
-
+        per_lane, width = varlen_schedule.sequence_values(arg, bool(c.page_size))
         # causal: a sequence's longest rows first
-        tile = varlen_schedule.locate(g.slot, arg.batch, t.bm, per_lane, 3 if c.page_size else 4, c.causal)
+        tile = varlen_schedule.locate(g.slot, arg.batch, t.bm, per_lane, width, c.causal)
         g.seq, found, g.q_start = tile.seq, tile.found, tile.q_start
         g.q_base, g.seq_q = tile.values[0], tile.values[1]
         if c.page_size:  # paged: the keys are seqused_k[b] (pages, no packed K/V rows)

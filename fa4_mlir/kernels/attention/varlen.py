@@ -65,15 +65,8 @@ def scheduled(k, arg, c) -> types.SimpleNamespace:
     else:
         slot, hy = dsl.ctaid("x"), dsl.ctaid("y")
 
-    def per_lane(i):  # (q0, Sq, k0, Sk) of sequence i; paged: (q0, Sq, Sk = seqused_k[i])
-        q0 = vs.clamped(arg.cu_seqlens_q, i, arg.batch)
-        rows = vs.clamped(arg.cu_seqlens_q, i + 1, arg.batch) - q0
-        if c.page_size:
-            return [q0, rows, vs.clamped(arg.seqused_k, i, arg.batch - 1)]
-        k0 = vs.clamped(arg.cu_seqlens_k, i, arg.batch)
-        return [q0, rows, k0, vs.clamped(arg.cu_seqlens_k, i + 1, arg.batch) - k0]
-
-    tile = vs.locate(slot, arg.batch, c.cta_positions, per_lane, 3 if c.page_size else 4, c.causal)
+    per_lane, width = vs.sequence_values(arg, bool(c.page_size))
+    tile = vs.locate(slot, arg.batch, c.cta_positions, per_lane, width, c.causal)
     s = types.SimpleNamespace(b=tile.seq, q_start=tile.q_start, hy=hy, q0=tile.values[0], sq=tile.values[1])
     if c.page_size:
         s.k0, s.sk = None, tile.values[2]

@@ -100,6 +100,19 @@ def clamped(array, index, last) -> dsl.Value:
     return dsl.Value(dsl.llvm.load(i32, dsl.element_ptr(array, at, i32), invariant=True))
 
 
+def sequence_values(arg, paged: bool):
+    """``locate``'s ``per_lane`` for the packed kernels of both targets and its width: sequence i's (q0, Sq, k0,
+    Sk) from ``cu_seqlens_q`` / ``cu_seqlens_k``; ``paged`` (keys in pages), (q0, Sq, Sk = seqused_k[i])."""
+    def per_lane(i):
+        q0 = clamped(arg.cu_seqlens_q, i, arg.batch)
+        rows = clamped(arg.cu_seqlens_q, i + 1, arg.batch) - q0
+        if paged:
+            return [q0, rows, clamped(arg.seqused_k, i, arg.batch - 1)]
+        k0 = clamped(arg.cu_seqlens_k, i, arg.batch)
+        return [q0, rows, k0, clamped(arg.cu_seqlens_k, i + 1, arg.batch) - k0]
+    return per_lane, 3 if paged else 4
+
+
 def _chunk(slot, batch, bm: int, per_lane, reverse: bool, state: list) -> list:
     """One round of the scan over sequences [first, first + 32): the next state (first + 32, the tiles before
     them, whether the slot is among theirs and, if so, its sequence, tile start row and values)."""
