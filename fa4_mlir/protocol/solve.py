@@ -128,6 +128,15 @@ def evaluate(term, env: dict, strict: bool = False):
     return None
 
 
+def _all_hold(constraints, env: dict) -> bool:
+    """Whether every (term, taken) decision evaluates under ``env`` (overflow-free) as it was taken."""
+    for term, want in constraints:
+        v = evaluate(term, env, strict=True)
+        if v is None or bool(v) != want:
+            return False
+    return True
+
+
 def trip_count(lb: int, ub: int, step: int) -> int | None:
     if step <= 0:
         return None
@@ -158,30 +167,33 @@ class Bindings:
 
     def _satisfiable(self, env: dict, extra=()) -> dict | None:
         """Values for the leaves that ``env`` leaves unbound making every decision (and ``extra``)
-        hold, searched one or two leaves at a time over CANDIDATES; None if none is found."""
+        hold, searched one or two leaves at a time over CANDIDATES; None if none is found.
+
+        A trial changes only its chosen leaves, so a decision over none of them keeps the truth it has
+        with every free leaf at CANDIDATES[0]: a choice that leaves a false one untouched is skipped,
+        and a trial evaluates only the decisions over its leaves. The first binding found is the one
+        evaluating every decision for every trial in the same order would find."""
         constraints = [*self.constraints, *extra]
-        free = {}
+        free, uses = {}, []
         for term, _ in constraints:
-            leaves(term, free)
+            mine = leaves(term)
+            uses.append(mine)
+            free.update(mine)
         free = [x for x in free if x not in env]
-        def ok(e):
-            for t, w in constraints:
-                v = evaluate(t, e, strict=True)
-                if v is None or bool(v) != w:
-                    return False
-            return True
-
         if not free:
-            return env if ok(env) else None
+            return env if _all_hold(constraints, env) else None
         trial = {**env, **{x: CANDIDATES[0] for x in free}}
-
-        if ok(trial):
+        false = [i for i, c in enumerate(constraints) if not _all_hold((c,), trial)]
+        if not false:
             return trial
         for width in (1, 2):
             for chosen in itertools.combinations(free, width):
+                if any(all(x not in uses[i] for x in chosen) for i in false):
+                    continue  # a false decision none of these leaves can change
+                touched = [c for c, used in zip(constraints, uses) if any(x in used for x in chosen)]
                 for values in itertools.product(CANDIDATES, repeat=width):
                     e = {**trial, **dict(zip(chosen, values))}
-                    if ok(e):
+                    if _all_hold(touched, e):
                         return e
         return None
 

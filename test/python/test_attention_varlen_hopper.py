@@ -12,7 +12,8 @@ import re
 
 import numpy as np
 import pytest
-from varlen_cases import check_varlen_in_emulator, packed_batch
+from built import artifact
+from varlen_cases import check_varlen_in_emulator, packed_batch, sampled
 
 from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.errors import ConfigError
@@ -31,12 +32,11 @@ def _ids(kw):
 
 @pytest.mark.parametrize("kwargs", VARLEN, ids=_ids)
 def test_every_varlen_config_assembles_without_spills(ctx, kwargs):
-    from fa4_mlir.core.compiler import compile_kernel
     from fa4_mlir.core.layout_ir import place_layout
 
     config = AttentionConfig(target="sm_90a", varlen=True, **kwargs)
     source = attention.build(config)
-    result = compile_kernel(source, stop="cubin")  # the protocol verifier runs beside ptxas
+    result = artifact(config)  # the protocol verifier runs beside ptxas; the emulator tests load this build
     m = result.manifest
     assert (m["spill_stores"], m["spill_loads"]) == (0, 0), m
     assert m["threads"][0] == 128 * (config.hopper.consumers + 1)
@@ -98,7 +98,7 @@ EMULATED = [
 ]
 
 
-@pytest.mark.parametrize("dtype, d, causal, num_q, lengths_q, lengths_k, h, hk", EMULATED,
+@pytest.mark.parametrize("dtype, d, causal, num_q, lengths_q, lengths_k, h, hk", sampled(EMULATED),
                          ids=[f"{c[0]}-d{c[1]}-{'causal' if c[2] else 'full'}-q{c[3]}-{i}"
                               for i, c in enumerate(EMULATED)])
 def test_packed_batches_match_f64_reference_in_the_emulator(dtype, d, causal, num_q, lengths_q, lengths_k, h, hk):
@@ -167,8 +167,11 @@ _EDGES_K = [5, 1, 64, 130, 129, 0, 7, 2, 250, 1]
 SCHEDULED = [
     ("bf16", False, _EDGES_Q * 7, _EDGES_K * 7),  # 70 sequences, three rounds of the scan
     ("fp16", True, _EDGES_Q[::-1] * 7, _EDGES_K * 7),  # causal: each sequence's longest rows first
-    ("bf16", True, [1] * 40, [3] * 40),  # one row each: the slots are exactly the tiles (the host bound reached)
+    ("bf16", True, [2] + [1] * 39, [3] * 40),  # the slots are exactly the tiles (the host bound reached)
     ("fp16", False, [0] * 33 + [129], [1] * 33 + [200]),  # the only rows in the second round, past 33 empty ones
+    # equal lengths (total_q = B max_seqlen_q): the tile without the scan (``_direct``); a sequence without keys
+    ("bf16", False, [130] * 3, [70, 0, 300]),
+    ("fp16", True, [256] * 2, [256, 300]),  # causal: last rows first, bottom-right against more keys
 ]
 
 
@@ -208,6 +211,39 @@ def test_the_grid_is_the_host_bound_and_each_slot_one_tile():
     launch_varlen_attention(short, config, q, k, v, o, None, 0.125, cu_q, cu_k)
     assert short.grid == (40, 1, 1) == attention.varlen_geometry(config, 40, 40, 1, 1, 2)
     assert (o[-1] == reference.POISON["bf16"]).all() and not (o[:-1] == reference.POISON["bf16"]).all(axis=(1, 2)).any()
+
+
+def test_equal_lengths_find_their_tiles_without_the_scan():
+    """total_q = B x max_seqlen_q: slot s is sequence s / T, tile s % T (T the tiles of max_seqlen_q rows), not
+    the scan's. The two differ only where max_seqlen_q is below a real length, which the ops refuse; told 128
+    for lengths 200 and 56 (total 256 = 2 x 128), the two slots are sequence 0's first tile and sequence 1's
+    (the scan would give sequence 0's two tiles): sequence 0's rows past 128 stay unwritten, every other row
+    is right, and nothing is read or written outside the arrays (the emulator checks every access)."""
+    from fa4_mlir import reference, runtime
+    from fa4_mlir.tools.fa4_emu import launch_varlen_attention
+
+    config = AttentionConfig(target="sm_90a", head_dim=64, varlen=True)
+    q, k, v, cu_q, cu_k = packed_batch(np.random.default_rng(5), [200, 56], [90, 140], 1, 1, 64, "bf16")
+
+    class Told128:  # the launch as the host would make it for max_seqlen_q = 128
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def launch(self, grid, args, **kwargs):
+            return self.kernel.launch(attention.varlen_geometry(config, 2, 256, 128, 1, 140),
+                                      {**args, "seq_q": 128}, **kwargs)
+
+    o = np.full(q.shape, reference.POISON["bf16"], np.uint16)
+    launch_varlen_attention(Told128(runtime.load("attention", config, device="emulator")), config, q, k, v, o,
+                            None, 0.125, cu_q, cu_k)
+    unwritten = (o == reference.POISON["bf16"]).all(axis=(1, 2))
+    assert unwritten[128:200].all() and not unwritten[:128].any() and not unwritten[200:].any()
+    qf, kf, vf = (reference.to_f64(t, "bf16") for t in (q, k, v))
+    ref, _ = reference.varlen_attention(qf, kf, vf, cu_q, cu_k, False, 0.125)
+    yard, _ = reference.varlen_attention(qf, kf, vf, cu_q, cu_k, False, 0.125, dtype="bf16")
+    rows = np.r_[0:128, 200:256]
+    result = reference.compare(o[rows], ref[rows], yard[rows], "bf16")
+    assert result.ok and result.unwritten == 0, result.summary()
 
 
 def test_a_batch_of_empty_sequences_writes_nothing():

@@ -13,7 +13,8 @@ import zlib
 
 import numpy as np
 import pytest
-from varlen_cases import check_varlen_in_emulator, packed_batch
+from built import artifact
+from varlen_cases import check_varlen_in_emulator, packed_batch, sampled
 
 from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.errors import ConfigError
@@ -31,11 +32,8 @@ def _ids(kw):
 
 @pytest.mark.parametrize("kwargs", CONFIGS, ids=_ids)
 def test_every_varlen_config_verifies_and_assembles_without_spills(kwargs):
-    from fa4_mlir.core.compiler import compile_kernel
-
     config = AttentionConfig(varlen=True, **kwargs)
-    compile_kernel(attention.build(config), stop="fa4")  # the protocol verifier runs here
-    m = compile_kernel(attention.build(config), stop="cubin", verify_protocol=False).manifest
+    m = artifact(config).manifest  # the protocol verifier beside ptxas; the emulator tests load this build
     assert (m["spill_stores"], m["spill_loads"]) == (0, 0), m
     assert m["threads"][0] == 512
 
@@ -101,7 +99,7 @@ def _case_id(case):
     return f"{_ids(kw) or 'bf16'}-q{'.'.join(map(str, lq))}-k{'.'.join(map(str, lk))}-h{heads}"
 
 
-@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
+@pytest.mark.parametrize("case", sampled(CASES, one_arg=True), ids=[_case_id(c) for c in CASES])
 def test_varlen_kernel_is_right_in_the_emulator(case):
     kwargs, lengths_q, lengths_k, heads = case
     config = AttentionConfig(varlen=True, **kwargs)
@@ -155,6 +153,8 @@ SCHEDULED = [
     (dict(head_dim=64), [0, 1, 255, 256, 257, 3, 0, 2, 1] * 4, [2, 1, 40, 256, 3, 0, 9, 2, 0] * 4, 1),
     (dict(head_dim=64, num_q=1, causal=True, group=4), [0, 1, 31, 32, 33, 3, 0, 2, 40] * 4,
      [2, 1, 40, 32, 3, 0, 9, 2, 0] * 4, 8),
+    # equal lengths (total_q = B max_seqlen_q): the tile without the scan; causal, last rows first
+    (dict(head_dim=64, causal=True), [300] * 2, [300, 20], 1),
 ]
 
 

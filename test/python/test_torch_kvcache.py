@@ -23,7 +23,7 @@ from fa4_mlir.errors import LaunchError, Unsupported  # noqa: E402
 from fa4_mlir.kernels.attention.splitkv import tile_keys  # noqa: E402
 from fa4_mlir.torch import kvcache, split_decode  # noqa: E402
 from fa4_mlir.torch.emulated import emulator  # noqa: E402
-from varlen_cases import _compare, paged_batch  # noqa: E402
+from varlen_cases import _compare, paged_batch, sampled  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 I32 = torch.int32
@@ -418,7 +418,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("target, dtype, d, h, hk, causal, sq, page_size, cached, new", CASES)
+@pytest.mark.parametrize("target, dtype, d, h, hk, causal, sq, page_size, cached, new", sampled(CASES))
 def test_the_op_in_the_emulator_matches_float64(target, dtype, d, h, hk, causal, sq, page_size, cached, new):
     b = len(cached)
     total = [n + new for n in cached]
@@ -463,7 +463,7 @@ SPLIT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("target, dtype, d, h, hk, causal, sq, page_size, cached, new, splits", SPLIT_CASES)
+@pytest.mark.parametrize("target, dtype, d, h, hk, causal, sq, page_size, cached, new, splits", sampled(SPLIT_CASES))
 def test_split_kv_decode_through_the_op_matches_float64(target, dtype, d, h, hk, causal, sq, page_size, cached, new,
                                                         splits):
     """``num_splits`` > 1 runs the split kernel over that many key ranges and the combine kernel after it, with

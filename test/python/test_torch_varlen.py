@@ -22,7 +22,7 @@ from fa4_mlir.configs.attention import AttentionConfig, varlen_config  # noqa: E
 from fa4_mlir.errors import LaunchError, Unsupported  # noqa: E402
 from fa4_mlir.torch import serving, varlen  # noqa: E402
 from fa4_mlir.torch.emulated import emulator  # noqa: E402
-from varlen_cases import _compare, packed_batch, paged_batch  # noqa: E402
+from varlen_cases import _compare, packed_batch, paged_batch, sampled  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 I32 = torch.int32
@@ -297,7 +297,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("target, dtype, d, h, hk, causal, lengths_q, lengths_k", CASES)
+@pytest.mark.parametrize("target, dtype, d, h, hk, causal, lengths_q, lengths_k", sampled(CASES))
 def test_the_op_in_the_emulator_matches_float64(target, dtype, d, h, hk, causal, lengths_q, lengths_k):
     max_q, max_k = max(lengths_q), max(lengths_k)
     _packed_kernel(varlen_config(target, dtype, d, causal, h // hk, max_k))
@@ -334,7 +334,7 @@ PAGED_CASES = [
 ]
 
 
-@pytest.mark.parametrize("target, dtype, d, h, hk, causal, lengths_q, lengths_k, page", PAGED_CASES)
+@pytest.mark.parametrize("target, dtype, d, h, hk, causal, lengths_q, lengths_k, page", sampled(PAGED_CASES))
 def test_packed_queries_over_a_paged_cache_match_float64(target, dtype, d, h, hk, causal, lengths_q, lengths_k,
                                                          page):
     """``block_table``: k and v are caches (num_pages, page_size, Hk, D) and sequence b's keys its first

@@ -60,7 +60,10 @@ def set_tile(g) -> None:
         place_slot(g)
         per_lane, width = varlen_schedule.sequence_values(arg, bool(c.page_size))
         # causal: a sequence's longest rows first
-        tile = varlen_schedule.locate(g.slot, arg.batch, t.bm, per_lane, width, c.causal)
+        # equal lengths find the tile without the scan (head dims <= 128: above, where the registers are full and
+        # a tile's work long, the second way spilled: d256 causal 4 stores, d192 gathered, d256 paged)
+        equal = (arg.seq_q, arg.total_q) if t.head_dim <= 128 else (None, None)
+        tile = varlen_schedule.locate(g.slot, arg.batch, t.bm, per_lane, width, c.causal, *equal)
         g.seq, found, g.q_start = tile.seq, tile.found, tile.q_start
         g.q_base, g.seq_q = tile.values[0], tile.values[1]
         if c.page_size:  # paged: the keys are seqused_k[b] (pages, no packed K/V rows)

@@ -66,7 +66,7 @@ def scheduled(k, arg, c) -> types.SimpleNamespace:
         slot, hy = dsl.ctaid("x"), dsl.ctaid("y")
 
     per_lane, width = vs.sequence_values(arg, bool(c.page_size))
-    tile = vs.locate(slot, arg.batch, c.cta_positions, per_lane, width, c.causal)
+    tile = vs.locate(slot, arg.batch, c.cta_positions, per_lane, width, c.causal, arg.seq_q, arg.total_q)
     s = types.SimpleNamespace(b=tile.seq, q_start=tile.q_start, hy=hy, q0=tile.values[0], sq=tile.values[1])
     if c.page_size:
         s.k0, s.sk = None, tile.values[2]
