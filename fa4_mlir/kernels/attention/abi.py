@@ -90,7 +90,7 @@ _VARLEN_PARAMS = (
 # the compacted schedule (sm_90a): the grid's x counts tile slots, so seq_q bounds nothing and B is a parameter
 _SCHEDULE_DOCS = {"seq_q": "the longest sequence's query positions, max_seqlen_q (no sequence may have more): "
                            "where total_q = B x seq_q, every sequence has seq_q and the schedule finds a slot's "
-                           "tile without its scan"}
+                           "tile without its scan (sm_90a: head dims up to 128)"}
 _BATCH = Param("batch", "i32", "sequences B (cu_seqlens_q has B + 1 elements): the tile schedule scans their "
                "query tile counts")
 _PAGED_PARAMS = (
