@@ -97,9 +97,11 @@ def test_the_kernel_source_states_the_grid_the_host_computes(kwargs, rows):
 @pytest.mark.parametrize("kwargs", [dict(target="sm_90a", causal=True), dict(target="sm_90a", page_size=64),
                                     dict(target="sm_100a", causal=True)])
 def test_the_verifier_holds_the_schedule_as_one_value_for_every_role(monkeypatch, kwargs):
-    """``protocol.uniformity``: each role's copy of the scan (sm_90a: the load warp's and both consumer
+    """``protocol.uniformity``: each role's copy of the schedule (sm_90a: the load warp's and both consumer
     warpgroups'; sm_100a: the prologue's) gives results the same in every thread, as leaves that are equal
-    across the copies (one value per quantity, which a scenario binds once), and the kernel verifies."""
+    across the copies (one value per quantity, which a scenario binds once), and the kernel verifies. The
+    copy is the scan's ``scf.while``, or the ``scf.if`` that holds it beside the equal-length tile (head dims
+    up to 128 on sm_90a, sm_100a): the verifier holds the whole branch as one region."""
     import importlib
 
     from fa4_mlir._mlir import ir
@@ -110,9 +112,13 @@ def test_the_verifier_holds_the_schedule_as_one_value_for_every_role(monkeypatch
     terms: dict[str, list] = {}
     real = extract.region_results
 
+    def holds_scan(node) -> bool:
+        return node.name == "scf.while" or any(holds_scan(op) for region in node.regions for block in region
+                                               for op in block.ops)
+
     def spy(run, node):
         out = real(run, node)
-        if node.name == "scf.while":
+        if node.name in ("scf.while", "scf.if") and holds_scan(node):
             terms.setdefault(run.name, []).append(tuple(v.term for v in out))
         return out
 
