@@ -87,7 +87,7 @@ _VARLEN_PARAMS = (
     Param("o_rows", "ptr", "O[total_q, H, D] (the o map's tensor): the rows of a tile that ends past its sequence "
           "are stored through it (a TMA store would write into the next sequence)"),
 )
-# the compacted schedule (sm_90a): the grid's x counts tile slots, so seq_q bounds nothing and B is a parameter
+# the compacted schedule: the grid's x counts tile slots, so seq_q does not size the grid, and B is a parameter
 _SCHEDULE_DOCS = {"seq_q": "the longest sequence's query positions, max_seqlen_q (no sequence may have more): "
                            "where total_q = B x seq_q, every sequence has seq_q and the schedule finds a slot's "
                            "tile without its scan (sm_90a: head dims up to 128)"}
