@@ -18,7 +18,8 @@ Every sm_90a attention configuration was fingerprinted again when the kernel too
 (``AttentionConfig.runtime_group``, issue 25): an i32 ``group`` parameter after ``num_heads``, the K/V head
 ``head / group`` read from it (``ld.param`` + ``div.u32`` where group 1 used the head and groups 4 and 8 a
 shift), and the config's ``"group": "runtime"``; configurations that differ only in group now share one
-PTX. ``--update`` rewrites only the selected configurations' entries.
+PTX. Two sm_100a configurations over gathered pages (``AttentionConfig.page_gather``, issue 26) were added with
+their first PTX. ``--update`` rewrites only the selected configurations' entries.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ def configs() -> list[tuple[str, dict]]:
     for d, tiles in TILE_SWEEP["bf16"].items():
         for (nq, bn), c in itertools.product(tiles, (False, True)):
             add("attention", target="sm_90a", head_dim=d, causal=c, block_n=bn, **({"num_q": nq} if nq != 2 else {}))
+    # sm_100a over gathered pages (``AttentionConfig.page_gather``): its fused 2Q ring, and 1Q packed Q causal
+    add("attention", head_dim=128, page_size=24)
+    add("attention", head_dim=64, num_q=1, page_size=100, varlen=True, causal=True)
     return out
 
 

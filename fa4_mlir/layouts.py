@@ -71,7 +71,9 @@ def _tail(barriers: list[BarrierArray]) -> list[SmemRegion]:
 
 
 def fa4_barriers(c: FA4Config) -> list[BarrierArray]:
-    """FA4MiscMBars (spec 3.3), high-count barriers first. ``m`` = CTAs whose threads arrive."""
+    """FA4MiscMBars (spec 3.3), high-count barriers first. ``m`` = CTAs whose threads arrive. A gathered
+    paged cache (``page_gather``: the load warp's lanes copy the K/V rows) adds ``Q0_sync`` (Q0's TMA, which
+    cannot ride on K_0's lane-counted barriers) and counts 32 lanes on the K/V full barriers."""
     m = c.cta_group
     npv, nqk, nkv = c.num_pv_stages, c.qk_stages, c.num_kv_stages
     s_consumer = tuple([256 * m] + [128 * m] * (npv - 1))
@@ -91,14 +93,18 @@ def fa4_barriers(c: FA4Config) -> list[BarrierArray]:
     for i in (0, 1):
         out.append(BarrierArray(f"S{i}_producer", (1,), "commit", f"MMA commit after Q{i}@K'",
                                 f"softmax WG{i}", m))
+    if c.page_gather:  # Q0 cannot ride on K_0's barriers, which count the gathering lanes: its own, as Q1's
+        out.append(BarrierArray("Q0_sync", (1,) * nqk, "tx", "load warp expect_tx + Q0 TMA", "MMA before Q0@K'", m))
     if c.num_q == 2:
         out.append(BarrierArray("Q1_sync", (1,) * nqk, "tx", "load warp expect_tx + Q1 TMA", "MMA before Q1@K'", m))
     ring = "kv" if c.fused_kv else "k"
-    out.append(BarrierArray(f"{ring}_producer", (1,) * (nqk * nkv), "tx", "load warp expect_tx + TMA",
-                            "MMA", m))
+    # a gathered paged cache: each of the load warp's 32 lanes arrives once its cp.async rows landed
+    full = ((32,), "threads", "every lane of the load warp once its cp.async rows landed") if c.page_gather \
+        else ((1,), "tx", "load warp expect_tx + TMA")
+    out.append(BarrierArray(f"{ring}_producer", full[0] * (nqk * nkv), full[1], full[2], "MMA", m))
     out.append(BarrierArray(f"{ring}_consumer", (1,) * (nqk * nkv), "commit", "MMA commit", "load warp", m))
     if not c.fused_kv:
-        out.append(BarrierArray("v_producer", (1,) * nkv, "tx", "load warp expect_tx + TMA", "MMA", m))
+        out.append(BarrierArray("v_producer", full[0] * nkv, full[1], full[2], "MMA", m))
         out.append(BarrierArray("v_consumer", (1,) * nkv, "commit", "MMA commit", "load warp", m))
     for i in (0, 1):
         out.append(BarrierArray(f"O{i}_producer", (1,), "commit", f"MMA commit after P{i}@V",

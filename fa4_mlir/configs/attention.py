@@ -58,7 +58,7 @@ SM90_NUM_Q: dict[tuple[str, int, bool], int] = {("bf16", 64, False): 3, ("fp16",
 SM90_SHORT_KEYS = 2048
 SM90_SHORT_TILE: dict[tuple[str, int, bool], tuple[int, int]] = {("bf16", 64, True): (2, 128),
                                                                  ("fp16", 64, True): (2, 128)}
-PAGE_MULTIPLE = 16  # a paged K/V cache's page_size is a multiple of this (sm_100a: a power of two): TMA chunks
+PAGE_MULTIPLE = 16  # TMA loads a paged K/V tile in chunks of whole multiples of this (sm_100a: powers of two)
 BLOCK_COLS = 64  # sm_90a: 16-bit columns of one 128-byte swizzle block
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
 SM90_PACK_GQA_MAX = 64  # sm_90a pack_gqa: the most heads a consumer warpgroup's 64 rows hold (one position)
@@ -175,12 +175,12 @@ class AttentionConfig(Checked):
     key j in row j % page_size of page ``block_table[b, j // page_size]`` (launch arguments). Q is dense (B, Sq, H,
     D), or packed with ``varlen`` (then ``cu_seqlens_k`` is not used). Causal is aligned bottom-right as with
     ``varlen``. Which sizes, and how K/V tiles are loaded:
-      - sm_100a: powers of two from 16 (16, 32, 64, 128, 256, ...; not 16 with num_q 1 at head dim 64); TMA loads
+      - sm_100a, powers of two from 16 (16, 32, 64, 128, 256, ...; but 16 with num_q 1 at head dim 64): TMA loads
         each K/V tile in chunks of gcd(keys a tile, page_size) rows, each inside one page.
       - sm_90a, multiples of 16 (at head dims 192/256: powers of two from 32): TMA, in chunks as on sm_100a.
-      - sm_90a, every other size >= 1 (1, 8, 24, 40, 100, 255, ...; at head dims 192/256 also 16, 48, 80, ...):
-        gathered row by row (``page_gather``: the load warp's cp.async into the TMA layout, ``hopper_gather``),
-        K and V passed as pointers with their strides.
+      - every other size >= 1 (1, 8, 24, 40, 100, 255, ...; sm_100a: also 16 with num_q 1 at head dim 64; sm_90a at
+        head dims 192/256: also 16, 48, 80, ...): gathered row by row (``page_gather``: the load warp's cp.async into
+        the TMA layout, ``hopper_gather`` / ``gather``), K and V passed as pointers with their strides.
 
     ``pack_gqa`` (sm_90a, paged, dense Q: the decode form): the ``pack_gqa`` query heads of one K/V head share
     the CTA's rows (FlashAttention's pack_gqa): each consumer warpgroup's 64 rows are 64 / pack_gqa positions x
@@ -247,26 +247,17 @@ class AttentionConfig(Checked):
                                                or self.head_dim >= SM90_SPLIT_O_HEAD_DIM),
              "False with fp8_e4m3, persistent, or head dim 256/512 on sm_100a or 512 on sm_90a (packed "
              "variable-length sequences are built for the 16-bit one-tile kernels)"),
-            ("page_size", type(self.page_size) is int and (
-                self.page_size == 0 or (hopper and self.page_size >= 1) or (
-                    self.page_size >= PAGE_MULTIPLE and self.page_size % PAGE_MULTIPLE == 0)),
-             "0 (contiguous K/V) or >= 1 on sm_90a (pages TMA cannot load are gathered row by row: "
-             "``page_gather``)" if hopper else
-             f"0 (contiguous K/V) or a multiple of {PAGE_MULTIPLE} on sm_100a (TMA loads a K/V tile in chunks of "
-             f"gcd(keys a tile, page_size) rows, whole {PAGE_MULTIPLE}-row multiples, each inside one page)"),
-            # a sweep of sm_100a's head dims x masks x pages: sizes that are not a power of two spill the load warp
-            ("page_size", type(self.page_size) is not int or hopper or self.page_size & (self.page_size - 1) == 0,
-             "a power of two on sm_100a (16, 32, 64, 128, 256, ...: other sizes' chunk arithmetic spills the load "
-             "warp's registers there; sm_90a takes every size >= 1)"),
+            ("page_size", type(self.page_size) is int and self.page_size >= 0,
+             "0 (contiguous K/V) or >= 1 (pages TMA cannot load are gathered row by row: ``page_gather``)"),
             ("page_size", not self.page_size or not (self.is_fp8 or self.persistent or deep
                                                     or self.head_dim >= SM90_SPLIT_O_HEAD_DIM),
              "0 with fp8_e4m3, persistent, or head dim 256/512 on sm_100a or 512 on sm_90a (the paged K/V cache is "
              "built for the 16-bit one-tile kernels)"),
-            # the paged loads of many chunks a tile spill in the load warp (ptxas, a sweep of every head dim, page
-            # size, mask and Q layout; the rest have zero spills)
-            ("page_size", self.page_size != PAGE_MULTIPLE or hopper or not (self.head_dim == 64 and self.num_q == 1),
-             f">= {2 * PAGE_MULTIPLE} with num_q 1 at head dim 64 on sm_100a (pages of {PAGE_MULTIPLE} keys take 12 "
-             f"chunks a tile there, and the load warp spills)"),
+            # a sweep of sm_100a's gathered configs (head dims x masks x Q layouts x split x groups x pages): only these
+            ("num_q", hopper or not (self.split_kv and self.causal and self.head_dim == 64 and self.num_q == 1
+                                     and self.page_gather),
+             "2 for a causal split KV over gathered pages (``page_gather``) at head dim 64 on sm_100a (with 1Q ptxas "
+             "spills registers of the kernel's prologue there)"),
             ("num_q", not (hopper and self.page_size and self.num_q == 3),
              "2 with a paged K/V cache on sm_90a (three consumer warpgroups leave the load warp 32 registers, and "
              "its paged loads spill)"),
@@ -308,14 +299,20 @@ class AttentionConfig(Checked):
 
     @property
     def page_gather(self) -> bool:
-        """sm_90a: whether the paged K/V tiles are gathered row by row (``hopper_gather``: cp.async by the load
-        warp into the layout TMA would write) instead of TMA-loaded in chunks: for pages TMA cannot load, those
-        not a multiple of 16 keys and, at head dims 192 and 256, those not a power of two or of 16 keys (their
-        chunk loads spilled the load warp, ptxas 13.0). False unless paged."""
-        if not self.page_size or self.target != "sm_90a":
+        """Whether the paged K/V tiles are gathered row by row (cp.async by the whole load warp into the layout TMA
+        would write: ``hopper_gather`` on sm_90a, ``gather`` on sm_100a) instead of TMA-loaded in chunks: for pages
+        TMA cannot load or whose chunk loads spilled the load warp (ptxas 13.0). sm_100a: every size but the powers
+        of two from 16, and pages of 16 with num_q 1 at head dim 64 (12 chunks a tile there). sm_90a: sizes not a
+        multiple of 16 keys and, at head dims 192 and 256, those not a power of two or of 16 keys. False unless
+        paged."""
+        if not isinstance(self.page_size, int) or self.page_size <= 0:
             return False
+        power = self.page_size & (self.page_size - 1) == 0
+        if self.target == "sm_100a":
+            chunked = power and self.page_size >= PAGE_MULTIPLE
+            return not chunked or (self.page_size == PAGE_MULTIPLE and self.head_dim == 64 and self.num_q == 1)
         tma = self.page_size % PAGE_MULTIPLE == 0 and (self.head_dim <= 128 or (
-            self.page_size & (self.page_size - 1) == 0 and self.page_size > PAGE_MULTIPLE))
+            power and self.page_size > PAGE_MULTIPLE))
         return not tma
 
     @property
@@ -366,7 +363,7 @@ class AttentionConfig(Checked):
             raise ConfigError(f"AttentionConfig.fa4 is the FA4 layout; head_dim must be one of "
                               f"{', '.join(map(str, HEAD_DIMS['sm_100a']))}, got {self.head_dim} (use .depth512)")
         return FA4Config(dtype=self.dtype, qk_depth=self.head_dim, num_q=self.num_q, group=self.group,
-                         scale_dtype="fp32" if self.token_scales else None)
+                         scale_dtype="fp32" if self.token_scales else None, page_gather=self.page_gather)
 
     @property
     def hopper(self) -> HopperTile:

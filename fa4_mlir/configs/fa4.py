@@ -75,6 +75,9 @@ class FA4Config(Checked):
     is_mla: bool = False
     num_qk_stages: int = 0  # 0: derive
     use_order_barriers: bool = False
+    # the K/V tiles of a paged cache gathered by the load warp's 32 lanes (cp.async; ``AttentionConfig.page_gather``):
+    # their full barriers count the lanes, and Q0 loads on its own barriers (``Q0_sync``) instead of K_0's
+    page_gather: bool = False
 
     def __post_init__(self):
         d = lookup_dtype(self.dtype, field="FA4Config.dtype")
@@ -97,7 +100,11 @@ class FA4Config(Checked):
         checks = (("num_q", self.num_q in (1, 2), "1 or 2"), ("group", self.group >= 1, ">= 1"),
                   ("page_size", self.page_size >= 0, ">= 0 (0: not paged)"),
                   ("swizzle", self.swizzle in (32, 64, 128), "32, 64 or 128 (bytes)"),
-                  ("num_qk_stages", self.num_qk_stages >= 0, ">= 0 (0: derive)"))
+                  ("num_qk_stages", self.num_qk_stages >= 0, ">= 0 (0: derive)"),
+                  ("page_gather", isinstance(self.page_gather, bool)
+                   and not (self.page_gather and (self.is_mla or self.pair_cta)),
+                   "True or False, and False with is_mla or pair_cta (the gathered load warp is the one-CTA paged "
+                   "attention kernel's)"))
         for name, ok, expected in checks:
             if not ok:
                 raise ConfigError(f"FA4Config.{name} must be {expected}, got {getattr(self, name)!r}")

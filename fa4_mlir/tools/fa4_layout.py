@@ -5,6 +5,7 @@
     fa4-layout --kernel depth512 --rope-depth 64 --group 16     # absorbed MLA (576 / 512), 16 heads
     fa4-layout --kernel depth512 --rope-depth 64 --group 16 --dtype fp8_e4m3 --rope-dtype bf16  # fp8 latent
     fa4-layout --kernel gemm --tile 128x256x64 --target sm_90a
+    fa4-layout --num-q 1 --page-gather             # a gathered paged cache's barriers (Q0_sync, lane-counted K/V)
     fa4-layout --emit-ir                           # the fa4 IR, placed by the allocation passes
 
 The layout is placed by the compiler's own passes (fa4-allocate-smem, -mbarriers, -tmem), so the
@@ -20,8 +21,8 @@ import sys
 
 KERNELS = ("fa4", "depth512", "gemm")
 ATTENTION_OPTIONS = ("qk_depth", "ov_depth", "num_q", "pair_cta", "group", "rope_dtype", "scale_dtype",
-                     "page_size", "rope_depth")
-FA4_ONLY = ("num_q", "pair_cta", "scale_dtype")
+                     "page_size", "rope_depth", "page_gather")
+FA4_ONLY = ("num_q", "pair_cta", "scale_dtype", "page_gather")
 DEPTH512_ONLY = ("rope_depth",)
 GEMM_OPTIONS = ("tile", "stages", "epi_tile_n", "epi_load_stages", "accum_stages", "cta_group")
 
@@ -42,6 +43,8 @@ def _arg_parser() -> argparse.ArgumentParser:
                    "latent: bf16 or fp16)")
     a.add_argument("--scale-dtype", default=None, help="per-token scale dtype (fa4)")
     a.add_argument("--page-size", type=int, default=None, help="KV page size, 0 = not paged (default)")
+    a.add_argument("--page-gather", action="store_true", default=None, help="paged K/V gathered by the load warp's "
+                   "lanes (fa4: AttentionConfig.page_gather; threads-counted K/V full barriers, Q0_sync)")
     a.add_argument("--rope-depth", type=int, default=None, help="64: absorbed MLA, q/k 512 + 64 (depth512)")
     g = p.add_argument_group("gemm")
     g.add_argument("--tile", default=None, metavar="MxNxK", help="default 128x256x64")
@@ -112,7 +115,7 @@ def _config(args):
     reject(_given(args, DEPTH512_ONLY), "absorbed MLA (rope depth 64) is a depth512 layout")
     return FA4Config(**pick(dtype=args.dtype, qk_depth=args.qk_depth, ov_depth=args.ov_depth, num_q=args.num_q,
                             pair_cta=args.pair_cta, group=args.group, rope_dtype=args.rope_dtype,
-                            scale_dtype=args.scale_dtype, page_size=args.page_size,
+                            scale_dtype=args.scale_dtype, page_size=args.page_size, page_gather=args.page_gather,
                             is_mla=args.rope_dtype is not None)).validate()
 
 

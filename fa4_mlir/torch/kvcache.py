@@ -13,11 +13,11 @@ O = 0 and LSE = +inf; ``lse`` is (B, H, Sq) fp32 (empty unless ``return_lse``). 
 The cache:
 - paged: k_cache and v_cache (num_pages, page_size, Hk, D) with ``block_table`` (B, pages_per_seq) int32:
   sequence b's key j is row j % page_size of page block_table[b, j // page_size]; a sequence holds at most
-  pages_per_seq * page_size keys. On sm_90 every page_size >= 1 runs: multiples of 16 by TMA (K/V tiles in chunks
-  of gcd(keys a tile, page_size) rows, each inside a page), the other sizes (1, 8, 40, 100, ...; and at head dims
-  192/256 those not a power of two) gathered row by row by the load warp (``AttentionConfig.page_gather``). On
-  sm_100 page_size must be a power of two >= 16 (TMA only; the general chunk arithmetic spills): 16, 64, 256 ...
-  (vLLM's 16, FlashAttention's 256). Entries past the pages a sequence uses are never read (-1 is fine).
+  pages_per_seq * page_size keys. Every page_size >= 1 runs: TMA loads K/V tiles in chunks of gcd(keys a tile,
+  page_size) rows, each inside a page, for the multiples of 16 on sm_90 (at head dims 192/256 the powers of two
+  from 32) and the powers of two from 16 on sm_100 (vLLM's 16, FlashAttention's 256; but 16 with num_q 1 at head
+  dim 64); the other sizes (1, 8, 24, 40, 100, 255, ...) are gathered row by row by the load warp
+  (``AttentionConfig.page_gather``). Entries past the pages a sequence uses are never read (-1 is fine).
 - not paged (no ``block_table``): k_cache and v_cache (B, Sk_max, Hk, D); it runs on the paged kernel with the
   cache's memory viewed as pages: the largest of ``CACHE_PAGES`` (256 ... 16) dividing Sk_max and the batch
   stride in rows, sequence b's pages from b * stride / page on (so the paged kernels of the common page sizes
@@ -306,8 +306,6 @@ def flash_attn_with_kvcache_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
         place = f"{target} in the emulator" if isinstance(where, emulator) else "this GPU"
         raise LaunchError(f"{OP}: head_dim must be one of {', '.join(map(str, dims))} on {place}, got "
                           f"{layout.head_dim}")
-    if layout.paged:
-        check_page_size(OP, "k_cache.shape[1]", layout.page_size, target)
     scale = checked_scale(OP, softmax_scale, layout.head_dim)
     check_num_splits(OP, num_splits)
     for name in ("q", "k_cache", "v_cache"):

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from fa4_mlir import knobs, runtime
-from fa4_mlir.configs.attention import PAGE_MULTIPLE, AttentionConfig, paged_head_dims, varlen_head_dims
+from fa4_mlir.configs.attention import AttentionConfig, paged_head_dims, varlen_head_dims
 from fa4_mlir.errors import LaunchError, Unsupported
 from fa4_mlir.kernels.attention import gather_arguments
 from fa4_mlir.torch.tensors import host_array
@@ -36,15 +36,12 @@ def check_index_tensor(op: str, name: str, t: torch.Tensor, ndim: int, layout: s
                           f"pass {name}.contiguous()")
 
 
-def check_page_size(op: str, what: str, page: int, target: str | None = None) -> None:
-    """A paged cache's page_size (``what``: the shape it is read from): >= 1 (from shapes alone, the fake's
-    check); with ``target``, the target's kernels: sm_90a takes every size (TMA loads pages of multiples of 16
-    keys, the load warp gathers the rest, ``AttentionConfig.page_gather``), sm_100a a power of two >= 16."""
+def check_page_size(op: str, what: str, page: int) -> None:
+    """A paged cache's page_size (``what``: the shape it is read from): >= 1. Both targets take every size: TMA
+    loads the pages it can (``AttentionConfig.page_chunk``), the load warp gathers the rest
+    (``AttentionConfig.page_gather``)."""
     if page < 1:
         raise LaunchError(f"{op}: page_size ({what}) must be >= 1, got {page}")
-    if target is not None and target != "sm_90a" and (page < PAGE_MULTIPLE or page & (page - 1)):
-        raise LaunchError(f"{op}: page_size ({what}) must be a power of two >= {PAGE_MULTIPLE} on {target} (16, 32, "
-                          f"64, ...: its kernel loads pages by TMA only; sm_90a takes every size), got {page}")
 
 
 GATHER_SPAN = 1 << 36  # bytes a gathered cache may span: the load warp's 32-bit offsets count 16-byte pieces

@@ -120,14 +120,14 @@ def _check_values(cu: np.ndarray, name: str, rows: int, what: str, bound: int, b
                       f"got {bound}; it bounds every length (FlashAttention's contract): pass the longest length")
 
 
-def _check_pages(table: torch.Tensor, k: torch.Tensor, batch: int, target: str) -> tuple[int, int, int]:
-    """(page_size, pages_per_seq, num_pages) of a paged call on ``target``, with the rules that need no values
-    checked."""
+def _check_pages(table: torch.Tensor, k: torch.Tensor, batch: int) -> tuple[int, int, int]:
+    """(page_size, pages_per_seq, num_pages) of a paged call, with the rules that need no values checked (every
+    page_size >= 1 runs on both targets: ``AttentionConfig.page_gather``)."""
     check_index_tensor(OP, "block_table", table, 2, "(batch, pages_per_seq)")
     if table.shape[0] != batch or table.shape[1] < 1:
         raise LaunchError(f"{OP}: block_table must be (batch={batch}, pages_per_seq >= 1), got {tuple(table.shape)}")
     num_pages, page = k.shape[:2]
-    check_page_size(OP, "k.shape[1]", page, target)
+    check_page_size(OP, "k.shape[1]", page)
     if num_pages < 1:
         raise LaunchError(f"{OP}: k must have >= 1 page, got shape {tuple(k.shape)}")
     return page, table.shape[1], num_pages
@@ -158,7 +158,7 @@ def flash_attn_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_s
         place = f"{target} in the emulator" if isinstance(where, emulator) else "this GPU"
         raise LaunchError(f"{OP}: head_dim must be one of {', '.join(map(str, dims))} on {place}, got {d}")
     batch = _check_metadata(cu_seqlens_q, cu_seqlens_k)
-    page, per_seq, num_pages = _check_pages(block_table, k, batch, target) if paged else (0, 0, 0)
+    page, per_seq, num_pages = _check_pages(block_table, k, batch) if paged else (0, 0, 0)
     max_q, max_k = check_bound(OP, "max_seqlen_q", max_seqlen_q), check_bound(OP, "max_seqlen_k", max_seqlen_k)
     scale = checked_scale(OP, softmax_scale, d)
     if paged and max_k > per_seq * page:

@@ -13,13 +13,12 @@ import re
 
 import numpy as np
 import pytest
-from built import artifact
+from built import gathered, verify_without_gathered
 from varlen_cases import check_paged_in_emulator, paged_batch, prefix_sums, sampled
 
 from fa4_mlir import reference
 from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.kernels import attention
-from fa4_mlir.kernels.attention.abi import params
 
 
 def _config(**kwargs) -> AttentionConfig:
@@ -28,7 +27,8 @@ def _config(**kwargs) -> AttentionConfig:
 
 def test_pages_tma_cannot_load_are_gathered():
     """Multiples of 16 are TMA-loaded (at head dims 192/256 only powers of two from 32: other sizes' chunk
-    arithmetic, and pages of 16's 20 loads a tile, spilled); every other size is gathered; sm_100a never gathers."""
+    arithmetic, and pages of 16's 20 loads a tile, spilled); every other size is gathered (sm_100a's rule:
+    test_attention_paged_gather_sm100.py)."""
     for d in (64, 96, 128):
         assert [_config(head_dim=d, page_size=p).page_gather for p in (1, 8, 15, 16, 24, 48, 100, 208, 255, 256)] \
             == [True, True, True, False, True, False, True, False, True, False]
@@ -73,22 +73,8 @@ def _ids(kw):
 
 @pytest.mark.parametrize("kwargs", COMPILED, ids=_ids)
 def test_gathered_configs_assemble_without_spills(ctx, kwargs):
-    config = _config(**kwargs)
-    assert config.page_gather
-    source = attention.build(config)
-    result = artifact(config)  # the protocol verifier runs beside ptxas; the emulator tests load this build
-    m = result.manifest
-    assert (m["spill_stores"], m["spill_loads"]) == (0, 0), m
-    names = [p.name for p in source.params]
-    want = params(None, None, None, runtime_group=True, varlen=config.varlen, paged=True, split_kv=config.split_kv,
-                  gather=True, schedule=config.varlen)
-    assert names == [p.name for p in want]
-    strides = [f"{t}_{dim}_stride" for t in "kv" for dim in ("page", "row", "head")]
-    at = names.index("num_pages") + 1
-    assert names[at:at + 6] == strides
-    kinds = {p.name: p.kind for p in source.params}
-    assert kinds["k"] == kinds["v"] == "ptr" and kinds["q"] == "tensormap"
-    ptx, t = result.ptx, config.hopper
+    result, _ = gathered(_config(**kwargs))  # the emulator tests load this build
+    ptx, t = result.ptx, _config(**kwargs).hopper
     blocks = t.head_dim // 64
     # TMA loads only Q (a load per warpgroup and block); K_0, K_j and V_{j-1} in the loop and the last V are each
     # BN / 4 groups of four rows, a 16-byte cp.async per block
@@ -181,15 +167,5 @@ def test_the_protocol_verifier_sees_the_gathered_writes(ctx, drop, bug):
     accepted; without the load warp's proxy fences the consumers' wgmma reads are a [fence] error, without its
     arrivals the consumers wait forever (the fence and arrive lines after the cp.async copies: the Q load's TMA
     needs neither)."""
-    from fa4_mlir._mlir import ir
-    from fa4_mlir.passes.verify_protocol import VerifyProtocolPass
-
-    text = attention.build(_config(head_dim=64, page_size=24, block_n=64)).mlir
-    assert not VerifyProtocolPass(witness=0).run(ir.Module.parse(text).operation)
-    lines = text.split("\n")
-    first = next(i for i, line in enumerate(lines) if "nvvm.cp.async.shared.global" in line)
-    kept = [line for i, line in enumerate(lines) if i < first or drop not in line]
-    assert len(kept) < len(lines)
-    errors = VerifyProtocolPass(witness=0, max_errors=20).run(ir.Module.parse("\n".join(kept)).operation)
-    classes = {m.group(1) for d in errors for m in [re.search(r"protocol error \[([a-z-]+)\]", d.message)] if m}
-    assert (bug in classes) if bug else classes, [d.message for d in errors]
+    classes, messages = verify_without_gathered(attention.build(_config(head_dim=64, page_size=24, block_n=64)).mlir, drop)
+    assert (bug in classes) if bug else classes, messages

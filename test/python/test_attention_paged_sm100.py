@@ -11,8 +11,10 @@ import zlib
 
 import numpy as np
 import pytest
+
+import ci_sample
 from built import artifact
-from varlen_cases import check_paged_in_emulator, packed_batch, paged_batch, sampled
+from varlen_cases import check_paged_case, check_paged_in_emulator, paged_batch, sampled
 
 from fa4_mlir import reference
 from fa4_mlir.configs.attention import AttentionConfig
@@ -29,15 +31,15 @@ COMPILED = [dict(page_size=16, head_dim=128), dict(page_size=16, head_dim=64, va
             dict(page_size=128, head_dim=64, group=8, causal=True),
             dict(page_size=256, head_dim=128, dtype="fp16", varlen=True), dict(page_size=256, num_q=1, head_dim=96),
             dict(page_size=128, head_dim=64), dict(page_size=256, num_q=1, head_dim=64, causal=True, varlen=True)]
-# ptxas spills these (the general chunking: pages ending mid-tile, gcd(128, P) = 16-row chunks; and page 16 with
-# 1Q head dim 64: 12 chunks a tile, two tiles' entries live): the load warp's 64 registers; left to a follow-up
+# the other page sizes, and pages of 16 with 1Q at head dim 64 (12 chunks a tile, two tiles' entries live: the load
+# warp's 64 registers spilled), are gathered row by row (``page_gather``: test_attention_paged_gather_sm100.py)
 
 
 def _ids(kw):
     return "-".join(f"{k}={v}" for k, v in kw.items())
 
 
-@pytest.mark.parametrize("kwargs", COMPILED, ids=_ids)
+@pytest.mark.parametrize("kwargs", ci_sample.covered(COMPILED), ids=_ids)
 def test_paged_config_verifies_and_assembles_without_spills(kwargs):
     config = AttentionConfig(**kwargs)
     m = artifact(config).manifest  # the protocol verifier beside ptxas; the emulator tests load this build
@@ -112,36 +114,22 @@ CASES = [
 @pytest.mark.parametrize("case", sampled(CASES, one_arg=True), ids=[_case_id(c) for c in CASES])
 def test_paged_kernel_is_right_in_the_emulator(case):
     kwargs, sq, lengths_k, heads = case
-    config = AttentionConfig(**kwargs)
-    rng = np.random.default_rng(zlib.crc32(_case_id(case).encode()))
-    hk, d = heads // config.group, config.head_dim
-    k, v, table, seqused = paged_batch(rng, lengths_k, config.page_size, hk, d, config.dtype)
-    if config.varlen:
-        q, _, _, cu_q, _ = packed_batch(rng, sq, [0] * len(sq), heads, hk, d, config.dtype)
-    else:
-        q, cu_q = reference.random_bits(rng, (len(lengths_k), sq, heads, d), config.dtype, 1.0), None
-    check_paged_in_emulator(config, q, k, v, table, seqused, d ** -0.5, cu_q=cu_q)
+    check_paged_case(AttentionConfig(**kwargs), sq, lengths_k, heads, zlib.crc32(_case_id(case).encode()))
+
+
+_PAGE_SIZE = (r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or >= 1 \(pages TMA cannot load are gathered "
+              r"row by row: ``page_gather``\), got ")
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(page_size=8), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16 on sm_100a "
-                        r"\(TMA loads a K/V tile in chunks of gcd\(keys a tile, page_size\) rows, whole 16-row "
-                        r"multiples, each inside one page\), got 8"),
-    (dict(page_size=40), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16 .*, got 40"),
-    (dict(page_size=1), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16 .*, got 1"),
-    (dict(page_size=48), r"AttentionConfig.page_size must be a power of two on sm_100a \(16, 32, 64, 128, 256, ...: "
-                         r"other sizes' chunk arithmetic spills the load warp's registers there; sm_90a takes every "
-                         r"size >= 1\), got 48"),
-    (dict(page_size=-16), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16"),
-    (dict(page_size=16.0), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16"),
-    (dict(page_size=True), r"AttentionConfig.page_size must be 0 \(contiguous K/V\) or a multiple of 16"),
-    (dict(page_size=16, num_q=1, head_dim=64),
-     r"AttentionConfig.page_size must be >= 32 with num_q 1 at head dim 64 on sm_100a \(pages of 16 keys take 12 "
-     r"chunks a tile there, and the load warp spills\), got 16"),
+    (dict(page_size=-16), _PAGE_SIZE + "-16"),
+    (dict(page_size=16.0), _PAGE_SIZE + "16.0"),
+    (dict(page_size=True), _PAGE_SIZE + "True"),
     (dict(page_size=16, dtype="fp8_e4m3"), r"AttentionConfig.page_size must be 0 with fp8_e4m3, persistent, or "
                                            r"head dim 256/512 on sm_100a"),
     (dict(page_size=16, head_dim=256), r"AttentionConfig.page_size must be 0 with fp8_e4m3"),
     (dict(page_size=16, head_dim=512), r"AttentionConfig.page_size must be 0 with fp8_e4m3"),
+    (dict(page_size=24, head_dim=512), r"AttentionConfig.page_size must be 0 with fp8_e4m3"),
 ])
 def test_paged_config_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):

@@ -12,6 +12,8 @@ import re
 
 import numpy as np
 import pytest
+
+import ci_sample
 from built import artifact
 from varlen_cases import check_varlen_in_emulator, packed_batch, sampled
 
@@ -30,7 +32,7 @@ def _ids(kw):
     return "-".join(f"{k}={v}" for k, v in kw.items())
 
 
-@pytest.mark.parametrize("kwargs", VARLEN, ids=_ids)
+@pytest.mark.parametrize("kwargs", ci_sample.covered(VARLEN), ids=_ids)
 def test_every_varlen_config_assembles_without_spills(ctx, kwargs):
     from fa4_mlir.core.layout_ir import place_layout
 
@@ -175,7 +177,7 @@ SCHEDULED = [
 ]
 
 
-@pytest.mark.parametrize("dtype, causal, lengths_q, lengths_k", SCHEDULED,
+@pytest.mark.parametrize("dtype, causal, lengths_q, lengths_k", sampled(SCHEDULED),
                          ids=[f"{c[0]}-{'causal' if c[1] else 'full'}-b{len(c[2])}-{i}"
                               for i, c in enumerate(SCHEDULED)])
 def test_the_compacted_schedule_covers_every_tile_once(dtype, causal, lengths_q, lengths_k):

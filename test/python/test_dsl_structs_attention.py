@@ -136,6 +136,8 @@ def test_accessors_return_the_declared_values():
     (lambda s, m: s.offset("p"), ValueError, 
      r"region must be one of q, o, k, v, correction, mbarriers, tmem_addr, got 'p'"),
     (lambda s, m: m.q1_wait_mbar(), ValueError, r"FA4MiscMBars has no Q1_sync barriers: num_q is 1 in this config"),
+    (lambda s, m: m.q0_wait_mbar(), ValueError, r"FA4MiscMBars has no Q0_sync barriers: page_gather is False in this "
+                                                r"config \(Q0 rides on the first K tile's barriers\)"),
     (lambda s, m: m.pipeline_order_wait(0), ValueError, r"no order barriers: use_order_barriers is False"),
     (lambda s, m: m.index("order"), ValueError, r"FA4MiscMBars has no 'order' barriers in this config"),
     (lambda s, m: m.consumer_s(0), RuntimeError, r"pipelines must be declared first \(declare_pipelines\(\)\)"),

@@ -14,25 +14,27 @@ the dequantized inputs ``q * q_scale``, ``k * k_scale``, ``v * v_scale``):
 
 Cases: head dims 64 and 128, 1Q and 2Q, causal and not, GQA (fused groups 4 and 8), odd lengths,
 tensor-wise scales (floats folded into the softmax scale) and random per-token scales log-uniform in
-[1e-3, 1e3]. A fixed covering design of 16 cases, each under one scheduler seed; FA4_EMU_FULL_MATRIX=1
-runs them under seeds 0, 1 and 2 and adds 8 more (batch 2, longer sequences).
+[1e-3, 1e3]. A fixed covering design of 16 cases, each under one scheduler seed; CI runs a covering subset
+of them (every kernel, every value and pair of values of the axes: ``ci_sample.covering``);
+FA4_EMU_FULL_MATRIX=1 runs all of them under seeds 0, 1 and 2 and adds 8 more (batch 2, longer sequences).
 """
 
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
 import torch
+
+import ci_sample
 
 from fa4_mlir import reference
 from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.torch.attention import Fp8Scales, _token_scale, launch
 from fa4_mlir.torch.emulated import emulator
 
-FULL = os.environ.get("FA4_EMU_FULL_MATRIX", "0") == "1"
+FULL = ci_sample.FULL
 SEEDS = (0, 1, 2)
 SCALE_RANGE = (1e-3, 1e3)  # per-token scales: log-uniform over this range
 V_SCALE = 0.75
@@ -126,11 +128,19 @@ def test_the_cases_cover_the_axes():
         assert {(c[1], c[7]) for c in CASES if c[0] == d} == {(1, False), (1, True), (2, False), (2, True)}
 
 
-# CI runs every case under one seed; FA4_EMU_FULL_MATRIX=1 under all three, and EXTRA
-SELECTED = list(enumerate(CASES + (EXTRA if FULL else [])))
+def _features(case) -> dict:
+    """A case's axes, and its kernel (head dim, Q tiles, scales: one compile each)."""
+    d, nq, causal, group, _, _, _, tokens = case
+    return {"head_dim": d, "num_q": nq, "causal": causal, "group": group, "tokens": tokens, "kernel": (d, nq, tokens)}
 
 
-@pytest.mark.parametrize("index, case", SELECTED, ids=[_id(c) for _, c in SELECTED])
+# CI: a covering subset under one seed; FA4_EMU_FULL_MATRIX=1: every case under all three, and EXTRA
+CI_CASES = ci_sample.covering([_features(c) for c in CASES], pairs=("head_dim", "num_q", "causal", "group", "tokens"))
+ACTIVE = CASES + (EXTRA if FULL else [])
+SELECTED = ci_sample.in_ci(list(enumerate(ACTIVE)), CI_CASES + list(range(len(CASES), len(ACTIVE))))
+
+
+@pytest.mark.parametrize("index, case", SELECTED, ids=[_id(c) for c in ACTIVE])
 def test_fp8_attention_in_the_emulator(index, case):
     for seed in SEEDS if FULL else (SEEDS[index % len(SEEDS)],):
         checks = run_case(case, seed)

@@ -1,5 +1,5 @@
 """The depth-256/512 pair-CTA attention kernel over a matrix of 24 configurations, each under scheduler seeds
-0, 1 and 2 (FA4_EMU_FULL_MATRIX=1; CI runs every configuration, the i-th under seed i % 3), executed in the PTX
+0, 1 and 2 (FA4_EMU_FULL_MATRIX=1; CI runs a covering subset, ``ci_sample.covering``, the i-th under seed i % 3), in the PTX
 emulator with the race checks on and compared with a float64 NumPy reference under the GPU tests'
 bounds, O and the LSE. Issue 23's "Must show" 3.
 
@@ -11,17 +11,17 @@ it packs 4 heads into a tile, so a long seq_q means many CTA pairs.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
+
+import ci_sample
 
 from fa4_mlir import runtime
 from fa4_mlir.kernels.attention import AttentionConfig
 from fa4_mlir.tools import fa4_emu
 
 SEEDS = (0, 1, 2)
-FULL = os.environ.get("FA4_EMU_FULL_MATRIX", "0") == "1"
+FULL = ci_sample.FULL
 LENGTHS = (1, 63, 128, 129, 700, 2048)
 
 # (head_dim, dtype, causal, group, batch, seq_q, seq_k)
@@ -62,13 +62,16 @@ def test_the_matrix_covers_the_issues_axes():
         assert 4 in {c[3] for c in mine}
 
 
-# CI runs every configuration under one seed; FA4_EMU_FULL_MATRIX=1 under all three
-SELECTED = list(enumerate(CASES))
+# CI: every value of every axis, and every pair of the kernel's axes, under one seed (``ci_sample.covering``);
+# FA4_EMU_FULL_MATRIX=1: every configuration under all three seeds
+_AXES = ("head_dim", "dtype", "causal", "group", "batch", "seq_q", "seq_k")
+CI_CASES = ci_sample.covering([dict(zip(_AXES, c)) for c in CASES], pairs=_AXES[:4])
+SELECTED = ci_sample.in_ci(list(enumerate(CASES)), CI_CASES)
 
 
 @pytest.mark.parametrize("index, case", SELECTED,
                          ids=[f"d{d}-{t}-{'causal' if c else 'full'}-g{g}-{b}x{sq}x{sk}"
-                              for _, (d, t, c, g, b, sq, sk) in SELECTED])
+                              for d, t, c, g, b, sq, sk in CASES])
 def test_depth512_kernel_in_the_emulator(index, case):
     head_dim, dtype, causal, group, batch, seq_q, seq_k = case
     config, kernel = _kernel(head_dim, dtype, causal, group)

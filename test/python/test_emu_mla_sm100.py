@@ -19,6 +19,8 @@ import tempfile
 import numpy as np
 import pytest
 
+import ci_sample
+
 from fa4_mlir import reference
 from fa4_mlir.configs.depth512 import Depth512Config
 from fa4_mlir.errors import ConfigError, LaunchError
@@ -96,11 +98,14 @@ def test_the_cases_cover_the_issues_shapes():
     assert {1, 100, 257} <= {c[4] for c in CASES} and {c[1] for c in CASES} == {False, True}
 
 
-SELECTED = list(enumerate(ACTIVE))  # CI: every case under one seed
+# CI: every pair of head count and mask (``ci_sample.covering``) under one seed; FA4_EMU_FULL_MATRIX=1: every case
+# under all three, and EXTRA
+CI_CASES = ci_sample.covering([{"heads": c[0], "causal": c[1]} for c in CASES])
+SELECTED = ci_sample.in_ci(list(enumerate(ACTIVE)), CI_CASES + list(range(len(CASES), len(ACTIVE))))
 
 
 @pytest.mark.parametrize("index, case", SELECTED,
-                         ids=[f"h{h}-{'causal' if c else 'full'}-{b}x{sq}x{sk}" for _, (h, c, b, sq, sk) in SELECTED])
+                         ids=[f"h{h}-{'causal' if c else 'full'}-{b}x{sq}x{sk}" for h, c, b, sq, sk in ACTIVE])
 def test_mla_in_the_emulator(index, case):
     for seed in SEEDS if FULL else (SEEDS[index % len(SEEDS)],):
         cmp, lse_err, lse_limit = run_case(*case, seed)

@@ -14,6 +14,8 @@ import json
 
 import pytest
 
+import ci_sample
+
 from fa4_mlir.tools import fa4_emu
 
 CASES = [
@@ -33,7 +35,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("argv", CASES, ids=[" ".join(c) for c in CASES])
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", ci_sample.in_ci([0, 1], [0], one_arg=True))  # seed 1: FA4_EMU_FULL_MATRIX=1
 def test_sm100a_kernel_is_right_in_the_emulator(capsys, argv, seed):
     code = fa4_emu.main([*argv, "--target", "sm_100a", "--seed", str(seed), "--json"])
     out, err = capsys.readouterr()

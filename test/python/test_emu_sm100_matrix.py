@@ -1,5 +1,6 @@
 """Every shipped sm_100a kernel over a matrix of 40 configurations, each under scheduler seeds 0, 1 and 2
-(FA4_EMU_FULL_MATRIX=1; CI runs every configuration, the i-th under seed i % 3),
+(FA4_EMU_FULL_MATRIX=1; CI runs a covering subset of the configurations, ``ci_sample.covering``, the i-th under
+seed i % 3),
 executed in the PTX emulator (the race checks are always on) and compared with a float64 NumPy
 reference under the GPU tests' bounds (``fa4_mlir.reference``). Issue 21's "Must show" 1.
 
@@ -11,10 +12,10 @@ axes (listed in the test ids).
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
+
+import ci_sample
 
 from fa4_mlir import reference, runtime
 from fa4_mlir.kernels.attention import AttentionConfig
@@ -23,9 +24,9 @@ from fa4_mlir.kernels.gemm import GemmConfig
 from fa4_mlir.tools import fa4_emu
 
 SEEDS = (0, 1, 2)
-# CI runs each configuration under one of the seeds (the i-th under seed i % 3); FA4_EMU_FULL_MATRIX=1 runs
-# all three on every configuration (issue 21's full matrix, on demand: about 5 minutes on the dev machine).
-FULL = os.environ.get("FA4_EMU_FULL_MATRIX", "0") == "1"
+# CI runs a covering subset of the configurations, each under one of the seeds (the i-th under seed i % 3);
+# FA4_EMU_FULL_MATRIX=1 runs all three on every configuration (issue 21's full matrix, on demand).
+FULL = ci_sample.FULL
 _SQ = (100, 128, 130, 200, 65)
 _SK = (300, 130, 257, 96, 211)
 
@@ -91,13 +92,20 @@ def test_the_matrix_covers_the_issues_axes():
     assert {s["beta"] for _, s in gemm} == {0.0, 1.0}
 
 
-# CI runs every configuration under one seed; FA4_EMU_FULL_MATRIX=1 under all three
-SELECTED = [(i, *case) for i, case in enumerate(CASES)]
+def _features(kind, options, shape) -> dict:
+    """The axes a case varies: the kind, its config's options, and the GEMM's beta."""
+    return {"kind": kind, **options, **({"beta": shape["beta"]} if kind == "gemm" else {})}
+
+
+# CI: every value and pair of values of the axes (``ci_sample.covering``) under one seed; FA4_EMU_FULL_MATRIX=1:
+# every configuration under all three
+CI_CASES = ci_sample.covering([_features(*case) for case in CASES])
+SELECTED = ci_sample.in_ci([(i, *case) for i, case in enumerate(CASES)], CI_CASES)
 
 
 @pytest.mark.parametrize("index, kind, options, shape", SELECTED,
                          ids=[f"{k}-{'-'.join(f'{a}={b}' for a, b in o.items())}-{'x'.join(str(v) for v in s.values())}"
-                              for _, k, o, s in SELECTED])
+                              for k, o, s in CASES])
 def test_sm100a_kernel_in_the_emulator(index, kind, options, shape):
     config, kernel = _kernel(kind, options)
     for seed in SEEDS if FULL else (SEEDS[index % len(SEEDS)],):

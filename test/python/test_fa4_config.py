@@ -67,6 +67,12 @@ def test_gqa_fusion():
     (dict(page_size=-1), r"FA4Config.page_size must be >= 0 \(0: not paged\), got -1"),
     (dict(swizzle=16), r"FA4Config.swizzle must be 32, 64 or 128 \(bytes\), got 16"),
     (dict(num_qk_stages=-1), r"FA4Config.num_qk_stages must be >= 0 \(0: derive\), got -1"),
+    (dict(page_gather=1), r"FA4Config.page_gather must be True or False, and False with is_mla or pair_cta \(the "
+                          r"gathered load warp is the one-CTA paged attention kernel's\), got 1"),
+    (dict(page_gather=True, pair_cta=True), r"FA4Config.page_gather must be True or False, and False with is_mla or "
+                                            r"pair_cta .*, got True"),
+    (dict(page_gather=True, is_mla=True, qk_depth=192, ov_depth=128, rope_dtype="bf16"),
+     r"FA4Config.page_gather must be True or False, and False with is_mla or pair_cta .*, got True"),
 ])
 def test_field_errors_name_field_value_and_rule(kwargs, message):
     with pytest.raises(ConfigError, match=message):

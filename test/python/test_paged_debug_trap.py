@@ -17,9 +17,10 @@ from fa4_mlir.tools.fa4_emu import launch_paged_attention
 DEBUG_MS = 100
 
 
-@pytest.mark.parametrize("target, page, bad", [("sm_90a", 16, 2), ("sm_100a", 16, 2), ("sm_90a", 24, 1)])
+@pytest.mark.parametrize("target, page, bad", [("sm_90a", 16, 2), ("sm_100a", 16, 2), ("sm_90a", 24, 1),
+                                               ("sm_100a", 24, 1)])
 def test_an_out_of_range_page_traps_naming_sequence_and_page(target, page, bad):
-    """Pages of 24 keys on sm_90a: the gathered load warp (``page_gather``) reads the entries per lane."""
+    """Pages of 24 keys: the gathered load warp (``page_gather``, both targets) reads the entries per lane."""
     config = AttentionConfig(target=target, head_dim=64, page_size=page)
     rng = np.random.default_rng(5)
     k_cache, v_cache, table, used = paged_batch(rng, [20, 40], page, 2, 64, "bf16")

@@ -179,18 +179,6 @@ def test_head_dims_are_the_paged_kernels_of_the_target(target, d, dims):
         _call(args, target)
 
 
-@pytest.mark.parametrize("page", [8, 40, 48, 1])
-def test_sm100_page_sizes_are_powers_of_two_from_16_refused_before_the_cache_is_written(page):
-    """sm_100 loads pages by TMA only: a page of 8, 40, 48 or 1 keys is refused, before any append or launch
-    (``_call`` checks both); sm_90 gathers them (``AttentionConfig.page_gather``)."""
-    args = _args(k_cache=_z(12, page, 2, 64), v_cache=_z(12, page, 2, 64),
-                 block_table=_i32(*range(12)).view(2, 6), cache_seqlens=_i32(1, 2))
-    with pytest.raises(LaunchError, match=rf"flash_attn_with_kvcache: page_size \(k_cache.shape\[1\]\) must be a "
-                                          rf"power of two >= 16 on sm_100a \(16, 32, 64, ...: its kernel loads pages "
-                                          rf"by TMA only; sm_90a takes every size\), got {page}"):
-        _call(args, "sm_100a")
-
-
 def test_a_gathered_cache_must_span_at_most_64_gib():
     """The gathered load warp (``AttentionConfig.page_gather``) addresses a cache with 32-bit offsets of 16-byte
     pieces: a cache (or the view of a wider buffer) whose elements reach past 64 GiB is refused."""
@@ -415,6 +403,8 @@ CASES = [
     ("sm_90a", "fp16", 64, 2, 2, False, 5, 1, (30, 7), 3),  # pages of 1 key, gathered; a prefill chunk of 5
     ("sm_100a", "bf16", 64, 2, 2, True, 4, 64, (70, 1), 0),
     ("sm_100a", "fp16", 128, 4, 2, False, 2, 0, (20, 0), 5),
+    ("sm_100a", "fp16", 64, 2, 2, False, 1, 1, (40, 9), 0),  # pages of 1 key, gathered (sm_100a's ``gather``)
+    ("sm_100a", "bf16", 96, 4, 1, True, 2, 24, (50, 0, 33), 1),  # pages of 24, gathered
 ]
 
 
@@ -460,6 +450,7 @@ SPLIT_CASES = [
     ("sm_90a", "fp16", 128, 4, 1, True, 1, 8, (250, 0, 70), 0, 2),  # pages of 8, pack_gqa 4: gathered
     ("sm_100a", "bf16", 64, 2, 1, True, 2, 64, (260, 40), 0, 3),
     ("sm_100a", "fp16", 128, 2, 2, False, 1, 0, (190, 0), 1, 2),
+    ("sm_100a", "bf16", 128, 2, 1, False, 1, 100, (300, 17), 1, 3),  # pages of 100, gathered
 ]
 
 

@@ -149,16 +149,6 @@ def test_every_bad_paged_argument_is_refused_before_a_launch(change, message):
         _call(_paged_args(**change))
 
 
-@pytest.mark.parametrize("page", [24, 8, 48])
-def test_sm100_pages_are_powers_of_two_from_16(page):
-    """sm_100 loads pages by TMA only; sm_90 gathers the other sizes (``AttentionConfig.page_gather``)."""
-    z = lambda *s: torch.zeros(*s, dtype=torch.bfloat16)  # noqa: E731
-    with pytest.raises(LaunchError, match=rf"flash_attn_varlen: page_size \(k.shape\[1\]\) must be a power of two "
-                                          rf">= 16 on sm_100a \(16, 32, 64, ...: its kernel loads pages by TMA only; "
-                                          rf"sm_90a takes every size\), got {page}"):
-        _call(_paged_args(k=z(4, page, 2, 64), v=z(4, page, 2, 64)), "sm_100a")
-
-
 @pytest.mark.parametrize("change, message", METADATA_ERRORS + SHAPE_ERRORS)
 def test_every_bad_argument_is_refused_before_a_launch(change, message):
     with pytest.raises(LaunchError, match=message):
@@ -331,6 +321,7 @@ PAGED_CASES = [
     ("sm_90a", "fp16", 256, 2, 2, False, (7, 40), (0, 201), 1),  # pages of 1 key, head dim 256: gathered
     ("sm_100a", "bf16", 64, 2, 2, True, (60, 9, 0), (60, 20, 5), 64),
     ("sm_100a", "fp16", 128, 2, 2, False, (3, 40), (0, 150), 16),
+    ("sm_100a", "bf16", 64, 4, 1, True, (20, 1, 0), (70, 9, 30), 48),  # pages of 48: gathered (page_gather)
 ]
 
 

@@ -74,6 +74,20 @@ def check_paged_in_emulator(config, q, k_cache, v_cache, table, seqused_k, scale
     _compare(config, q, k, v, cu_q, cu_k, scale, o, lse)
 
 
+def check_paged_case(config, sq, lengths_k, heads: int, seed: int) -> None:
+    """``check_paged_in_emulator`` on a random batch (``seed``): sequences of ``lengths_k`` keys on shuffled
+    pages, ``heads`` query heads; Q dense (B, ``sq``, H, D), or packed (``config.varlen``, ``sq`` the query
+    lengths)."""
+    rng = np.random.default_rng(seed)
+    hk, d = heads // config.group, config.head_dim
+    k, v, table, seqused = paged_batch(rng, lengths_k, config.page_size, hk, d, config.dtype)
+    if config.varlen:
+        q, _, _, cu_q, _ = packed_batch(rng, sq, [0] * len(sq), heads, hk, d, config.dtype)
+    else:
+        q, cu_q = reference.random_bits(rng, (len(lengths_k), sq, heads, d), config.dtype, 1.0), None
+    check_paged_in_emulator(config, q, k, v, table, seqused, d ** -0.5, cu_q=cu_q)
+
+
 def check_varlen_in_emulator(config, q, k, v, cu_q, cu_k, scale: float, seed: int = 0) -> None:
     """Run ``config``'s packed kernel in the emulator (race detector on); O (every row written: the poison
     must be gone, rows past a sequence's end belong to the next one and must hold its values) and the LSE

@@ -17,8 +17,9 @@ values::
     state = mbars.consumer_s(0)            # a PipelineState (stage, phase) of S0's ring, consumer side
 
 Accessors for regions a config does not have (rope, q_scale, k_scale: MLA and fp8 only; Q1_sync in
-1Q; the order barriers unless ``use_order_barriers``) raise ``ValueError`` naming the missing region
-and why, rather than returning None: a kernel that asks for one is built for another config.
+1Q; Q0_sync unless ``page_gather``; the order barriers unless ``use_order_barriers``) raise
+``ValueError`` naming the missing region and why, rather than returning None: a kernel that asks for
+one is built for another config.
 
 Where the reference returns a pointer, these return the fa4 value the lowering turns into one: a
 ``!fa4.smem`` region (``tmem_addr_ptr`` is the 4-byte slot ``fa4.tmem_alloc`` writes), an
@@ -274,6 +275,14 @@ class FA4MiscMBars:
         if self.config.fused_kv:
             return self.get_k_mbars()
         return self._values["v_producer"], self._values["v_consumer"]
+
+    def q0_wait_mbar(self):
+        """Q0's load barriers (one per depth sub-stage) of a gathered paged cache (``page_gather``: K_0's barriers
+        count the gathering lanes, so Q0 does not ride on them), waited once by the MMA before Q0@K'."""
+        if "Q0_sync" not in self._values:
+            raise ValueError("FA4MiscMBars has no Q0_sync barriers: page_gather is False in this config (Q0 rides on "
+                             "the first K tile's barriers)")
+        return self._values["Q0_sync"]
 
     def q1_wait_mbar(self):
         """Q1's load barriers (one per depth sub-stage), waited once by the MMA before Q1@K'."""

@@ -20,7 +20,8 @@ or 128 (1Q) of one head (or of ``group`` heads sharing a K/V head):
   O0 += P0 Vn``, Q@K' as SS MMAs over the K depth sub-stages, P@V as TS MMAs (P from TMEM, V
   mn-major from shared memory) in the two P stages;
 * warp 13, TMA load (64): Q with the first K tile, Q1 on its own barriers, then K and V tiles
-  through one ring (fused) or a K ring with depth sub-stages and a V ring (split);
+  through one ring (fused) or a K ring with depth sub-stages and a V ring (split); over a gathered paged
+  cache (``page_gather``) the whole warp copies the K/V rows (``gather``);
 * warps 14-15 idle.
 
 Registers 184/80/64 instead of the reference's 192/88/40/24: ``setmaxnreg`` is warpgroup-wide, so
@@ -67,7 +68,10 @@ block-table entries once (clamped to the sequence's last page: a tile's chunks p
 their bytes, masked keys) and loads the K and the V tile as bn / chunk TMA loads each into the same
 stage. Sk_b = seqused_k[b] and everything else is as with ``varlen`` (bottom-right causal, trip count 0,
 rows that see no key); Q is packed (``varlen``) or dense (B, Sq, H, D) with the dense O store and
-(B, H, Sq) LSE.
+(B, H, Sq) LSE. Pages TMA does not load (``AttentionConfig.page_gather``: every size but the powers of two
+from 16) are gathered instead: the load warp's 32 lanes copy each K/V row with cp.async into the same layout
+(module ``gather``; K and V are pointers with their strides, the K/V full barriers count the lanes, and Q0
+loads on its own ``Q0_sync`` barriers).
 
 Split KV (``split_kv``, paged with a dense Q: decode; module ``split``, host side ``splitkv``): grid x also
 enumerates ranges of ``split_keys`` keys (query tile x / num_splits, range x % num_splits); every role counts the
@@ -260,7 +264,7 @@ def build(config: AttentionConfig) -> KernelSource:
         declare(k, q_box, kv_box, o_box, scale_boxes, fp8=True)
     else:
         declare(k, q_box, kv_box, q_box, varlen=config.varlen, paged=bool(config.page_size), split_kv=config.split_kv,
-                schedule=config.varlen)
+                gather=config.page_gather, schedule=config.varlen)
     build_roles(k, d)
     grid = f"(ceil(Sq / {config.cta_positions}), H / {g}, B) (launch_geometry)"
     if config.varlen:  # the compacted schedule: slots over every sequence's query tiles (varlen_schedule)

@@ -28,9 +28,9 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
     ``cu_seqlens_q``, ``cu_seqlens_k``, ``total_q`` and ``o_rows`` follow the other parameters. ``paged``: K and V
     are a paged cache (``kv_box`` holds one chunk of a page), and ``block_table``, ``pages_per_seq``, ``seqused_k``
     and ``num_pages`` come last (with ``varlen``, ``cu_seqlens_k`` is left out: ``seqused_k`` gives the keys).
-    ``gather`` (paged, sm_90a ``AttentionConfig.page_gather``): ``k`` and ``v`` are pointers to the caches, whose
-    strides in elements follow the paged parameters (``k_page_stride`` .. ``v_head_stride``: the load warp
-    gathers each key's row). ``split_kv`` (paged, dense Q): ``o`` and ``lse`` are pointers to the fp32 partials of
+    ``gather`` (paged, ``AttentionConfig.page_gather``, both targets): ``k`` and ``v`` are pointers to the caches,
+    whose strides follow the paged parameters (``k_page_stride`` .. ``v_head_stride``: the load warp gathers each
+    key's row). ``split_kv`` (paged, dense Q): ``o`` and ``lse`` are pointers to the fp32 partials of
     each key range, and ``num_splits`` and ``split_keys`` end the list (``fa4_mlir.kernels.attention.splitkv``).
     ``schedule`` (the packed kernels' compacted tile schedule, ``varlen_schedule``) adds the i32 ``batch`` after
     ``total_q``: the grid no longer says B."""

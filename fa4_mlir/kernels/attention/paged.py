@@ -1,5 +1,6 @@
 """A paged K/V cache (``AttentionConfig.page_size``) in the sm_100a FA4 kernel's load warp, built through
-``fa4_mlir.dsl`` (imported when a kernel is built: this module imports without MLIR).
+``fa4_mlir.dsl`` (imported when a kernel is built: this module imports without MLIR): the TMA path, pages of
+a power of two from 16 keys (the others are gathered row by row: ``AttentionConfig.page_gather``, ``gather``).
 
 The K and V caches are [num_pages, page_size, Hk, D], TMA maps over dims (D, Hk, page_size, num_pages)
 whose box is ``chunk`` = gcd(bn, page_size) rows (``config.page_chunk``): a chunk never crosses a page.

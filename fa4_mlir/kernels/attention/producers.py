@@ -5,7 +5,8 @@ The prologue declares the reference structs (``SM100AttentionSMem`` with its ``F
 TMEM map), allocates TMEM, creates the rings and initialises the barriers, then names the views the
 roles share and the CTA's tile. Pipeline states are ``PipelineState`` objects carried through the
 loops; the first iteration of each role is peeled (Q rides on the first K tile, the MMA's first P@V
-does not accumulate).
+does not accumulate). A gathered paged cache (``AttentionConfig.page_gather``) has its own load role
+(``gather``: Q0 on ``Q0_sync``, which the MMA warp waits before its first Q0@K').
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ class Producers:
             kv_end = V(arith.minsi(arg.seq_k.value, q_end.value))
         else:
             kv_end = arg.seq_k
+        x.kv_end = kv_end  # the CTA's key end (split KV: from kv_begin); the gathered load warp clamps to it
         tiles = V(arith.divsi((kv_end + (d.bn - 1)).value, V(d.bn).value))
         if c.num_q == 2:
             x.n_iter = tiles
@@ -222,20 +224,25 @@ class Producers:
                      bytes=WG * 4)
 
     def _load_q1(self, x) -> None:
+        self.load_q_half(x, 1, x.mbars.q1_wait_mbar())
+
+    def load_q_half(self, x, half: int, sync) -> None:
+        """Q half ``half`` on its own barriers ``sync`` (one per depth sub-stage, expect_tx each): Q1's
+        ``Q1_sync``; a gathered paged cache's Q0 on ``Q0_sync`` (``gather``)."""
         d, fa4 = self.d, self.dsl.fa4
-        sync = x.mbars.q1_wait_mbar()
         scales = self.c.token_scales
         rb = d.row_bytes
+        row, start = (x.q_row, x.q_start) if half == 0 else (x.q1_row, x.q1_start)
         for q in range(d.nqk):
             fa4.mbarrier_arrive_expect_tx(sync, _raw(q), tx_bytes=d.q_tx + (WG * 4 if scales and q == 0 else 0))
             for blk in range(d.sub_blocks - (d.rope // BLOCK)):
-                box = _coords(q * d.bk0 + blk * BLOCK, x.head0, x.q1_row, x.b)
-                fa4.tma_load(x.q_map, x.q[1][q], sync, _raw(q), box, bytes=WG * rb,
+                box = _coords(q * d.bk0 + blk * BLOCK, x.head0, row, x.b)
+                fa4.tma_load(x.q_map, x.q[half][q], sync, _raw(q), box, bytes=WG * rb,
                              dst_offset=blk * WG * rb)
             if d.mla:
-                self._load_q_rope(x, 1, sync, q, x.q1_start)
+                self._load_q_rope(x, half, sync, q, start)
             if scales and q == 0:
-                self._load_q_scale(x, 1, sync, q)
+                self._load_q_scale(x, half, sync, q)
 
     def _load_v(self, x, tag: str, state, tile, peel: bool, pages=None) -> None:
         """V tile ``tile`` into the V ring's next stage (paged: from ``pages``, as ``_load_k``)."""
@@ -270,6 +277,12 @@ class Producers:
         the K and V tiles in the order the MMA warp consumes them (paged: the iteration's block-table
         entries first, shared by its K and V tiles)."""
         k, V = self.k, self.dsl.Value
+        if self.c.page_gather:  # Q by the elected lane's TMA, K/V gathered by the whole warp
+            from fa4_mlir.kernels.attention import gather
+
+            with k.role("load", warps=[13], registers=self.d.registers[2]), varlen.trips(k, x, self.c):
+                gather.load(self, x)
+            return
         with k.role("load", warps=[13], registers=self.d.registers[2]), k.elect_one(), \
                 varlen.trips(k, x, self.c):
             ks, vs = self._states(x, "producer", "ld")
@@ -391,6 +404,8 @@ class Producers:
                 tile = (n if two_q else n * 2) if d.mla else None
                 kb = self._wait_k(x, f"{tag}ka", ks)
                 for q in range(d.nqk):
+                    if first and self.c.page_gather:  # gathered K/V: Q0 on its own barriers, as Q1
+                        fa4.mbarrier_try_wait_parity(x.mbars.q0_wait_mbar(), _raw(q), _raw(0))
                     self._qk(x, 0, 0, kb[q], q, tile)
                 s0.producer_commit()
                 s0.step()
