@@ -152,7 +152,8 @@ EMU_CASES = [
 ]
 
 
-@pytest.mark.parametrize("argv", ci_sample.in_ci(EMU_CASES, range(0, len(EMU_CASES), 2), one_arg=True), ids=[" ".join(c) for c in EMU_CASES])
+@pytest.mark.parametrize("argv", ci_sample.in_ci(EMU_CASES, range(0, len(EMU_CASES), 2), one_arg=True),
+                         ids=[" ".join(c) for c in EMU_CASES])  # CI: every other case
 def test_the_kernel_is_right_in_the_emulator(capsys, argv):
     from fa4_mlir.tools import fa4_emu
 

@@ -167,5 +167,6 @@ def test_the_protocol_verifier_sees_the_gathered_writes(ctx, drop, bug):
     accepted; without the load warp's proxy fences the consumers' wgmma reads are a [fence] error, without its
     arrivals the consumers wait forever (the fence and arrive lines after the cp.async copies: the Q load's TMA
     needs neither)."""
-    classes, messages = verify_without_gathered(attention.build(_config(head_dim=64, page_size=24, block_n=64)).mlir, drop)
+    kernel = attention.build(_config(head_dim=64, page_size=24, block_n=64))
+    classes, messages = verify_without_gathered(kernel.mlir, drop)
     assert (bug in classes) if bug else classes, messages

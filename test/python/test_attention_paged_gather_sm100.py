@@ -106,7 +106,8 @@ def test_the_protocol_verifier_sees_the_gathered_writes(ctx, drop, bug):
     accepted; without the load warp's proxy fences the MMA warp's tcgen05.mma reads are a [fence] error, without
     its arrivals the MMA warp waits forever (the lines after the first cp.async copy: the load role is the
     kernel's last)."""
-    classes, messages = verify_without_gathered(attention.build(AttentionConfig(head_dim=64, page_size=24, num_q=1)).mlir, drop)
+    kernel = attention.build(AttentionConfig(head_dim=64, page_size=24, num_q=1))
+    classes, messages = verify_without_gathered(kernel.mlir, drop)
     assert (bug in classes) if bug else classes, messages
 
 

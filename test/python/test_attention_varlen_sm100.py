@@ -160,7 +160,8 @@ SCHEDULED = [
 ]
 
 
-@pytest.mark.parametrize("case", sampled(SCHEDULED, one_arg=True), ids=[f"{_ids(c[0])}-b{len(c[1])}-h{c[3]}" for c in SCHEDULED])
+@pytest.mark.parametrize("case", sampled(SCHEDULED, one_arg=True),
+                         ids=[f"{_ids(c[0])}-b{len(c[1])}-h{c[3]}" for c in SCHEDULED])
 def test_the_compacted_schedule_covers_every_tile_once(case):
     kwargs, lengths_q, lengths_k, heads = case
     config = AttentionConfig(varlen=True, **kwargs)

@@ -1,6 +1,6 @@
 """The depth-256/512 pair-CTA attention kernel over a matrix of 24 configurations, each under scheduler seeds
-0, 1 and 2 (FA4_EMU_FULL_MATRIX=1; CI runs a covering subset, ``ci_sample.covering``, the i-th under seed i % 3), in the PTX
-emulator with the race checks on and compared with a float64 NumPy reference under the GPU tests'
+0, 1 and 2 (FA4_EMU_FULL_MATRIX=1; CI runs a covering subset, ``ci_sample.covering``, the i-th under seed
+i % 3), in the PTX emulator with the race checks on and compared with a float64 NumPy reference under the GPU tests'
 bounds, O and the LSE. Issue 23's "Must show" 3.
 
 Axes: head dims 256 and 512, causal and not, bf16 and fp16, GQA groups 1 and 4, batch 1 and 2, and
