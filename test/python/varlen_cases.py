@@ -3,24 +3,21 @@ random lengths (empty sequences, Sq != Sk), the float64 reference, and the check
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
-import pytest
 
+import ci_sample
 from fa4_mlir import reference
 
 # CI runs every other case of the serving kernels' emulator lists (``sampled``); FA4_EMU_FULL_MATRIX=1 runs them
-# all (as test_emu_sm100_matrix.py's seeds): the whole lists took a third of a 39-minute CI.
-FULL = os.environ.get("FA4_EMU_FULL_MATRIX", "0") == "1"
+# all (``ci_sample``): the whole lists took a third of a 39-minute CI.
+FULL = ci_sample.FULL
 
 
 def sampled(cases: list, one_arg: bool = False) -> list:
     """``cases`` for ``pytest.mark.parametrize``: the even-numbered ones run, the odd-numbered ones only with
-    FA4_EMU_FULL_MATRIX=1 (skipped, not left out: the ids stay). ``one_arg``: each case is one argument, not
-    a tuple of them."""
-    skip = pytest.mark.skipif(not FULL, reason="FA4_EMU_FULL_MATRIX=1 runs every case")
-    return [c if i % 2 == 0 else pytest.param(*((c,) if one_arg else c), marks=skip) for i, c in enumerate(cases)]
+    FA4_EMU_FULL_MATRIX=1 (``ci_sample.in_ci``: skipped, not left out, the ids stay). ``one_arg``: each case is
+    one argument, not a tuple of them."""
+    return ci_sample.in_ci(cases, range(0, len(cases), 2), one_arg=one_arg)
 
 
 def prefix_sums(lengths) -> np.ndarray:
