@@ -12,7 +12,8 @@ spin. The median per call over the batches. The column "loop": the older measure
 runs of 2000 calls with one synchronize at the end of each, which a GPU slower than the host bounds.
 
 ``torch.ops.fa4.flash_attention`` (bf16, B1 S128 H1 D128) and ``torch.ops.fa4.gemm_residual`` (bf16,
-128^3) on the fast path (a stored plan: fa4_mlir.torch.fastpath) and with it off (every check, the
+128^3) launched by the C++ host launcher (fa4_mlir.torch.host_launcher, where it builds), on the Python
+fast path (a stored plan: fa4_mlir.torch.fastpath) and with both off (every check, the
 tensor maps from the per-kernel cache, the launch through cuda-python: the code before the fast
 path), next to PyTorch's floor: ``torch.library.Library`` no-ops (the dispatcher and one
 ``new_empty``; flash_attention's schema with its two outputs' ``torch.empty`` on the
@@ -39,7 +40,7 @@ from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.runtime import driver
 from fa4_mlir.runtime import kernel as kernel_module
 from fa4_mlir.runtime.tensormap import encode_tiled
-from fa4_mlir.torch import attention, ops
+from fa4_mlir.torch import attention, host_launcher, ops
 from fa4_mlir.torch.tensors import global_tensor
 
 
@@ -141,6 +142,16 @@ def per_call_us(fn, n: int = 2000) -> float:
 
 
 @contextlib.contextmanager
+def host_launcher_off():
+    """The ops on the Python fast path: the C++ host launcher detached."""
+    host_launcher.detach()
+    try:
+        yield
+    finally:
+        host_launcher.reattach()
+
+
+@contextlib.contextmanager
 def fast_path_off():
     """The ops as before the fast path: no plans, launches through cuda-python."""
     saved = [(m, m.libcuda) for m in (attention, ops, kernel_module)]
@@ -149,7 +160,8 @@ def fast_path_off():
     attention._plans.clear()
     ops._plans.clear()
     try:
-        yield
+        with host_launcher_off():
+            yield
     finally:
         for module, found in saved:
             module.libcuda = found
@@ -174,7 +186,11 @@ def ops_table(check_gpu_bound: bool, calls: int = 300) -> None:
         "torch.ops.fa4.flash_attention (bf16 B1 S128 H1 D128)": lambda: torch.ops.fa4.flash_attention(q, q, q),
         "torch.ops.fa4.gemm_residual (bf16 128^3)": lambda: torch.ops.fa4.gemm_residual(a, b, c, 1.0, 1.0),
     }
-    print(f"device: {driver.device_name(0)}; torch {torch.__version__}\n")
+    for fn in fa4.values():  # the first plans: builds (once) and attaches the host launcher where it can
+        fn()
+    launcher = ("attached" if host_launcher.attached() else
+                f"not attached ({host_launcher.toolchain_missing() or 'FA4_HOST_LAUNCHER or a failed build'})")
+    print(f"device: {driver.device_name(0)}; torch {torch.__version__}; the C++ host launcher: {launcher}\n")
     print("host: us per call with the GPU busy (the headline); loop: us per call of a synchronized loop; "
           "retimed: batches that outran their GPU spin (timed again behind a longer one)\n")
     print("| what | host | loop | retimed |\n|---|---|---|---|")
@@ -189,6 +205,10 @@ def ops_table(check_gpu_bound: bool, calls: int = 300) -> None:
     row("torch.ops.fa4.flash_attention, outputs held (a new output address every call)",
         lambda: held.append(torch.ops.fa4.flash_attention(q, q, q)))
     held.clear()
+    if host_launcher.attached():
+        with host_launcher_off():
+            for name, fn in fa4.items():
+                row(f"{name}, Python fast path (host launcher detached)", fn)
     fast_path = hasattr(attention, "_plans")  # False: run on the code before the fast path
     with fast_path_off() if fast_path else contextlib.nullcontext():
         for name, fn in fa4.items() if fast_path else ():
@@ -204,6 +224,8 @@ def ops_table(check_gpu_bound: bool, calls: int = 300) -> None:
         "flash_attention_op, no dispatcher": lambda: attention.flash_attention_op(q, q, q),
         "gemm_residual, no dispatcher": lambda: ops.gemm_residual(a, b, c, 1.0, 1.0),
     }
+    if host_launcher.attached():  # a C++ kernel behind torch.ops: no tensors in, a list of 4 ints out
+        floor["torch.ops.fa4_host.stats() (Python to a C++ op and back)"] = lambda: torch.ops.fa4_host.stats()
     for name, fn in floor.items():
         row(name, fn)
     if fast_path:

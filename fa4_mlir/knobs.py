@@ -112,3 +112,21 @@ def emulator_race_checks() -> bool | str:
 
         raise ConfigError(f"FA4_EMU_RACE_CHECKS must be 0, 1 or implicit-tcgen05-fences, got '{text}'")
     return text in ("1", "true", "yes", "on")
+
+
+HOST_LAUNCHER_MODES = ("auto", "on", "off")
+
+
+def host_launcher() -> str:
+    """FA4_HOST_LAUNCHER: whether ``torch.ops.fa4.flash_attention`` / ``gemm_residual`` launch a known
+    layout from C++ (``fa4_mlir.torch.host_launcher``). "auto" (default): where a C++ compiler and the
+    CUDA headers are found, build it once per torch version (in FA4_CACHE_DIR) and use it, else stay
+    in Python; "on" (1): the same, but a failed build is an error; "off" (0): never."""
+    text = os.environ.get("FA4_HOST_LAUNCHER", "").strip().lower() or "auto"
+    text = {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off", "no": "off"}.get(text, text)
+    if text not in HOST_LAUNCHER_MODES:
+        from fa4_mlir.errors import ConfigError
+
+        raise ConfigError(f"FA4_HOST_LAUNCHER must be one of auto, on (1), off (0), got "
+                          f"'{os.environ['FA4_HOST_LAUNCHER'].strip()}'")
+    return text

@@ -108,7 +108,9 @@ class PackedLaunch:
         self._map_memory = (ctypes.c_ubyte * (TENSOR_MAP_BYTES * maps + TENSOR_MAP_ALIGN))()
         base = -ctypes.addressof(self._map_memory) % TENSOR_MAP_ALIGN + ctypes.addressof(self._map_memory)
         holders, pointers, self.slots, self._writers, self._addresses = [], [], [], [], []
-        for param, value in zip(kernel.params, values):
+        # What fa4_mlir.torch.host_launcher copies: each packed parameter's size, and per slot its parameter
+        self.param_sizes, self.slot_params = [], []
+        for index, (param, value) in enumerate(zip(kernel.params, values)):
             what = f"argument '{param['name']}' of {kernel.name}"
             if param["kind"] == "tensormap":
                 if not isinstance(value, GlobalTensor):
@@ -117,17 +119,21 @@ class PackedLaunch:
                 address = base + TENSOR_MAP_BYTES * sum(is_map for is_map, _ in self._writers)
                 ctypes.memmove(address, encoded, TENSOR_MAP_BYTES)
                 pointers.append(address)
+                self.param_sizes.append(TENSOR_MAP_BYTES)
                 self._writers.append((True, address))
                 self._addresses.append(value.address)
                 self.slots.append(param["name"])
+                self.slot_params.append(index)
                 continue
             holder, address = kernel._pack(param, value)
             holders.append(holder)  # alive as long as the packed pointer to it
             pointers.append(address)
+            self.param_sizes.append(ctypes.sizeof(holder))
             if param["kind"] == "ptr":
                 self._writers.append((False, holder))
                 self._addresses.append(holder.value or 0)
                 self.slots.append(param["name"])
+                self.slot_params.append(index)
         if slots is not None:  # the caller's order of the addresses
             if sorted(slots) != sorted(self.slots):
                 raise LaunchError(f"slots of a PackedLaunch of {kernel.name} must name its tensor-map and pointer "
@@ -136,6 +142,9 @@ class PackedLaunch:
             self.slots = list(slots)
             self._writers = [self._writers[i] for i in order]
             self._addresses = [self._addresses[i] for i in order]
+            self.slot_params = [self.slot_params[i] for i in order]
+        self.slot_maps = [is_map for is_map, _ in self._writers]
+        self.param_addresses = list(pointers)
         self._holders = holders
         self._addresses = tuple(self._addresses)  # what the packed parameters hold now
         self._params = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
@@ -148,6 +157,7 @@ class PackedLaunch:
         if kernel.cluster == (1, 1, 1) and not kernel.debug_timeout_ms:
             self._config = LaunchConfig((_U * 3)(*self.grid), (_U * 3)(*kernel.threads), kernel.smem_bytes)
             self._call = (ctypes.byref(self._config), ctypes.c_void_p(kernel._function_handle), self._params, None)
+        self.plain = self._call is not None  # launched by cuLaunchKernelEx alone (no cluster, no debug checks)
         self._stream = None  # the stream handle in ``_config``
         self._context = ctypes.c_void_p()
         self._context_ref = ctypes.byref(self._context)

@@ -21,11 +21,14 @@ fp8 wgmma reads its B operand K-major only.
 
 A bf16 / fp16 call with a layout seen before (shapes, strides, dtypes, devices, flags, scale) takes
 the fast path (``fa4_mlir.torch.fastpath``): the checks were done for that layout, so it checks the
-addresses' alignment, allocates the outputs and launches the stored ``PackedLaunch``.
+addresses' alignment, allocates the outputs and launches the stored ``PackedLaunch``. Where the C++
+host launcher is built (``fa4_mlir.torch.host_launcher``), such a call is launched from C++ without
+entering Python, and ``_flash_attention_full`` is the path it defers to.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -37,16 +40,18 @@ from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, walk_arguments
 from fa4_mlir.runtime.launcher import libcuda
 from fa4_mlir.runtime.tensormap import GlobalTensor
+from fa4_mlir.torch import host_launcher
 from fa4_mlir.torch.emulated import _active, emulator, placement
 from fa4_mlir.torch.fastpath import Plan, Plans, env_state
 from fa4_mlir.torch.tensors import (ATTENTION_DTYPES, TMA_ALIGN, attention_outputs, check_tma_operand,
                                     checked_scale, current_stream, fa4_dtype, host_tensor, tma_operand)
 from fa4_mlir.torch.v_transpose import v_transposed
 
+_SCHEMA = ("(Tensor q, Tensor k, Tensor v, bool causal=False, float? softmax_scale=None, bool return_lse=False, "
+           "Tensor? q_scale=None, Tensor? k_scale=None, float? v_scale=None) -> (Tensor, Tensor)")
 _lib = torch.library.Library("fa4", "FRAGMENT")
-_lib.define("flash_attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? softmax_scale=None, "
-            "bool return_lse=False, Tensor? q_scale=None, Tensor? k_scale=None, float? v_scale=None) "
-            "-> (Tensor, Tensor)")
+_lib.define("flash_attention" + _SCHEMA)
+_lib.define("_flash_attention_full" + _SCHEMA)  # the full path, for fa4_mlir.torch.host_launcher
 _kernels: dict[tuple, tuple[AttentionConfig, runtime.Kernel]] = {}
 _plans = Plans()  # the fast path's plans (fa4_mlir.torch.fastpath)
 _SLOTS = ("q", "k", "v", "o", "lse")  # the order of a plan's addresses
@@ -140,13 +145,15 @@ def _scales(dtype: str, q_scale, k_scale, v_scale, shapes) -> tuple[float, torch
 def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                        softmax_scale: float | None = None, return_lse: bool = False,
                        q_scale: torch.Tensor | None = None, k_scale: torch.Tensor | None = None,
-                       v_scale: float | None = None):
+                       v_scale: float | None = None, offer_plan: bool = False):
+    """The op. ``offer_plan``: skip the fast path and hand a new plan to the host launcher (the
+    ``_flash_attention_full`` op, which ``host_launcher.cpp`` calls for a layout it has no plan for)."""
     key = None
     if q_scale is None and k_scale is None and v_scale is None:  # the fast path (fa4_mlir.torch.fastpath)
         key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, v.dtype,
                q.get_device(), k.get_device(), v.get_device(), causal, softmax_scale, return_lse, env_state(),
                _active.get())
-        plan = _plans.get(key)
+        plan = None if offer_plan else _plans.get(key)
         if plan is not None:
             qp, kp, vp = q.data_ptr(), k.data_ptr(), v.data_ptr()
             if not (qp | kp | vp) % TMA_ALIGN:  # else the full path raises the alignment error
@@ -188,6 +195,10 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
         # (no write), whatever their output's address.
         plan = Plan(kernel.packed(grid, {**args, "lse": lse_ptr}, _SLOTS), out, lse, unused=lse_ptr)
         _plans.put(key, plan)
+        if offer_plan:  # the slots q, k, v, o, lse: arguments 0-2, outputs 0 and 1 (lse kept without return_lse)
+            host_launcher.offer(plan.launch, (0, 1, 2, -1, -2 if return_lse else None))
+        else:
+            host_launcher.ensure()
         plan.run((q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse_ptr), current_stream(plan.index))
         return out, lse
     launch(config, kernel, q, k, v, out, lse if return_lse else None, scale, scales=scales)
@@ -261,6 +272,7 @@ def _flash_attention_fake(q, k, v, causal=False, softmax_scale=None, return_lse=
 
 
 _lib.impl("flash_attention", flash_attention_op, "CompositeExplicitAutograd")
+_lib.impl("_flash_attention_full", functools.partial(flash_attention_op, offer_plan=True), "CompositeExplicitAutograd")
 torch.library.register_fake("fa4::flash_attention", _flash_attention_fake, lib=_lib)
 
 

@@ -13,6 +13,8 @@ Every microsecond here is per call (the budget of a whole ``torch.ops.fa4.*`` ca
 dispatcher's ~6): the key is one tuple, an output is ``torch.empty_like`` of a stored template (half the
 cost of ``torch.empty(shape, dtype=, device=)``, which parses its arguments), and the launch rewrites
 only the addresses that changed since the plan's last launch. bench/host_path_stubbed.py measures it.
+Where it can be built, the C++ host launcher (``fa4_mlir.torch.host_launcher``) takes these calls
+before Python is entered: the dispatcher's call into a Python kernel alone costs most of the budget.
 """
 
 from __future__ import annotations

@@ -13,10 +13,14 @@ The ops are defined with ``torch.library.Library`` (schema, one implementation f
 and a fake implementation) rather than ``torch.library.custom_op``, whose Python autograd wrapper
 costs about 17 us per call (bench/launch_overhead.py); they have no autograd formula. A
 ``gemm_residual`` call with a layout seen before takes the fast path (``fa4_mlir.torch.fastpath``):
-its stored plan, the new addresses written into pre-packed parameters, a ctypes launch.
+its stored plan, the new addresses written into pre-packed parameters, a ctypes launch; where the C++
+host launcher is built (``fa4_mlir.torch.host_launcher``), such a call is launched from C++ without
+entering Python, and ``_gemm_residual_full`` is the path it defers to.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -27,13 +31,16 @@ from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels import gemm
 from fa4_mlir.kernels.copy_pipeline import launch_geometry
 from fa4_mlir.runtime.launcher import libcuda
+from fa4_mlir.torch import host_launcher
 from fa4_mlir.torch.emulated import _active, emulator, placement
 from fa4_mlir.torch.fastpath import Plan, Plans, env_state
 from fa4_mlir.torch.tensors import TMA_ALIGN, current_stream, fa4_dtype, global_tensor, host_tensor
 
 _lib = torch.library.Library("fa4", "DEF")
 _lib.define("copy_pipeline(Tensor x, float scale) -> Tensor")
-_lib.define("gemm_residual(Tensor a, Tensor b, Tensor c, float alpha=1.0, float beta=1.0) -> Tensor")
+_GEMM_SCHEMA = "(Tensor a, Tensor b, Tensor c, float alpha=1.0, float beta=1.0) -> Tensor"
+_lib.define("gemm_residual" + _GEMM_SCHEMA)
+_lib.define("_gemm_residual_full" + _GEMM_SCHEMA)  # the full path, for fa4_mlir.torch.host_launcher
 _kernels: dict[tuple, tuple[object, runtime.Kernel]] = {}
 _plans = Plans()  # gemm_residual's fast-path plans (fa4_mlir.torch.fastpath)
 
@@ -127,7 +134,7 @@ def _b_operand(b: torch.Tensor) -> tuple[str, torch.Tensor]:
 
 
 def gemm_residual(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, alpha: float = 1.0,
-                  beta: float = 1.0) -> torch.Tensor:
+                  beta: float = 1.0, offer_plan: bool = False) -> torch.Tensor:
     """``alpha * a @ b + beta * c`` (``torch.addmm(c, a, b, beta=beta, alpha=alpha)``) in one kernel.
 
     ``a`` is (M, K) row-major; ``b`` is (K, N), row-major or the transpose of a row-major (N, K)
@@ -135,10 +142,11 @@ def gemm_residual(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, alpha: floa
     all bf16 or all fp16 on one sm_90 / sm_100 GPU. Rows must start 16-byte aligned (K and N
     multiples of 8 for contiguous tensors): TMA's rule. The product accumulates in f32 and the
     epilogue rounds once; with ``beta = 0``, ``c`` is not read (NaN in it does not propagate).
+    ``offer_plan``: skip the fast path and hand a new plan to the host launcher (``_gemm_residual_full``).
     """
     key = (a.shape, a.stride(), b.shape, b.stride(), c.shape, c.stride(), a.dtype, b.dtype, c.dtype, a.get_device(),
            b.get_device(), c.get_device(), alpha, beta, env_state(), _active.get())  # fa4_mlir.torch.fastpath
-    plan = _plans.get(key)
+    plan = None if offer_plan else _plans.get(key)
     if plan is not None:
         ap, bp, cp = a.data_ptr(), b.data_ptr(), c.data_ptr()
         if not (ap | bp | cp) % TMA_ALIGN:  # else the full path raises the alignment error
@@ -171,6 +179,10 @@ def gemm_residual(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, alpha: floa
         return out
     plan = Plan(kernel.packed(grid, args, ("a", "b", "c", "d")), out)
     _plans.put(key, plan)
+    if offer_plan:  # the slots a, b, c, d: arguments 0-2 (b's address is b_mem's), output 0
+        host_launcher.offer(plan.launch, (0, 1, 2, -1))
+    else:
+        host_launcher.ensure()
     plan.run((a.data_ptr(), b.data_ptr(), c.data_ptr(), out.data_ptr()), current_stream(where))
     return out
 
@@ -182,4 +194,5 @@ def _gemm_residual_fake(a, b, c, alpha=1.0, beta=1.0):
 
 
 _lib.impl("gemm_residual", gemm_residual, "CompositeExplicitAutograd")
+_lib.impl("_gemm_residual_full", functools.partial(gemm_residual, offer_plan=True), "CompositeExplicitAutograd")
 torch.library.register_fake("fa4::gemm_residual", _gemm_residual_fake, lib=_lib)

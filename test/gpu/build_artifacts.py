@@ -113,6 +113,10 @@ def keys() -> list[ArtifactKey]:
     # the split-KV combine: the MLA op's partials (head dim 512) and the paged decode's (64, 128; issue 26)
     wanted += [ArtifactKey.for_config("attention-combine", CombineConfig(target="sm_90a", dtype=dt, head_dim=d))
                for dt in ("bf16", "fp16") for d in (64, 128, 512)]
+    # test_attention_gpu.py's persistent tile walk (its head dims and masks, default tiles)
+    wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", head_dim=d, causal=c,
+                                                                   persistent=True))
+               for d, c in ((128, True), (64, False), (128, False), (96, True))]
     if "--bench" in sys.argv:  # the MLA tiles bench/mla.py --sweep times
         wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(causal=c, block_n=bn, stages=st, split_kv=sp,
                                                                      tile_heads=64))  # bench/mla.py's 128 heads

@@ -2,11 +2,42 @@
 the fast path (a reused plan, new addresses written into its packed parameters; fa4_mlir.torch.fastpath)
 gives what the full path gives and rewrites only the addresses that moved, CUDA graphs capture and
 replay the ops (equal to the eager call), and ``torch.compile(fullgraph=True)`` traces them without a
-graph break (equal to eager). Host time per call is bench/launch_overhead.py's."""
+graph break (equal to eager). Each runs twice: with the compiled host launcher
+(fa4_mlir.torch.host_launcher, "cxx") and with the Python fast path ("python"). Host time per call is
+bench/launch_overhead.py's."""
 
 from __future__ import annotations
 
 import pytest
+
+
+@pytest.fixture(params=["cxx", "python"])
+def launcher(request, torch_gpu):
+    """Which fast path serves the test: the C++ host launcher attached ("cxx"; built here if it was not:
+    a GPU machine with the CUDA toolkit must build it) or detached ("python"). Plans are dropped before
+    and after."""
+    from fa4_mlir.torch import host_launcher
+
+    attached = host_launcher.ensure()
+    if request.param == "cxx" and not attached:
+        missing = host_launcher.toolchain_missing()
+        if missing:
+            pytest.skip(f"the host launcher cannot be built here: {missing}")
+        pytest.fail("the host launcher did not attach although its toolchain is here (see the warning)")
+    if request.param == "python":
+        host_launcher.detach()
+    _clear_plans()
+    yield request.param
+    _clear_plans()
+    host_launcher.reattach()
+
+
+def _clear_plans():
+    from fa4_mlir.torch import attention, host_launcher, ops
+
+    attention._plans.clear()
+    ops._plans.clear()
+    host_launcher.clear()
 
 
 def _attention_inputs(torch, seed, b=1, s=128, h=2, d=128):
@@ -20,29 +51,33 @@ def _gemm_inputs(torch, seed, m=128, n=256, k=128):
             torch.randn(m, n, generator=gen).bfloat16().cuda())
 
 
-def test_fast_path_equals_the_full_path(torch_gpu):
+def test_fast_path_equals_the_full_path(torch_gpu, launcher):
     """Calls 2..n of a layout take the plan with new addresses; each must equal a fresh full-path call."""
-    from fa4_mlir.torch import attention, ops
+    from fa4_mlir.torch import attention, host_launcher, ops
 
     torch = torch_gpu
+    before = host_launcher.stats()
     inputs = [_attention_inputs(torch, seed) for seed in range(4)]
     outs = [torch.ops.fa4.flash_attention(q, k, v, True, None, True) for q, k, v in inputs]
     gemm_inputs = [_gemm_inputs(torch, seed) for seed in range(4)]
     gemm_outs = [torch.ops.fa4.gemm_residual(a, b, c, 0.5, 2.0) for a, b, c in gemm_inputs]
     torch.cuda.synchronize()
     assert attention._plans and ops._plans, "the fast path did not store a plan"
+    if launcher == "cxx":  # one miss per op (the first call), then 3 launches from the C++ plan each
+        after = host_launcher.stats()
+        assert (after["hits"] - before["hits"], after["misses"] - before["misses"], after["plans"]) == (6, 2, 2)
     for (q, k, v), (out, lse) in zip(inputs, outs):
-        attention._plans.clear()  # the full path: checks, encode, pack
+        _clear_plans()  # the full path: checks, encode, pack
         again, again_lse = torch.ops.fa4.flash_attention(q, k, v, True, None, True)
         assert torch.equal(again, out) and torch.equal(again_lse, lse)
     # Without return_lse a planned call passes the lse pointer the plan was built with (never written)
-    attention._plans.clear()
+    _clear_plans()
     no_lse = [torch.ops.fa4.flash_attention(q, k, v, False, None, False)[0] for q, k, v in inputs]
     for (q, k, v), out in zip(inputs, no_lse):
-        attention._plans.clear()
+        _clear_plans()
         assert torch.equal(torch.ops.fa4.flash_attention(q, k, v, False, None, False)[0], out)
     for (a, b, c), out in zip(gemm_inputs, gemm_outs):
-        ops._plans.clear()
+        _clear_plans()
         assert torch.equal(torch.ops.fa4.gemm_residual(a, b, c, 0.5, 2.0), out)
     ref = torch.addmm(gemm_inputs[0][2].float(), gemm_inputs[0][0].float(), gemm_inputs[0][1].float(), beta=2.0,
                       alpha=0.5)
@@ -65,6 +100,17 @@ class _CountingLib:
 
 @pytest.mark.parametrize("op", ["flash_attention", "gemm_residual"])
 def test_fast_path_writes_only_the_moved_addresses(torch_gpu, monkeypatch, op):
+    from fa4_mlir.torch import host_launcher
+
+    host_launcher.ensure()
+    host_launcher.detach()  # the Python plan's writes are what this test counts
+    try:
+        _python_fast_path_writes_only_the_moved_addresses(torch_gpu, monkeypatch, op)
+    finally:
+        host_launcher.reattach()
+
+
+def _python_fast_path_writes_only_the_moved_addresses(torch_gpu, monkeypatch, op):
     """A planned call rewrites exactly the tensor maps whose address changed since the plan's last
     launch: none in a steady loop (an output freed before the next call gets its block back from the
     caching allocator), the input's and the output's when they move; every result equals the full
@@ -109,7 +155,7 @@ def test_fast_path_writes_only_the_moved_addresses(torch_gpu, monkeypatch, op):
 
 
 @pytest.mark.parametrize("op", ["flash_attention", "gemm_residual"])
-def test_op_replays_in_a_cuda_graph(torch_gpu, op):
+def test_op_replays_in_a_cuda_graph(torch_gpu, launcher, op):
     torch = torch_gpu
     if op == "flash_attention":
         static = list(_attention_inputs(torch, 0))
@@ -140,7 +186,7 @@ def test_op_replays_in_a_cuda_graph(torch_gpu, op):
             assert torch.equal(got, want), f"{op}: replay {seed} differs from the eager call"
 
 
-def test_ops_work_under_torch_compile(torch_gpu):
+def test_ops_work_under_torch_compile(torch_gpu, launcher):
     torch = torch_gpu
 
     def f(q, k, v, a, b, c):
@@ -152,3 +198,58 @@ def test_ops_work_under_torch_compile(torch_gpu):
         args = (*_attention_inputs(torch, seed), *_gemm_inputs(torch, seed))
         for got, want in zip(compiled(*args), f(*args)):
             assert torch.equal(got, want)
+
+
+def test_host_launcher_defers_what_it_cannot_launch(torch_gpu, launcher, monkeypatch):
+    """A planned layout whose call the C++ side must not launch goes to the Python path, which raises
+    the op's error: a tensor-map address that is not 16-byte aligned, CUDA tensors inside an emulator
+    block; and a call under another FA4_DEBUG_TIMEOUT_MS is another layout (the variables that pick the
+    build are part of the key)."""
+    import fa4_mlir.torch
+    from fa4_mlir.errors import LaunchError
+    from fa4_mlir.torch import host_launcher
+
+    torch = torch_gpu
+    q, k, v = _attention_inputs(torch, 0)
+    want = torch.ops.fa4.flash_attention(q, k, v, False, None, False)[0]
+    torch.ops.fa4.flash_attention(q, k, v, False, None, False)  # planned (C++ and Python)
+    flat = torch.empty(q.numel() + 8, dtype=q.dtype, device=q.device)
+    shifted = flat[1:1 + q.numel()].view(q.shape)  # the same sizes and strides, 2 bytes off alignment
+    shifted.copy_(q)
+    with pytest.raises(LaunchError, match="aligned"):
+        torch.ops.fa4.flash_attention(shifted, k, v, False, None, False)
+    with fa4_mlir.torch.emulator(target="sm_90a"), pytest.raises(LaunchError, match="must be a CPU tensor"):
+        torch.ops.fa4.flash_attention(q, k, v, False, None, False)
+    before = host_launcher.stats()
+    got = torch.ops.fa4.flash_attention(q, k, v, False, None, False)[0]
+    assert torch.equal(got, want)
+    if launcher == "cxx":  # the emulator block closed: the C++ plan serves again
+        assert host_launcher.stats()["hits"] == before["hits"] + 1
+        monkeypatch.setenv("FA4_DEBUG_TIMEOUT_MS", "50")  # FA4_DEBUG unset: the same kernel, another key
+        for _ in range(2):
+            assert torch.equal(torch.ops.fa4.flash_attention(q, k, v, False, None, False)[0], want)
+        after = host_launcher.stats()
+        assert (after["hits"], after["misses"], after["plans"]) == (before["hits"] + 2, before["misses"] + 1,
+                                                                    before["plans"] + 1)
+
+
+def test_host_launcher_output_addresses_move(torch_gpu, launcher):
+    """Outputs kept alive (a new address every call) and inputs that change every call: each planned
+    launch writes them and equals the full path's result."""
+    torch = torch_gpu
+    held, wanted = [], []
+    for seed in range(6):
+        q, k, v = _attention_inputs(torch, seed % 3)
+        a, b, c = _gemm_inputs(torch, seed % 3)
+        held.append((torch.ops.fa4.flash_attention(q, k, v, True, None, True),
+                     torch.ops.fa4.gemm_residual(a, b, c, 1.0, -1.0)))
+    for seed in range(3):
+        _clear_plans()
+        q, k, v = _attention_inputs(torch, seed)
+        a, b, c = _gemm_inputs(torch, seed)
+        wanted.append((torch.ops.fa4.flash_attention(q, k, v, True, None, True),
+                       torch.ops.fa4.gemm_residual(a, b, c, 1.0, -1.0)))
+    torch.cuda.synchronize()
+    for i, ((out, lse), d) in enumerate(held):
+        (want_out, want_lse), want_d = wanted[i % 3]
+        assert torch.equal(out, want_out) and torch.equal(lse, want_lse) and torch.equal(d, want_d), i
