@@ -169,7 +169,9 @@ def offer(launch, sources) -> None:
     being served: ``sources`` names, per address slot of the launch, the op argument (index >= 0) or
     output (-1 - index) whose address it takes, or None for a slot that keeps its packed value. A
     launch the C++ side cannot make (a cluster launch, a debug build) is not offered, nor anything
-    while the launcher is not attached."""
+    while the launcher is not attached. The C++ plan keeps the raw function and context handles: the
+    kernel must stay loaded as long as the process (the runtime never unloads a module, and the ops
+    memoise every kernel they load)."""
     if len(sources) != len(launch.slots):
         raise LaunchError(f"offer: sources must name each of the {len(launch.slots)} slots ({', '.join(launch.slots)})"
                           f", got {len(sources)}")

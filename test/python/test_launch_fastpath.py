@@ -96,6 +96,23 @@ def test_packed_launch_passes_the_new_addresses_and_the_packed_scalars(lib):
     assert _count(lib, "replaces") == 1 and _words(lib, 4)[3] == 0x20000000
 
 
+def test_packed_launch_exports_what_the_host_launcher_copies(lib):
+    """What fa4_mlir.torch.host_launcher.offer hands to C++: each packed parameter's address and size
+    (128 bytes for a tensor map, the holder's size otherwise, in the manifest's order, holding the
+    packed values), and per slot (in the caller's order) its parameter's index and whether it is a map."""
+    kernel = _gemm_kernel()
+    grid, _, args = _gemm_args(kernel, 0x10000000)
+    packed = kernel.packed(grid, args, ("d", "a", "b", "c"))
+    sizes = {"tensormap": 128, "f32": 4, "i32": 4, "i64": 8, "ptr": 8}
+    assert packed.param_sizes == [sizes[p["kind"]] for p in kernel.params]
+    names = [p["name"] for p in kernel.params]
+    assert packed.slot_params == [names.index(n) for n in ("d", "a", "b", "c")]
+    assert packed.slot_maps == [True] * 4 and packed.plain
+    assert len(packed.param_addresses) == len(kernel.params)
+    alpha = names.index("alpha")
+    assert ctypes.c_float.from_address(packed.param_addresses[alpha]).value == 1.5
+
+
 def test_packed_launch_writes_only_what_changed(lib):
     """Addresses equal to the last launch's are not written again (no cuTensorMapReplaceAddress); one
     that changes is, also after a launch that refused an address half-way through its writes."""
