@@ -269,6 +269,7 @@ void planned_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!plan || !keyed) return;
   const size_t n_returns = op.schema().returns().size();
   for (size_t i = stack->size() - n_returns; i < stack->size(); ++i) {
+    if (!(*stack)[i].isTensor()) return;  // only tensor outputs are planned
     const at::Tensor& t = (*stack)[i].toTensor();
     plan->outputs.push_back(Output{t.sizes().vec(), t.strides().vec(), t.options(), t.is_contiguous()});
   }

@@ -97,22 +97,26 @@ def ensure() -> bool:
             return False
         try:
             build()
-        except LaunchError as exc:
+            _attach()
+        except (LaunchError, RuntimeError) as exc:  # RuntimeError: the dispatcher refused a registration
             _state["tried"] = True
             if mode == "on":
                 raise LaunchError(f"FA4_HOST_LAUNCHER=on: {exc}; set FA4_HOST_LAUNCHER=auto to fall back to the "
                                   f"Python launch") from None
-            warnings.warn(f"fa4-mlir: {exc}; the ops launch from Python (about 5 us more per call); "
+            warnings.warn(f"fa4-mlir: {exc}; the ops launch from Python (about twice the host time per call); "
                           f"FA4_HOST_LAUNCHER=0 silences this", stacklevel=2)
             return False
-        _attach()
         _state["tried"] = True
         return True
 
 
 def _attach() -> None:
-    for op in OPS:
-        torch.ops.fa4_host.attach("fa4", op)
+    try:
+        for op in OPS:
+            torch.ops.fa4_host.attach("fa4", op)
+    except RuntimeError:
+        torch.ops.fa4_host.detach()  # none of OPS half-attached
+        raise
     _state["attached"] = True
     if _state["bypass"]:
         torch.ops.fa4_host.add_bypass(_state["bypass"])

@@ -98,6 +98,19 @@ def test_a_failed_build_warns_once_and_stays_in_python(monkeypatch, fresh_state,
     assert host_launcher.ensure() is False  # tried once: no second warning (pytest would fail on an error)
 
 
+def test_a_refused_registration_warns_and_stays_in_python(monkeypatch, fresh_state):
+    def refused():
+        raise RuntimeError("Tried to register an operator (fa4::flash_attention) with the same name twice")
+
+    monkeypatch.setenv("FA4_HOST_LAUNCHER", "auto")
+    monkeypatch.setattr(host_launcher, "toolchain_missing", lambda: None)
+    monkeypatch.setattr(host_launcher, "build", lambda: "built.so")
+    monkeypatch.setattr(host_launcher, "_attach", refused)
+    with pytest.warns(UserWarning, match="same name twice; the ops launch from Python"):
+        assert host_launcher.ensure() is False
+    assert not host_launcher.attached()
+
+
 def test_the_toolchain_check_names_what_is_missing(monkeypatch):
     if torch.version.cuda is None:
         assert host_launcher.toolchain_missing() == f"torch {torch.__version__} is not a CUDA build"
