@@ -12,7 +12,7 @@ plan (``offer``): the checks and error messages stay in one place, Python.
 
 ``ensure()`` attaches it once per process, on the first plan an op makes: it loads the library built
 for this torch and source (``FA4_CACHE_DIR/host-launcher/...``), building it first with
-``torch.utils.cpp_extension`` (about half a minute, once) where a C++ compiler, ninja and the CUDA
+``torch.utils.cpp_extension`` (16 s on the H100 machine, once) where a C++ compiler, ninja and the CUDA
 headers are found. FA4_HOST_LAUNCHER (``knobs.host_launcher``) turns it off or makes a failed build an
 error; without it the ops keep the Python fast path (``fa4_mlir.torch.fastpath``).
 """
@@ -55,8 +55,8 @@ def toolchain_missing() -> str | None:
 
 
 def build_directory() -> pathlib.Path:
-    """Where the library for this torch and this source lives: one directory per (torch version, CUDA
-    version, source hash), so an upgrade of either builds a new one."""
+    """Where the library for this torch and this source lives: one directory per torch version (its CUDA
+    tag included) and source hash, so an upgrade of either builds a new one."""
     digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
     return pathlib.Path(knobs.cache_dir()) / "host-launcher" / f"torch-{torch.__version__}-{digest}"
 
