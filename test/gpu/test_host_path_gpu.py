@@ -253,3 +253,41 @@ def test_host_launcher_output_addresses_move(torch_gpu, launcher):
     for i, ((out, lse), d) in enumerate(held):
         (want_out, want_lse), want_d = wanted[i % 3]
         assert torch.equal(out, want_out) and torch.equal(lse, want_lse) and torch.equal(d, want_d), i
+
+
+def test_concurrent_calls_on_their_own_streams(torch_gpu, launcher):
+    """Four threads, each on its own CUDA stream, call both ops on their own inputs through one plan per
+    op (the C++ side writes a plan's addresses and stream and launches under the plan's lock; the
+    dispatcher runs C++ kernels without the GIL). Every result equals the single-threaded one."""
+    import threading
+
+    torch = torch_gpu
+    inputs = [(_attention_inputs(torch, seed), _gemm_inputs(torch, seed)) for seed in range(4)]
+    wanted = [(torch.ops.fa4.flash_attention(*qkv, True, None, True), torch.ops.fa4.gemm_residual(*abc, 0.5, 2.0))
+              for qkv, abc in inputs]
+    torch.cuda.synchronize()
+    got, errors = [[] for _ in inputs], []
+
+    def work(i):
+        try:
+            stream = torch.cuda.Stream()
+            qkv, abc = inputs[i]
+            with torch.cuda.stream(stream):
+                stream.wait_stream(torch.cuda.default_stream())
+                for _ in range(50):
+                    got[i].append((torch.ops.fa4.flash_attention(*qkv, True, None, True),
+                                   torch.ops.fa4.gemm_residual(*abc, 0.5, 2.0)))
+            stream.synchronize()
+        except Exception as exc:  # reported below: an assertion in a thread would be lost
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i, results in enumerate(got):
+        (want_out, want_lse), want_d = wanted[i]
+        for (out, lse), d in results:
+            assert torch.equal(out, want_out) and torch.equal(lse, want_lse) and torch.equal(d, want_d), i
