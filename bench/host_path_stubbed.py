@@ -38,14 +38,17 @@ _STUB_C = r"""
 #include <stdint.h>
 #include <string.h>
 typedef int CUresult;
-/* What the last launch passed (the first 8 bytes of each of its first param_count parameters), and counts. */
-int launches, replaces, param_count;
+/* What the last launch passed (the first 8 bytes of each of its first param_count parameters), and counts;
+   fail_launch set makes every launch fail (CUDA_ERROR_LAUNCH_FAILED). */
+int launches, replaces, param_count, context_sets, fail_launch;
 uint64_t last_words[16];
 unsigned last_grid[3], last_block[3], last_smem;
-void *last_stream;
+void *last_stream, *last_function, *context = (void *)0x1000;
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned smem, void *stream, void **params, void **extra) {
+  if (fail_launch) return 719;
   launches++;
+  last_function = f;
   last_grid[0] = gx; last_grid[1] = gy; last_grid[2] = gz;
   last_block[0] = bx; last_block[1] = by; last_block[2] = bz;
   last_smem = smem;
@@ -71,7 +74,8 @@ CUresult cuTensorMapReplaceAddress(void *map, void *address) {
   memcpy(map, &address, 8);
   return 0;
 }
-CUresult cuCtxGetCurrent(void **ctx) { *ctx = (void *)0x1000; return 0; }
+CUresult cuCtxGetCurrent(void **ctx) { *ctx = context; return 0; }
+CUresult cuCtxSetCurrent(void *ctx) { context_sets++; context = ctx; return 0; }
 """
 
 CTX = 0x1000  # the context both stubs report current

@@ -339,12 +339,6 @@ void attach(const std::string& ns, const std::string& name) {
   attached.push_back(std::move(lib));
 }
 
-void detach() {
-  attached.clear();
-  std::lock_guard<std::mutex> lock(table_mutex);
-  table.clear();
-  table_order.clear();
-}
 
 int64_t add_bypass(int64_t delta) { return bypass.fetch_add(delta) + delta; }
 
@@ -357,6 +351,11 @@ void clear() {
   std::lock_guard<std::mutex> lock(table_mutex);
   table.clear();
   table_order.clear();
+}
+
+void detach() {
+  attached.clear();
+  clear();
 }
 
 }  // namespace

@@ -140,7 +140,7 @@ def reattach() -> bool:
     if not _state["attached"] and hasattr(torch.ops.fa4_host, "attach"):
         try:
             _attach()
-        except (AttributeError, RuntimeError):
+        except RuntimeError:  # the dispatcher refused the registration
             return False
     return _state["attached"]
 

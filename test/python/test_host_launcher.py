@@ -7,15 +7,16 @@ op, ``fa4_hltest::axpy(x, y, a)``, plays the part of ``flash_attention``: its fu
 (``_axpy_full``) computes ``a * x + y`` with torch and offers a plan whose parameters are a tensor map
 for x, pointers for y and the output, and the scalar a. The test then checks what the C++ side does
 with it: which calls it launches, which addresses it writes where, what it hands back to the full
-path. The GPU build runs the real ops in test/gpu/test_host_path_gpu.py.
+path. The stub driver is bench/host_path_stubbed.py's (test_launch_fastpath uses it too). The GPU build runs the real ops in test/gpu/test_host_path_gpu.py.
 """
 
 from __future__ import annotations
 
 import ctypes
+import pathlib
 import shutil
 import struct
-import subprocess
+import sys
 
 import pytest
 
@@ -25,28 +26,10 @@ from fa4_mlir import knobs  # noqa: E402
 from fa4_mlir.errors import ConfigError, LaunchError  # noqa: E402
 from fa4_mlir.torch import host_launcher  # noqa: E402
 
-_STUB = r"""
-#include <stdint.h>
-#include <string.h>
-typedef struct { unsigned grid[3], block[3], smem; void *stream, *attrs; unsigned num_attrs; } LaunchConfig;
-int launches, replaces, context_sets, fail_launch, param_count;
-unsigned grid[3], block[3], smem;
-void *function, *context = (void *)0x1000;
-uint64_t words[8];  /* the first 8 bytes of each parameter of the last launch */
-int cuLaunchKernelEx(const LaunchConfig *c, void *f, void **params, void **extra) {
-  if (fail_launch) return 700;
-  launches++;
-  memcpy(grid, c->grid, sizeof grid); memcpy(block, c->block, sizeof block); smem = c->smem;
-  function = f;
-  for (int i = 0; i < param_count && i < 8; i++) memcpy(&words[i], params[i], 8);
-  return 0;
-}
-/* The real one writes the address into the opaque map; here its first 8 bytes. */
-int cuTensorMapReplaceAddress(void *map, void *address) { replaces++; memcpy(map, &address, 8); return 0; }
-int cuCtxGetCurrent(void **c) { *c = context; return 0; }
-int cuCtxSetCurrent(void *c) { context_sets++; context = c; return 0; }
-"""
-FUNCTION, CONTEXT = 0xF00D, 0x2000  # the plan's kernel and context (the stub starts in context 0x1000)
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+import host_path_stubbed as stubs  # noqa: E402
+
+FUNCTION, CONTEXT = 0xF00D, 0x2000  # the plan's kernel and context (the stub starts in stubs.CTX)
 
 
 def test_the_knob_reads_its_three_modes(monkeypatch):
@@ -149,9 +132,7 @@ def built(tmp_path_factory):
     if torch.version.cuda is not None:
         pytest.skip("the CPU test build needs CPU-only PyTorch (a CUDA build tests the real one on the GPU)")
     where = tmp_path_factory.mktemp("host_launcher")
-    stub_c, stub = where / "stub.c", where / "libcuda_stub.so"
-    stub_c.write_text(_STUB)
-    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(stub), str(stub_c)], check=True)
+    stub = stubs.stub_libcuda()  # its own copy: its counters and context are this module's
     mp = pytest.MonkeyPatch()
     mp.setenv("FA4_HOST_LAUNCHER_TEST_LIBCUDA", str(stub))  # read once, at the first call
     cpp_extension.load("fa4_host_launcher_cputest", [str(host_launcher.SOURCE)], with_cuda=False,
@@ -201,7 +182,7 @@ def _counter(driver, name):
 
 
 def _words(driver):
-    return list((ctypes.c_uint64 * 8).in_dll(driver, "words"))
+    return list((ctypes.c_uint64 * 16).in_dll(driver, "last_words"))
 
 
 def _inputs(seed, n=64):
@@ -230,10 +211,10 @@ def test_a_planned_layout_launches_from_cpp_with_its_addresses(built):
         assert (out.shape, out.stride(), out.dtype) == (first.shape, first.stride(), first.dtype)
     assert _counter(built, "launches") == launches + 3
     assert _counter(built, "replaces") == replaces + moved  # a map is rewritten only when x moved
-    assert list((ctypes.c_uint * 3).in_dll(built, "grid")) == [3, 2, 1]
-    assert list((ctypes.c_uint * 3).in_dll(built, "block")) == [384, 1, 1]
-    assert _counter(built, "smem") == 4096
-    assert ctypes.c_void_p.in_dll(built, "function").value == FUNCTION
+    assert list((ctypes.c_uint * 3).in_dll(built, "last_grid")) == [3, 2, 1]
+    assert list((ctypes.c_uint * 3).in_dll(built, "last_block")) == [384, 1, 1]
+    assert _counter(built, "last_smem") == 4096
+    assert ctypes.c_void_p.in_dll(built, "last_function").value == FUNCTION
     assert ctypes.c_void_p.in_dll(built, "context").value == CONTEXT  # the plan's context made current
     after = host_launcher_stats()
     assert (after[0] - stats[0], after[1] - stats[1], after[2]) == (3, 1, 1)
