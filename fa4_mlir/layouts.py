@@ -223,8 +223,9 @@ def gemm_barriers(c: GemmConfig) -> list[BarrierArray]:
                 BarrierArray("accum_consumer", (c.epilogue_threads * g,) * c.accum_stages, "threads",
                              "epilogue threads after reading the accumulator", "MMA", g)]
     else:
-        out.append(BarrierArray("ab_consumer", (4 * c.consumers,) * c.stages, "threads",
-                                "lane 0 of each consumer warp once its wgmma group retired", "load warp"))
+        out.append(BarrierArray("ab_consumer", (4 * c.tile_consumers,) * c.stages, "threads",
+                                "lane 0 of each consumer warp of the stage's tile once its wgmma group retired",
+                                "load warp"))
     out += [BarrierArray("epi_load_full", (1,) * c.epi_load_stages, "tx",
                          "epilogue-load warp expect_tx (C sub-tile bytes) + TMA", epilogue),
             BarrierArray("epi_load_empty", (c.epilogue_threads,) * c.epi_load_stages, "threads",
@@ -233,6 +234,12 @@ def gemm_barriers(c: GemmConfig) -> list[BarrierArray]:
                          "epilogue-load warp before loading C"),
             BarrierArray("load_order_empty", (1,), "threads", "epilogue-load warp once it passed load_order_full",
                          "main load warp before signalling the next tile")]
+    if c.pingpong:  # whose turn it is to wait on the A/B ring (MMA) and on the C ring (epilogue)
+        for turn, what in (("mma", "its K loop's last A/B wait"), ("epilogue", "its last C sub-tile")):
+            out += [BarrierArray(f"{turn}_turn_full", (4,), "threads", f"lane 0 of each warp of consumer "
+                                 f"warpgroup 0 after {what}", "consumer warpgroup 1"),
+                    BarrierArray(f"{turn}_turn_empty", (4,), "threads", f"lane 0 of each warp of consumer "
+                                 f"warpgroup 1 after {what}", "consumer warpgroup 0")]
     return out
 
 
@@ -244,10 +251,10 @@ def gemm_layout(c: GemmConfig) -> Layout:
                SmemRegion("c", c.epi_load_stages * c.epi_tile_bytes, TILE_ALIGN, c.epi_swizzle)]
     if c.has_tmem:
         regions.append(SmemRegion("d", 2 * c.epi_tile_bytes, TILE_ALIGN, c.epi_swizzle))
-    else:  # one double-buffered D staging tile per consumer warpgroup (64 rows each)
-        regions += [SmemRegion(f"d{i}", 2 * 64 * c.epi_row_bytes, TILE_ALIGN, c.epi_swizzle)
+    else:  # one double-buffered D staging tile per consumer warpgroup (its rows: 64, or the tile's with pingpong)
+        regions += [SmemRegion(f"d{i}", 2 * c.wg_rows * c.epi_row_bytes, TILE_ALIGN, c.epi_swizzle)
                     for i in range(c.consumers)]
-    config = {"BM": c.tile_m, "BN": c.tile_n, "BK": c.tile_k, "num_stages": c.stages,
+    config = {"BM": c.tile_m, "BN": c.tile_n, "BK": c.tile_k, "num_stages": c.stages, "pingpong": c.pingpong,
               "epi_load_stages": c.epi_load_stages, "epi_tile_n": c.epi_tile_n, "accum_stages": c.accum_stages,
               "cta_group": c.cta_group, "b_major": c.b_major, "target": c.target, "smem_budget": c.smem_used,
               "tmem_used": c.tmem_used}

@@ -4,7 +4,9 @@ Layout after the reference SM100 matmul (spec 5.1-5.2): A/B stages fed by TMA, a
 with ``accum_stages`` stages (sm_100a), an epilogue-load warp streaming C through an EpiLoadPipeline
 of ``epi_load_stages`` sub-tiles of ``tile_m x epi_tile_n``, and a double-buffered D store tile.
 ``num_stages = 0`` picks the most A/B stages that fit (at most 8); ``epi_tile_n = 0`` the target's
-sub-tile width. ``b_major`` says how B is laid out in memory. No MLIR import.
+sub-tile width. ``b_major`` says how B is laid out in memory. ``pingpong`` (sm_90a): each of the two
+consumer warpgroups computes whole tiles (every other one), with a D staging tile of its own and the
+turn barriers. No MLIR import.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ WARPGROUP_ROWS = 64  # rows of one sm_90a wgmma (m64nNk16): one consumer warpgro
 EPILOGUE_THREADS_SM100 = 128  # warps 0-3 read the 128 TMEM lanes
 MMA_K_BYTES = 32  # K bytes one MMA instruction consumes per row (16 elements of bf16/fp16)
 SWIZZLE_BYTES = 128  # A/B tiles: 128B swizzle, one row of tile_k elements
+MAX_ACCUMULATOR_REGISTERS = 192  # sm_90a: f32 accumulator registers a consumer thread can hold (of 232-240)
 DEFAULT_EPI_TILE_N = {"sm_100a": 64, "sm_90a": 64}  # sm_90a: 64 (3 A/B stages) beat 32 (4 stages), docs/PERF.md
 
 
@@ -41,6 +44,9 @@ class GemmConfig(Checked):
     cta_group: int = 1
     b_major: str = "k"  # "k": B is given as (N, K), K contiguous; "mn": as (K, N), N contiguous
     group_m: int = 8  # tile raster: output tiles are visited in bands of group_m tile rows (L2 reuse)
+    # sm_90a: two consumer warpgroups that each own a whole tile (alternate tiles of the CTA's walk), so
+    # one's epilogue runs while the other's wgmmas keep the tensor cores busy; False: both share a tile
+    pingpong: bool = False
 
     def __post_init__(self):
         lookup_dtype(self.dtype, field="GemmConfig.dtype", allowed=("bf16", "fp16"))
@@ -64,6 +70,10 @@ class GemmConfig(Checked):
             ("accum_stages", 1 <= self.accum_stages <= 2, "1 or 2"),
             ("b_major", self.b_major in ("k", "mn"), "'k' (B given as (N, K)) or 'mn' (B given as (K, N))"),
             ("group_m", 1 <= self.group_m <= 64, "in [1, 64]"),
+            ("pingpong", not self.pingpong or sm90, "False on sm_100a (one MMA warp feeds a TMEM accumulator)"),
+            ("tile_n", not self.pingpong or self.wg_rows * self.tile_n <= 128 * MAX_ACCUMULATOR_REGISTERS,
+             f"<= {128 * MAX_ACCUMULATOR_REGISTERS // self.tile_m} with pingpong and tile_m {self.tile_m} (a "
+             f"warpgroup holds its tile's f32 accumulator, at most {MAX_ACCUMULATOR_REGISTERS} registers a thread)"),
         )
         for name, ok, expected in rules:
             if not ok:
@@ -132,13 +142,29 @@ class GemmConfig(Checked):
 
     @property
     def consumers(self) -> int:
-        """sm_90a: consumer warpgroups (MMA and epilogue), one per 64 rows."""
-        return self.tile_m // WARPGROUP_ROWS
+        """sm_90a: consumer warpgroups (MMA and epilogue), one per 64 rows; two with ``pingpong``."""
+        return 2 if self.pingpong else self.tile_m // WARPGROUP_ROWS
+
+    @property
+    def wg_rows(self) -> int:
+        """sm_90a: output rows of a tile one consumer warpgroup computes (the whole tile with ``pingpong``)."""
+        return self.tile_m if self.pingpong else WARPGROUP_ROWS
+
+    @property
+    def tile_consumers(self) -> int:
+        """sm_90a: consumer warpgroups that read one A/B stage and one C sub-tile (1 with ``pingpong``)."""
+        return 1 if self.pingpong else self.consumers
 
     @property
     def epilogue_threads(self) -> int:
-        """Threads that read C and write D: the 4 epilogue warps (sm_100a), the consumers (sm_90a)."""
-        return EPILOGUE_THREADS_SM100 if self.has_tmem else 128 * self.consumers
+        """Threads that read one C sub-tile and write D: the 4 epilogue warps (sm_100a), the tile's
+        consumer warpgroups (sm_90a)."""
+        return EPILOGUE_THREADS_SM100 if self.has_tmem else 128 * self.tile_consumers
+
+    @property
+    def d_buffers(self) -> int:
+        """D staging buffers of ``epi_tile_bytes``: double-buffered, per warpgroup with ``pingpong``."""
+        return 2 * self.consumers if self.pingpong else 2
 
     @property
     def num_warps(self) -> int:
@@ -147,12 +173,14 @@ class GemmConfig(Checked):
         return 8 if self.has_tmem else 4 * self.consumers + 4
 
     def mbarrier_count(self, stages: int) -> int:
-        # A/B full+empty, accumulator full+empty, C full+empty, load order full+empty.
+        # A/B full+empty, accumulator full+empty, C full+empty, load order full+empty; pingpong: the
+        # warpgroups' MMA and epilogue turns, full+empty each.
         accum = 2 * self.accum_stages if self.has_tmem else 0
-        return 2 * stages + accum + 2 * self.epi_load_stages + 2
+        return 2 * stages + accum + 2 * self.epi_load_stages + 2 + (4 if self.pingpong else 0)
 
     def smem_for(self, stages: int) -> int:
-        fixed = (self.epi_load_stages + 2) * self.epi_tile_bytes + (TMEM_ADDR_BYTES if self.has_tmem else 0)
+        fixed = ((self.epi_load_stages + self.d_buffers) * self.epi_tile_bytes
+                 + (TMEM_ADDR_BYTES if self.has_tmem else 0))
         return stages * self.stage_bytes + fixed + self.mbarrier_count(stages) * MBAR_BYTES
 
     @cached_property
@@ -183,4 +211,5 @@ class GemmConfig(Checked):
 
     def describe(self) -> str:
         pair = " cta_group 2" if self.cta_group == 2 else ""
-        return f"GemmConfig {self.tile_m}x{self.tile_n}x{self.tile_k} {self.dtype} {self.target}{pair}"
+        pingpong = " pingpong" if self.pingpong else ""
+        return f"GemmConfig {self.tile_m}x{self.tile_n}x{self.tile_k} {self.dtype} {self.target}{pair}{pingpong}"

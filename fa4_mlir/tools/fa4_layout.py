@@ -24,7 +24,7 @@ ATTENTION_OPTIONS = ("qk_depth", "ov_depth", "num_q", "pair_cta", "group", "rope
                      "page_size", "rope_depth", "page_gather")
 FA4_ONLY = ("num_q", "pair_cta", "scale_dtype", "page_gather")
 DEPTH512_ONLY = ("rope_depth",)
-GEMM_OPTIONS = ("tile", "stages", "epi_tile_n", "epi_load_stages", "accum_stages", "cta_group")
+GEMM_OPTIONS = ("tile", "stages", "epi_tile_n", "epi_load_stages", "accum_stages", "cta_group", "pingpong")
 
 
 def _arg_parser() -> argparse.ArgumentParser:
@@ -53,6 +53,8 @@ def _arg_parser() -> argparse.ArgumentParser:
     g.add_argument("--epi-load-stages", type=int, default=None, help="EpiLoadPipeline stages (default 2)")
     g.add_argument("--accum-stages", type=int, default=None, help="TMEM accumulator stages (default 2)")
     g.add_argument("--cta-group", type=int, default=None, help="1, or 2 for a CTA pair (default 1)")
+    g.add_argument("--pingpong", action="store_true", default=None, help="sm_90a: each consumer warpgroup owns "
+                   "every other tile (a D staging tile each, the turn barriers)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print one JSON object")
     out.add_argument("--emit-ir", action="store_true", help="print the placed fa4 IR")
@@ -102,7 +104,8 @@ def _config(args):
             tile = dict(tile_m=int(m.group(1)), tile_n=int(m.group(2)), tile_k=int(m.group(3)))
         return GemmConfig(**pick(dtype=args.dtype, target=args.target, num_stages=args.stages,
                                  epi_tile_n=args.epi_tile_n, epi_load_stages=args.epi_load_stages,
-                                 accum_stages=args.accum_stages, cta_group=args.cta_group), **tile).validate()
+                                 accum_stages=args.accum_stages, cta_group=args.cta_group, pingpong=args.pingpong),
+                          **tile).validate()
     reject(_given(args, GEMM_OPTIONS), "it is a gemm option")
     if args.target not in (None, "sm_100a"):
         raise ConfigError(f"--target must be sm_100a for --kernel {args.kernel} (tcgen05 and TMEM), "

@@ -98,13 +98,21 @@ torch.library.register_fake("fa4::copy_pipeline", _copy_pipeline_fake, lib=_lib)
 # ---------------------------------------------------------------------------------------------------
 
 
-def _gemm_kernel(device: int, dtype: str, b_major: str) -> tuple[GemmConfig, runtime.Kernel]:
-    key = ("gemm", device, dtype, b_major, knobs.debug_timeout_ms())
-    found = _kernels.get(key)
-    if found is None:
-        config = GemmConfig(dtype=dtype, target=runtime.device_target(device), b_major=b_major)
-        found = _kernels[key] = (config, runtime.load("gemm", config, device=device, debug=key[-1] or False))
-    return found
+def _gemm_kernel(device: int, dtype: str, b_major: str, m: int, n: int) -> tuple[GemmConfig, runtime.Kernel]:
+    """The kernel for an (m, n) output: the target's default config or, where it is faster
+    (``gemm.choose_schedule``), the pingpong one."""
+    debug = knobs.debug_timeout_ms()
+
+    def load(config: GemmConfig) -> tuple[GemmConfig, runtime.Kernel]:
+        key = ("gemm", device, config, debug)
+        found = _kernels.get(key)
+        if found is None:
+            found = _kernels[key] = (config, runtime.load("gemm", config, device=device, debug=debug or False))
+        return found
+
+    config, kernel = load(GemmConfig(dtype=dtype, target=runtime.device_target(device), b_major=b_major))
+    chosen = gemm.choose_schedule(config, m, n, kernel.resident_ctas)
+    return (config, kernel) if chosen is config else load(chosen)
 
 
 def _gemm_shapes(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[int, int, int]:
@@ -165,12 +173,13 @@ def gemm_residual(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, alpha: floa
     scalars = {"alpha": float(alpha), "beta": float(beta), "has_c": int(beta != 0)}
     if isinstance(where, emulator):
         config = GemmConfig(dtype=dtype, target=where.target, b_major=b_major)
+        config = gemm.choose_schedule(config, m, n, where.load("gemm", config).resident_ctas)
         kernel = where.load("gemm", config)
         grid, tiles = gemm.launch_geometry(config, m, n, k, kernel.resident_ctas)
         where.run(kernel, grid, {"a": host_tensor(a, dtype), "b": host_tensor(b_mem, dtype),
                                  "c": host_tensor(c, dtype), "d": host_tensor(out, dtype), **tiles, **scalars})
         return out
-    config, kernel = _gemm_kernel(where, dtype, b_major)
+    config, kernel = _gemm_kernel(where, dtype, b_major, m, n)
     grid, tiles = gemm.launch_geometry(config, m, n, k, kernel.resident_ctas)
     args = {"a": global_tensor(a, dtype), "b": global_tensor(b_mem, dtype), "c": global_tensor(c, dtype),
             "d": global_tensor(out, dtype), **tiles, **scalars}

@@ -88,7 +88,10 @@ class EmulatorBackend(Backend):
         from fa4_mlir.configs.gemm import GemmConfig
         from fa4_mlir.tools.fa4_emu import launch_gemm
 
+        from fa4_mlir.kernels.gemm import choose_schedule
+
         config = GemmConfig(dtype=dtype, target=self.target, b_major=b_major)
+        config = choose_schedule(config, a.shape[0], b.shape[1], self.load("gemm", config).resident_ctas)
         b_mem = np.ascontiguousarray(b.T) if b_major == "k" else b
         d = np.empty((a.shape[0], b.shape[1]), np.uint16)
         launch_gemm(self.load("gemm", config), config, a, b_mem, c, d, alpha, beta, seed=self.seed)

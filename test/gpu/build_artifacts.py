@@ -22,6 +22,7 @@ from fa4_mlir.configs.combine import CombineConfig
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.configs.mla import MLAConfig
+from fa4_mlir.kernels.gemm import SM90_PINGPONG
 from fa4_mlir.runtime.artifacts import ArtifactKey, fetch
 
 HERE = pathlib.Path(__file__).parent
@@ -53,8 +54,13 @@ def keys() -> list[ArtifactKey]:
     wanted.append(ArtifactKey.for_config("copy-pipeline", CopyPipelineConfig(target="sm_90a"), debug))
     wanted.append(ArtifactKey.for_file(HERE / "kernels" / "broken_barrier.mlir", "sm_90a", debug))
     wanted.append(ArtifactKey.for_file(HERE.parent.parent / "examples" / "row_center.py", "sm_90a"))  # dsl tutorial
-    wanted += [ArtifactKey.for_config("gemm", GemmConfig(dtype=d, target="sm_90a", b_major=b))
-               for d in ("bf16", "fp16") for b in ("k", "mn")]
+    # the op's GEMMs: the cooperative default and the pingpong tile it takes for large outputs
+    wanted += [ArtifactKey.for_config("gemm", GemmConfig(dtype=d, target="sm_90a", b_major=b, **extra))
+               for d in ("bf16", "fp16") for b in ("k", "mn") for extra in ({}, SM90_PINGPONG)]
+    from test_gemm_gpu import SCHEDULES  # the runtime tests' pingpong schedules (this file's directory)
+
+    wanted += [ArtifactKey.for_config("gemm", GemmConfig(target="sm_90a", b_major=b, **extra))
+               for extra in SCHEDULES.values() for b in ("k", "mn")]
     # test_attention_gpu.py: every head dim, both masks, both dtypes; one artifact serves every GQA group
     # (the sm_90a kernel takes the group at launch: AttentionConfig.runtime_group); the op's num_q
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype=dt, head_dim=d, causal=c,
@@ -142,9 +148,9 @@ def keys() -> list[ArtifactKey]:
         sys.path.insert(0, str(HERE.parent.parent / "bench"))
         from gemm_variants import SWEEP
 
-        wanted += [ArtifactKey.for_config("gemm", GemmConfig(target="sm_90a", b_major="mn", **extra))
-                   for extra in SWEEP]
-    return wanted
+        wanted += [ArtifactKey.for_config("gemm", GemmConfig(target="sm_90a", b_major=b, **extra))
+                   for extra in SWEEP for b in ("k", "mn")]
+    return list(dict.fromkeys(wanted))  # one of each (the op's pingpong tile is also a test schedule)
 
 
 def main() -> int:

@@ -16,6 +16,16 @@ from fa4_mlir.kernels import gemm
 SHAPES = [(128, 256, 64), (256, 512, 1024), (1, 8, 8), (77, 264, 200), (257, 136, 1032), (1000, 1000, 72),
           (3000, 520, 8), (129, 4104, 520), (2048, 2048, 2048)]
 EMULATOR_SHAPES = [(128, 256, 64), (1, 8, 8), (77, 264, 200)]
+# sm_90a schedules besides the op's default: pingpong warpgroups with a 128 x 192 (4 A/B stages) or
+# 64 x 256 tile each (on sm_100a the default alone)
+SCHEDULES = {"default": {}, "pingpong128x192": dict(pingpong=True, tile_n=192, epi_tile_n=32),
+             "pingpong64x256": dict(pingpong=True, tile_m=64)}
+
+
+def _config(backend, schedule: str, **kw) -> GemmConfig:
+    if schedule != "default" and backend.target != "sm_90a":
+        pytest.skip(f"{schedule} is an sm_90a schedule")
+    return GemmConfig(target=backend.target, **SCHEDULES[schedule], **kw)
 
 
 def _check(a, b, c, alpha, beta, out, dtype, what):
@@ -64,13 +74,14 @@ def _launch(backend, kernel, config, a, b_mem, c, d, m, n, k, ctas, alpha, beta)
     grid, scalars = gemm.launch_geometry(config, m, n, k, ctas)
     backend.launch(kernel, grid, {"a": backend.tensor(a, "bf16"), "b": backend.tensor(b_mem, "bf16"),
                                   "c": backend.tensor(c, "bf16"), "d": backend.tensor(d, "bf16", (m, n)),
-                                  **scalars, "alpha": alpha, "beta": beta, "has_c": 1})
+                                  **scalars, "alpha": alpha, "beta": beta, "has_c": int(beta != 0)})
 
 
-def test_every_output_element_is_written(backend):
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_every_output_element_is_written(backend, schedule):
     """Through the runtime with a NaN-poisoned D: the kernel must overwrite all of it, ragged tiles
     included, and nothing outside (a guard row after D stays poisoned)."""
-    config = GemmConfig(target=backend.target, b_major="mn")
+    config = _config(backend, schedule, b_major="mn")
     kernel = backend.load("gemm", config)
     for m, n, k in backend.pick([(77, 264, 200), (1000, 1032, 520), (129, 4104, 72)], [(77, 264, 200)]):
         a, b, c = _operands(np.random.default_rng(m), m, n, k, "bf16")
@@ -84,18 +95,24 @@ def test_every_output_element_is_written(backend):
         _check(a, b, c, 1.0, 1.0, out[:m], "bf16", f"runtime {what}")
 
 
-def test_small_grid_walks_every_tile(backend):
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("has_c", [True, False])
+def test_small_grid_walks_every_tile(backend, schedule, has_c):
     """Fewer CTAs than tiles: each CTA loops over many tiles (the persistent schedule and the
-    pipelines' phases across tiles)."""
-    config = GemmConfig(target=backend.target)
+    pipelines' phases across tiles; with pingpong each warpgroup's tiles and its steps past the
+    other's in both rings, or in the A/B ring alone when C is not read)."""
+    config = _config(backend, schedule)
     kernel = backend.load("gemm", config)
     m, n, k = backend.pick((1100, 2056, 320), (300, 520, 136))
     a, b, c = _operands(np.random.default_rng(7), m, n, k, "bf16")
+    beta = 2.0 if has_c else 0.0
+    if not has_c:
+        c[:] = reference.POISON["bf16"]  # NaN: C must not be read
     handles = backend.array(a), backend.array(np.ascontiguousarray(b.T)), backend.array(c)
     for ctas in backend.pick((1, 3, 7), (1, 5)):
         d = backend.array(np.full((m, n), reference.POISON["bf16"], np.uint16))
-        _launch(backend, kernel, config, *handles, d, m, n, k, ctas, 0.5, 2.0)
-        _check(a, b, c, 0.5, 2.0, backend.host(d), "bf16", f"{backend}: {ctas} CTAs")
+        _launch(backend, kernel, config, *handles, d, m, n, k, ctas, 0.5, beta)
+        _check(a, b, c, 0.5, beta, backend.host(d), "bf16", f"{backend}: {config.describe()}, {ctas} CTAs")
 
 
 def test_k_zero_and_empty_outputs(torch_gpu):

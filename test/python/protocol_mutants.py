@@ -25,8 +25,11 @@ GEMM_CONFIGS = {
     "sm_90a-small": dict(target="sm_90a", tile_n=64, epi_tile_n=32, num_stages=2, epi_load_stages=1),
     "sm_100a-small": dict(target="sm_100a", tile_n=64, epi_tile_n=32, num_stages=2),
     "sm_100a-pair-small": dict(target="sm_100a", tile_n=64, epi_tile_n=32, num_stages=2, cta_group=2, tile_m=256),
+    "sm_90a-pingpong": dict(target="sm_90a", pingpong=True, tile_n=192, epi_tile_n=32),
+    "sm_90a-pingpong-small": dict(target="sm_90a", pingpong=True, tile_n=64, epi_tile_n=32, num_stages=2,
+                                  epi_load_stages=1),
 }
-MUTATED_GEMMS = ("gemm-sm_90a-small", "gemm-sm_100a-small", "gemm-sm_100a-pair-small")
+MUTATED_GEMMS = ("gemm-sm_90a-small", "gemm-sm_100a-small", "gemm-sm_100a-pair-small", "gemm-sm_90a-pingpong-small")
 # The attention kernel: fused and split rings, 1Q and 2Q, causal, GQA; mutants start from 1Q d128
 # (a split K ring with two depth sub-stages, 3 stages: the shortest unrolls), a few per operator.
 ATTENTION_CONFIGS = {
@@ -420,13 +423,16 @@ MUTATIONS: dict[str, tuple[frozenset[str], Callable[[str], Iterator[Mutant]]]] =
 # - the GEMM's named barrier before its TMEM deallocation: the epilogue's last in-loop barrier
 #   (before the last TMA store) already orders every warp's TMEM reads before warp 0 frees it;
 # - the 1Q attention MMA's first K view grown to two sub-stages: it waited for both sub-stages
-#   before its first MMA, so the larger view reads nothing unordered.
+#   before its first MMA, so the larger view reads nothing unordered;
+# - the pingpong GEMM's two epilogue barriers made one: the epilogue turn already orders every use of
+#   one warpgroup's before every use of the other's, so one id serves both.
 def _before_dealloc(source: str, what: str) -> bool:
     m = re.match(r"line (\d+) removed", what)
     return bool(m) and '"fa4.tmem_dealloc"' in "\n".join(source.split("\n")[int(m.group(1)):int(m.group(1)) + 6])
 
 
 EQUIVALENT = (("gemm-sm_100a", "missing-named-barrier", _before_dealloc),
+              ("gemm-sm_90a-pingpong", "named-barrier-renamed", lambda source, what: "epilogue" in what),
               ("attention-1q", "stage-bytes-up", lambda source, what: "%mm0ka_i0" in what))
 
 

@@ -73,8 +73,9 @@ def test_bit_operations_are_located_at_the_author():
     assert "test_dsl_gemm_structs.py" in text
 
 
-@pytest.mark.parametrize("kwargs", [dict(), dict(cta_group=2, tile_m=256), dict(target="sm_90a")],
-                         ids=["sm_100a", "pair", "sm_90a"])
+@pytest.mark.parametrize("kwargs", [dict(), dict(cta_group=2, tile_m=256), dict(target="sm_90a"),
+                                    dict(target="sm_90a", pingpong=True, tile_n=192)],
+                         ids=["sm_100a", "pair", "sm_90a", "sm_90a-pingpong"])
 def test_gemm_structs_declare_the_layout(kwargs):
     from fa4_mlir.dsl.structs.gemm import GemmMBars, GemmSMem
 
@@ -83,6 +84,9 @@ def test_gemm_structs_declare_the_layout(kwargs):
 
     def body(k, arg):
         made["smem"], made["mbars"] = GemmSMem(config), GemmMBars(config)
+        if config.pingpong:  # warpgroup 0 hands each turn over first (the producer side), 1 hands it back
+            made["turns"] = [(t.pipeline.name, t.side) for t in (made["mbars"].turn("mma", 0),
+                                                                 made["mbars"].turn("epilogue", 1))]
 
     text = _kernel(body, config.target)
     layout = gemm_layout(config)
@@ -92,10 +96,17 @@ def test_gemm_structs_declare_the_layout(kwargs):
         b.name for b in gemm_barriers(config)]
     assert re.findall(r'"fa4\.pipeline_create"\(%(\w+), %(\w+)\)', text)[0] == ("ab_producer", "ab_consumer")
     smem, mbars = made["smem"], made["mbars"]
-    assert smem.out_tile_bytes == (config.epi_tile_bytes if config.has_tmem else 64 * config.epi_row_bytes)
+    assert smem.out_tile_bytes == (config.epi_tile_bytes if config.has_tmem else
+                                   (128 if config.pingpong else 64) * config.epi_row_bytes)
     assert mbars.ab_pipeline().stages == config.stages
+    if config.pingpong:
+        assert made["turns"] == [("mma_turn", "producer"), ("epilogue_turn", "consumer")]
+    else:
+        with pytest.raises(KeyError, match="GemmMBars pipeline must be one of .*, got 'mma_turn'"):
+            mbars.turn("mma", 0)
     if not config.has_tmem:
-        with pytest.raises(KeyError, match="GemmMBars pipeline must be one of ab, epi, order, got 'acc'"):
+        pipelines = "ab, epi, order, mma_turn, epilogue_turn" if config.pingpong else "ab, epi, order"
+        with pytest.raises(KeyError, match=f"GemmMBars pipeline must be one of {pipelines}, got 'acc'"):
             mbars.accum_pipeline()
         with pytest.raises(KeyError, match="the TMEM accumulator must exist on the target, got sm_90a"):
             smem.accum_tmem()

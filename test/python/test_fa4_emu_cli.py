@@ -48,6 +48,19 @@ def test_gemm_json_report(capsys):
     assert report["instructions"] > 0 and report["ctas"] == 2
 
 
+def test_gemm_pingpong_from_the_command_line(capsys):
+    """The config's fields are options: the pingpong schedule, six tiles over two CTAs (three a CTA:
+    its warpgroup 0 takes two turns, warpgroup 1 one)."""
+    code, out, err = _run(capsys, "gemm", "--pingpong", "--tile-n", "192", "--epi-tile-n", "32", "--shape",
+                          "300x200x136", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["ok"] and report["config"]["pingpong"] and report["config"]["tile_n"] == 192
+    assert report["checks"]["d"]["unwritten"] == 0 and report["ctas"] == 2
+    code, _, err = _run(capsys, "gemm", "--pingpong", "--target", "sm_100a")
+    assert code == 2 and "GemmConfig.pingpong must be False on sm_100a" in err, err
+
+
 def test_attention_default_shape_follows_the_group(capsys):
     code, out, err = _run(capsys, "attention", "--head-dim", "64", "--causal", "--group", "4", "--shape", "1x64x100x4")
     assert code == 0, err

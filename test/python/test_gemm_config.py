@@ -40,6 +40,21 @@ def test_sm90_has_no_tmem_barriers():
     assert bars["epi_load_empty"].counts == (256, 256)
 
 
+def test_sm90_pingpong_gives_each_warpgroup_a_tile_and_the_turns():
+    c = GemmConfig(target="sm_90a", pingpong=True, tile_n=192, epi_tile_n=32)
+    assert (c.consumers, c.wg_rows, c.tile_consumers, c.epilogue_threads, c.d_buffers) == (2, 128, 1, 128, 4)
+    layout = gemm_layout(c)
+    bars = {b.name: b for b in layout.barriers}
+    # one warpgroup reads a stage and a C sub-tile: 4 warps release it, 128 threads read it
+    assert bars["ab_consumer"].counts == (4,) * c.stages and bars["epi_load_empty"].counts == (128, 128)
+    assert [(b.name, b.counts) for b in layout.barriers[-4:]] == [
+        ("mma_turn_full", (4,)), ("mma_turn_empty", (4,)), ("epilogue_turn_full", (4,)), ("epilogue_turn_empty", (4,))]
+    regions = {r.name: r.bytes for r in layout.regions}
+    assert regions["d0"] == regions["d1"] == 2 * 128 * 64  # a double-buffered 128-row D staging tile each
+    assert c.stages == 4 and c.smem_used == layout.config["smem_budget"] <= 232448
+    assert GemmConfig(target="sm_90a", pingpong=True, tile_m=64).wg_rows == 64
+
+
 def test_epilogue_sub_tile_defaults_per_target():
     assert GemmConfig().epi_tile_n == 64 and GemmConfig(target="sm_90a").epi_tile_n == 64
     assert GemmConfig(epi_tile_n=32).epi_tile_n == 32 and GemmConfig(epi_tile_n=32).epi_swizzle == "64B"
@@ -70,6 +85,11 @@ def test_cta_pair_splits_the_tile_and_counts_both_ctas():
     (dict(accum_stages=3), r"GemmConfig.accum_stages must be 1 or 2, got 3"),
     (dict(cta_group=4), r"GemmConfig.cta_group must be 1 or 2, got 4"),
     (dict(cta_group=2, target="sm_90a"), r"GemmConfig.cta_group must be 1 on sm_90a \(CTA-pair MMA is sm_100a\), got 2"),
+    (dict(pingpong=True), r"GemmConfig.pingpong must be False on sm_100a \(one MMA warp feeds a TMEM accumulator\), "
+                          r"got True"),
+    (dict(pingpong=True, target="sm_90a"), r"GemmConfig.tile_n must be <= 192 with pingpong and tile_m 128 \(a "
+                                           r"warpgroup holds its tile's f32 accumulator, at most 192 registers a "
+                                           r"thread\), got 256"),
 ])
 def test_field_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):

@@ -14,7 +14,9 @@ from fa4_mlir.layouts import gemm_layout
 
 CONFIGS = [dict(), dict(target="sm_90a"), dict(target="sm_90a", b_major="mn", dtype="fp16"),
            dict(cta_group=2, tile_m=256), dict(tile_n=128, epi_tile_n=32, accum_stages=1),
-           dict(target="sm_90a", tile_m=64, tile_n=128)]
+           dict(target="sm_90a", tile_m=64, tile_n=128),
+           dict(target="sm_90a", pingpong=True, tile_n=192, epi_tile_n=32),
+           dict(target="sm_90a", pingpong=True, tile_m=64, b_major="mn")]
 
 
 def _declared(text: str, op: str) -> list[dict[str, str]]:
@@ -77,3 +79,23 @@ def test_build_rejects_configs_that_do_not_fit():
 
     with pytest.raises(ConfigError, match=r"smem needs \d+ B, sm_90a has 232448 B: lower num_stages"):
         gemm.build(GemmConfig(target="sm_90a", num_stages=6))
+
+
+@pytest.mark.parametrize("m, n, ctas, pingpong", [
+    (8192, 8192, 132, True), (16384, 8192, 132, True), (8192, 28672, 132, True),  # many tiles a CTA
+    (4096, 4096, 132, False), (2048, 2048, 132, False),  # few: 6 pingpong rounds against 4, 2 against 1
+    (128, 128, 132, True), (4096, 4096, 1000, True),  # one round either way: the smaller tile
+])
+def test_the_op_takes_pingpong_where_its_rounds_cost_less(m, n, ctas, pingpong):
+    """``choose_schedule``: the cooperative 128 x 256 tile or the pingpong 128 x 192 one, by rounds of
+    tiles per CTA times the tile's area over its rate (the sweep in docs/PERF.md)."""
+    base = GemmConfig(target="sm_90a", b_major="mn")
+    chosen = gemm.choose_schedule(base, m, n, ctas)
+    assert chosen.pingpong is pingpong
+    assert chosen == (GemmConfig(target="sm_90a", b_major="mn", **gemm.SM90_PINGPONG) if pingpong else base)
+
+
+def test_the_schedule_choice_keeps_other_configs():
+    for config in (GemmConfig(), GemmConfig(target="sm_90a", tile_m=64), GemmConfig(target="sm_90a", pingpong=True,
+                                                                                   tile_m=64)):
+        assert gemm.choose_schedule(config, 8192, 8192, 132) is config

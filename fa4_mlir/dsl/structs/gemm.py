@@ -32,7 +32,9 @@ from fa4_mlir.layouts import gemm_barriers, gemm_layout
 # (pipeline symbol, full array, empty array) over gemm_barriers' arrays; a pipeline whose arrays the
 # target does not have (the accumulator on sm_90a) is absent
 _PIPELINES = (("ab", "ab_producer", "ab_consumer"), ("acc", "accum_producer", "accum_consumer"),
-              ("epi", "epi_load_full", "epi_load_empty"), ("order", "load_order_full", "load_order_empty"))
+              ("epi", "epi_load_full", "epi_load_empty"), ("order", "load_order_full", "load_order_empty"),
+              ("mma_turn", "mma_turn_full", "mma_turn_empty"), ("epilogue_turn", "epilogue_turn_full",
+                                                                 "epilogue_turn_empty"))
 
 
 class GemmSMem:
@@ -96,9 +98,9 @@ class GemmSMem:
 
     @property
     def out_tile_bytes(self) -> int:
-        """One D staging buffer: the CTA's rows (sm_100a) or a warpgroup's 64 rows (sm_90a)."""
+        """One D staging buffer: the CTA's rows (sm_100a) or a warpgroup's rows (sm_90a)."""
         c = self.config
-        return c.epi_tile_bytes if c.has_tmem else 64 * c.epi_row_bytes
+        return c.epi_tile_bytes if c.has_tmem else c.wg_rows * c.epi_row_bytes
 
     def out_tile(self, stage, group: int = 0):
         return fa4.smem_stage(self.out_tiles(group), _raw(stage), bytes=self.out_tile_bytes, loc=here())
@@ -151,6 +153,10 @@ class GemmMBars:
     def epi_load_pipeline(self, side: str) -> EpiLoadPipeline:
         """A fresh ``side`` ("producer" or "consumer") of the epilogue-load ring."""
         return EpiLoadPipeline(self._pipeline("epi"), self.barriers("epi_load_full"), side)
+
+    def turn(self, which: str, warpgroup: int) -> Turn:
+        """Consumer warpgroup ``warpgroup``'s side of the pingpong ``which`` ("mma" or "epilogue") turn."""
+        return Turn(self._pipeline(f"{which}_turn"), "producer" if warpgroup == 0 else "consumer")
 
     def load_order(self, side: str) -> LoadOrderBarrier:
         """A fresh ``side`` of the load-order barrier (producer: main load; consumer: epilogue load)."""
@@ -302,6 +308,31 @@ class LoadOrderBarrier(_Side):
         self._need("consumer", "wait_and_step")
         self.state.consumer_wait()
         self.state.consumer_release()
+        self.state.step()
+
+
+class Turn(_Side):
+    """A pingpong turn between the two sm_90a consumer warpgroups (a one-stage ring: warpgroup 0 the
+    producer, 1 the consumer), so that they wait on a shared ring's barriers in tile order: a
+    warpgroup that ran ahead would wait two phases early, and a parity wait cannot tell phase n
+    from n - 2."""
+
+    def wait(self) -> None:
+        """Wait for this warpgroup's turn (warpgroup 0's first passes on the fresh barrier)."""
+        if self.side == "producer":
+            self.state.producer_acquire()
+        else:
+            self.state.consumer_wait()
+
+    def arrive(self) -> None:
+        """Hand the turn to the other warpgroup (one arrival: lane 0 of each of its warps arrives)."""
+        if self.side == "producer":
+            self.state.producer_commit()
+        else:
+            self.state.consumer_release()
+
+    def step(self) -> None:
+        """To this warpgroup's next turn."""
         self.state.step()
 
 

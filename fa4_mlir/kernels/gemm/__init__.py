@@ -16,9 +16,12 @@ time share A and B panels in L2). Every role walks the same tile sequence:
   commits each A/B stage back to the main load and the finished accumulator to the epilogue; the
   4 epilogue warps read the accumulator sub-tile by sub-tile (tcgen05.ld), release the accumulator
   stage after the last read, and write D;
-* sm_90a: each consumer warpgroup (64 rows) issues wgmma with the accumulator in registers, keeps
-  one wgmma group in flight and releases the previous A/B stage when it retires, then runs the
-  epilogue itself.
+* sm_90a: each consumer warpgroup issues wgmma with the accumulator in registers, keeps one wgmma
+  group in flight and releases the previous A/B stage when it retires, then runs the epilogue
+  itself. Cooperative (the default): the warpgroups split every tile, 64 rows each. ``pingpong``:
+  each owns every other tile whole, taking turns (two one-stage rings) to wait on the A/B ring and
+  on the C ring, so that one's epilogue runs under the other's wgmmas (``sm90``). The op picks
+  between the two per output shape (``choose_schedule``).
 
 The epilogue of a sub-tile: wait for C, compute ``alpha * acc + beta * C`` per element, write D into
 one of two swizzled staging buffers (the TMA store of the other may still read it), fence, meet at
@@ -36,6 +39,8 @@ on machines without it; ``build`` imports the builders.
 
 from __future__ import annotations
 
+import dataclasses
+
 from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.source import KernelSource
@@ -44,9 +49,32 @@ NAME = "gemm"
 MAX_TILES = (1 << 31) - 1  # tile indices are i32
 SM90_CONSUMER_REGISTERS = {1: 240, 2: 232}  # 2 x 128 x 232 + 128 x 40 <= 65536
 SM90_PRODUCER_REGISTERS = 40
+# sm_90a: the pingpong tile the op takes for large outputs (choose_schedule), and its measured rate over
+# the cooperative 128 x 256 tile where both run many tiles a CTA (docs/PERF.md, the pingpong sweep:
+# 0.99-1.10 on 8192^3, 16384x8192x2048 and 8192x28672x4096 in two runs, median 1.03)
+SM90_PINGPONG = {"pingpong": True, "tile_n": 192, "epi_tile_n": 32}
+SM90_PINGPONG_BASE_M = 128
+PINGPONG_RATE = 1.03
 
-__all__ = ["MAX_TILES", "NAME", "SM90_CONSUMER_REGISTERS", "SM90_PRODUCER_REGISTERS", "GemmConfig", "build",
-           "launch_geometry"]
+__all__ = ["MAX_TILES", "NAME", "PINGPONG_RATE", "SM90_CONSUMER_REGISTERS", "SM90_PINGPONG", "SM90_PRODUCER_REGISTERS",
+           "GemmConfig", "build", "choose_schedule", "launch_geometry"]
+
+
+def choose_schedule(config: GemmConfig, m: int, n: int, ctas: int) -> GemmConfig:
+    """The op's config for an (m, n) output on a GPU holding ``ctas`` resident CTAs: on sm_90a the
+    pingpong 128 x 192 tile (``SM90_PINGPONG``) where its rounds of tiles per CTA cost less than the
+    cooperative tile's (``config``), a round costing its tile's area over the tile's measured rate
+    (``PINGPONG_RATE``); ``config`` otherwise. Large outputs take pingpong (its epilogue hides behind
+    the other warpgroup's MMAs); few tiles a CTA take the larger tile (fewer, fuller rounds)."""
+    if config.target != "sm_90a" or config.pingpong or config.tile_m != SM90_PINGPONG_BASE_M:
+        return config
+    pingpong = dataclasses.replace(config, **SM90_PINGPONG)
+
+    def cost(c: GemmConfig, rate: float) -> float:
+        tiles = -(-m // c.tile_m) * -(-n // c.tile_n)
+        return -(-tiles // max(1, ctas)) * c.tile_m * c.tile_n / rate
+
+    return pingpong if cost(pingpong, PINGPONG_RATE) < cost(config, 1.0) else config
 
 
 def launch_geometry(config: GemmConfig, m: int, n: int, k: int, ctas: int) -> tuple[tuple[int], dict]:
@@ -74,7 +102,7 @@ def build(config: GemmConfig) -> KernelSource:
     k = dsl.Kernel(NAME, c.target, c.num_warps, cluster=(2, 1, 1) if c.cta_group == 2 else None)
     e = c.dtype
     b_box = (c.tile_k, c.b_tile_rows) if c.b_major == "k" else (c.swizzle_elems, c.tile_k)
-    store_rows = c.rows_per_cta if c.has_tmem else 64
+    store_rows = c.rows_per_cta if c.has_tmem else c.wg_rows
     k.tensormap("a", e, (c.tile_k, c.rows_per_cta), "128B", doc="A[M, K], row-major")
     k.tensormap("b", e, b_box, "128B", doc="B[N, K] (b_major k) or B[K, N] (b_major mn), row-major")
     k.tensormap("c", e, (c.epi_tile_n, c.rows_per_cta), c.epi_swizzle, doc="C[M, N], row-major (the residual)")
@@ -100,4 +128,4 @@ def build(config: GemmConfig) -> KernelSource:
     return k.source(grid=f"(min(resident CTAs, num_m * num_n * {c.cta_group}), 1, 1) (launch_geometry)",
                     config={f: getattr(c, f) for f in ("dtype", "tile_m", "tile_n", "tile_k", "stages", "epi_tile_n",
                                                        "epi_load_stages", "accum_stages", "cta_group", "b_major",
-                                                       "group_m")})
+                                                       "group_m", "pingpong")})

@@ -69,9 +69,12 @@ class Gemm:
         row = row_base + self.cta_row
         return row, col, col + self.cta_col
 
-    def tiles(self, carry):
-        """The persistent loop over this CTA's tiles (``scf.for`` first to total by stride)."""
-        return self.k.range(self.first, self.total, self.stride, carry=carry)
+    def tiles(self, carry, share: int = 0, sharers: int = 1):
+        """The persistent loop over this CTA's tiles (``scf.for`` first to total by stride), or over
+        every ``sharers``-th of them from the ``share``-th (a pingpong consumer warpgroup's)."""
+        if sharers == 1:
+            return self.k.range(self.first, self.total, self.stride, carry=carry)
+        return self.k.range(self.first + self.stride * share, self.total, self.stride * sharers, carry=carry)
 
     # -- warps ------------------------------------------------------------------------------------------
     @property
