@@ -172,8 +172,10 @@ def gemm_residual(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, alpha: floa
     b_major, b_mem = _b_operand(b)
     scalars = {"alpha": float(alpha), "beta": float(beta), "has_c": int(beta != 0)}
     if isinstance(where, emulator):
-        config = GemmConfig(dtype=dtype, target=where.target, b_major=b_major)
-        config = gemm.choose_schedule(config, m, n, where.load("gemm", config).resident_ctas)
+        from fa4_mlir.runtime.emulated import RESIDENT_CTAS  # the emulator's, imported with it
+
+        config = gemm.choose_schedule(GemmConfig(dtype=dtype, target=where.target, b_major=b_major), m, n,
+                                      RESIDENT_CTAS)
         kernel = where.load("gemm", config)
         grid, tiles = gemm.launch_geometry(config, m, n, k, kernel.resident_ctas)
         where.run(kernel, grid, {"a": host_tensor(a, dtype), "b": host_tensor(b_mem, dtype),

@@ -19,7 +19,7 @@ import numpy as np
 
 from fa4_mlir import runtime
 from fa4_mlir.runtime import GlobalTensor
-from fa4_mlir.runtime.emulated import DEFAULT_TARGET
+from fa4_mlir.runtime.emulated import DEFAULT_TARGET, RESIDENT_CTAS
 
 
 class Backend:
@@ -86,12 +86,11 @@ class EmulatorBackend(Backend):
         """``alpha * a @ b + beta * c`` for a (M, K), b (K, N), c (M, N) bits; ``b_major`` "k" hands the
         kernel B as the transpose of a row-major (N, K) array (an nn.Linear weight), as the op does."""
         from fa4_mlir.configs.gemm import GemmConfig
+        from fa4_mlir.kernels.gemm import choose_schedule
         from fa4_mlir.tools.fa4_emu import launch_gemm
 
-        from fa4_mlir.kernels.gemm import choose_schedule
-
-        config = GemmConfig(dtype=dtype, target=self.target, b_major=b_major)
-        config = choose_schedule(config, a.shape[0], b.shape[1], self.load("gemm", config).resident_ctas)
+        config = choose_schedule(GemmConfig(dtype=dtype, target=self.target, b_major=b_major), a.shape[0],
+                                 b.shape[1], RESIDENT_CTAS)
         b_mem = np.ascontiguousarray(b.T) if b_major == "k" else b
         d = np.empty((a.shape[0], b.shape[1]), np.uint16)
         launch_gemm(self.load("gemm", config), config, a, b_mem, c, d, alpha, beta, seed=self.seed)
