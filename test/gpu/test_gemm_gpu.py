@@ -16,10 +16,9 @@ from fa4_mlir.kernels import gemm
 SHAPES = [(128, 256, 64), (256, 512, 1024), (1, 8, 8), (77, 264, 200), (257, 136, 1032), (1000, 1000, 72),
           (3000, 520, 8), (129, 4104, 520), (2048, 2048, 2048)]
 EMULATOR_SHAPES = [(128, 256, 64), (1, 8, 8), (77, 264, 200)]
-# sm_90a schedules besides the op's default: pingpong warpgroups with a 128 x 192 (4 A/B stages) or
-# 64 x 256 tile each (on sm_100a the default alone)
-SCHEDULES = {"default": {}, "pingpong128x192": dict(pingpong=True, tile_n=192, epi_tile_n=32),
-             "pingpong64x256": dict(pingpong=True, tile_m=64)}
+# sm_90a schedules besides the op's default: pingpong warpgroups with the op's pingpong tile (128 x 192,
+# 4 A/B stages) or a 64 x 256 tile each (on sm_100a the default alone)
+SCHEDULES = {"default": {}, "pingpong": gemm.SM90_PINGPONG, "pingpong64x256": dict(pingpong=True, tile_m=64)}
 
 
 def _config(backend, schedule: str, **kw) -> GemmConfig:
