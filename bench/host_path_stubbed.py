@@ -42,7 +42,7 @@ typedef int CUresult;
    fail_launch set makes every launch fail (CUDA_ERROR_LAUNCH_FAILED). */
 int launches, replaces, param_count, context_sets, fail_launch;
 uint64_t last_words[16];
-unsigned last_grid[3], last_block[3], last_smem;
+unsigned last_grid[3], last_block[3], last_smem, last_cluster[3];
 void *last_stream, *last_function, *context = (void *)0x1000;
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned smem, void *stream, void **params, void **extra) {
@@ -61,8 +61,12 @@ typedef struct {
   void *stream, *attrs;
   unsigned num_attrs;
 } CUlaunchConfig;
+typedef struct { int id; char pad[4]; unsigned value[16]; } CUlaunchAttribute;
+/* A launch with attributes may carry one: the cluster dimension (id 4), recorded in last_cluster. */
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, void *f, void **params, void **extra) {
-  if (config->num_attrs) return 1; /* CUDA_ERROR_INVALID_VALUE: the launcher passes none */
+  const CUlaunchAttribute *attrs = (const CUlaunchAttribute *)config->attrs;
+  if (config->num_attrs > 1 || (config->num_attrs && attrs[0].id != 4)) return 1; /* CUDA_ERROR_INVALID_VALUE */
+  for (int i = 0; i < 3; i++) last_cluster[i] = config->num_attrs ? attrs[0].value[i] : 1;
   return cuLaunchKernel(f, config->grid[0], config->grid[1], config->grid[2], config->block[0], config->block[1],
                         config->block[2], config->smem, config->stream, params, extra);
 }
@@ -79,6 +83,7 @@ CUresult cuCtxSetCurrent(void *ctx) { context_sets++; context = ctx; return 0; }
 """
 
 CTX = 0x1000  # the context both stubs report current
+STUB_CLUSTERS = 62  # the stub's active clusters of a cluster kernel (fewer than SMs / 2, as on the H100)
 
 
 def stub_libcuda() -> str:
@@ -113,6 +118,7 @@ class FakeDriver:
         self.cuModuleGetFunction = lambda module, name: (ok, real.CUfunction(0x3000))
         self.cuFuncSetAttribute = lambda *a: (ok,)
         self.cuOccupancyMaxActiveBlocksPerMultiprocessor = lambda *a: (ok, 1)
+        self.cuOccupancyMaxActiveClusters = lambda function, config: (ok, STUB_CLUSTERS)
         self.cuLaunchKernel = lambda *a: (ok,)
         self.cuLaunchKernelEx = lambda *a: (ok,)
         self.cuTensorMapEncodeTiled = self._encode

@@ -35,6 +35,7 @@ class BarrierArray:
     arrivers: str
     waiters: str
     cta_group: int = 1
+    multicast_mask: int = 0  # a thread arrival goes to the barrier at this index in every CTA of the mask
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,10 +223,11 @@ def gemm_barriers(c: GemmConfig) -> list[BarrierArray]:
                              "epilogue warps", g),
                 BarrierArray("accum_consumer", (c.epilogue_threads * g,) * c.accum_stages, "threads",
                              "epilogue threads after reading the accumulator", "MMA", g)]
-    else:
-        out.append(BarrierArray("ab_consumer", (4 * c.tile_consumers,) * c.stages, "threads",
-                                "lane 0 of each consumer warp of the stage's tile once its wgmma group retired",
-                                "load warp"))
+    else:  # cluster_m 2: a stage holds B halves both CTAs loaded, so each release goes to both CTAs' barriers
+        out.append(BarrierArray("ab_consumer", (4 * c.tile_consumers * c.cluster_m,) * c.stages, "threads",
+                                "lane 0 of each consumer warp of the stage's tile once its wgmma group retired"
+                                + (" (of both CTAs of the cluster)" if c.cluster_m > 1 else ""), "load warp",
+                                multicast_mask=(1 << c.cluster_m) - 1 if c.cluster_m > 1 else 0))
     out += [BarrierArray("epi_load_full", (1,) * c.epi_load_stages, "tx",
                          "epilogue-load warp expect_tx (C sub-tile bytes) + TMA", epilogue),
             BarrierArray("epi_load_empty", (c.epilogue_threads,) * c.epi_load_stages, "threads",
@@ -256,8 +258,8 @@ def gemm_layout(c: GemmConfig) -> Layout:
                     for i in range(c.consumers)]
     config = {"BM": c.tile_m, "BN": c.tile_n, "BK": c.tile_k, "num_stages": c.stages, "pingpong": c.pingpong,
               "epi_load_stages": c.epi_load_stages, "epi_tile_n": c.epi_tile_n, "accum_stages": c.accum_stages,
-              "cta_group": c.cta_group, "b_major": c.b_major, "target": c.target, "smem_budget": c.smem_used,
-              "tmem_used": c.tmem_used}
+              "cta_group": c.cta_group, "cluster_m": c.cluster_m, "b_major": c.b_major, "target": c.target,
+              "smem_budget": c.smem_used, "tmem_used": c.tmem_used}
     tail = _tail(barriers) if c.has_tmem else _tail(barriers)[:1]
     tmem = (TmemRegion("accum", c.accum_stages * c.tile_n),) if c.has_tmem else ()
     return Layout("gemm", config, tuple(regions + tail), tuple(barriers), tmem)

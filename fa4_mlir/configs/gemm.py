@@ -6,7 +6,8 @@ of ``epi_load_stages`` sub-tiles of ``tile_m x epi_tile_n``, and a double-buffer
 ``num_stages = 0`` picks the most A/B stages that fit (at most 8); ``epi_tile_n = 0`` the target's
 sub-tile width. ``b_major`` says how B is laid out in memory. ``pingpong`` (sm_90a): each of the two
 consumer warpgroups computes whole tiles (every other one), with a D staging tile of its own and the
-turn barriers. No MLIR import.
+turn barriers. ``cluster_m`` 2 (sm_90a): two CTAs of a 2x1 cluster take vertically adjacent tiles of
+one N column, and each loads half of the B stage they share and multicasts it to both. No MLIR import.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ class GemmConfig(Checked):
     # sm_90a: two consumer warpgroups that each own a whole tile (alternate tiles of the CTA's walk), so
     # one's epilogue runs while the other's wgmmas keep the tensor cores busy; False: both share a tile
     pingpong: bool = False
+    # sm_90a: CTAs of a cluster along M (1 or 2). With 2 the cluster's CTAs take the tiles of rows 2i and
+    # 2i + 1 of one N column, so they read the same B panel: each TMA-loads half of a B stage and multicasts it
+    # to both CTAs (half the L2 reads of B), and a stage is released to the loads of both CTAs
+    cluster_m: int = 1
 
     def __post_init__(self):
         lookup_dtype(self.dtype, field="GemmConfig.dtype", allowed=("bf16", "fp16"))
@@ -71,6 +76,8 @@ class GemmConfig(Checked):
             ("b_major", self.b_major in ("k", "mn"), "'k' (B given as (N, K)) or 'mn' (B given as (K, N))"),
             ("group_m", 1 <= self.group_m <= 64, "in [1, 64]"),
             ("pingpong", not self.pingpong or sm90, "False on sm_100a (one MMA warp feeds a TMEM accumulator)"),
+            ("cluster_m", self.cluster_m == 1 or (sm90 and self.cluster_m == 2),
+             "1 or 2 on sm_90a (B multicast over a 2x1 cluster), 1 on sm_100a (cta_group pairs CTAs there)"),
             ("tile_n", not self.pingpong or self.wg_rows * self.tile_n <= 128 * MAX_ACCUMULATOR_REGISTERS,
              f"<= {128 * MAX_ACCUMULATOR_REGISTERS // self.tile_m} with pingpong and tile_m {self.tile_m} (a "
              f"warpgroup holds its tile's f32 accumulator, at most {MAX_ACCUMULATOR_REGISTERS} registers a thread)"),
@@ -86,6 +93,10 @@ class GemmConfig(Checked):
             raise ConfigError(f"GemmConfig.tile_n / cta_group must be a multiple of {self.swizzle_elems} when "
                               f"b_major is 'mn' (B is loaded in {SWIZZLE_BYTES}B-wide column blocks), got "
                               f"{self.b_tile_rows}")
+        if self.cluster_m == 2 and self.b_major == "mn" and self.b_tile_rows // self.swizzle_elems < 2:
+            raise ConfigError(f"GemmConfig.tile_n must be >= {2 * self.swizzle_elems} with cluster_m 2 and b_major "
+                              f"'mn' (each CTA of the cluster loads B column blocks of {self.swizzle_elems}), got "
+                              f"{self.tile_n}")
 
     @property
     def elem(self) -> DType:
@@ -106,8 +117,18 @@ class GemmConfig(Checked):
 
     @property
     def b_tile_rows(self) -> int:
-        """N columns of B each CTA loads per stage."""
+        """N columns of B each CTA holds per stage (with ``cluster_m`` 2 it loads half of them)."""
         return self.tile_n // self.cta_group
+
+    @property
+    def cluster_size(self) -> int:
+        """CTAs of a cluster: a CTA pair (``cta_group`` 2, sm_100a) or B's multicast group (``cluster_m``)."""
+        return self.cta_group * self.cluster_m
+
+    @property
+    def cluster_rows(self) -> int:
+        """Output rows of the tile a cluster computes: one step of the tile walk's M."""
+        return self.tile_m * self.cluster_m
 
     @property
     def a_stage_bytes(self) -> int:
@@ -212,4 +233,6 @@ class GemmConfig(Checked):
     def describe(self) -> str:
         pair = " cta_group 2" if self.cta_group == 2 else ""
         pingpong = " pingpong" if self.pingpong else ""
-        return f"GemmConfig {self.tile_m}x{self.tile_n}x{self.tile_k} {self.dtype} {self.target}{pair}{pingpong}"
+        cluster = f" cluster_m {self.cluster_m}" if self.cluster_m > 1 else ""
+        return (f"GemmConfig {self.tile_m}x{self.tile_n}x{self.tile_k} {self.dtype} {self.target}{pair}{pingpong}"
+                f"{cluster}")

@@ -43,7 +43,8 @@ def declare_layout(layout: Layout) -> dict[str, ir.Value]:
         values[b.name] = fa4.mbarrier_alloc(sym_name=b.name, num_barriers=len(b.counts), arrival=b.arrival,
                                             arrive_count=b.counts[0] if uniform else None,
                                             arrive_counts=None if uniform else list(b.counts),
-                                            cta_group=b.cta_group if b.cta_group != 1 else None)
+                                            cta_group=b.cta_group if b.cta_group != 1 else None,
+                                            multicast_mask=b.multicast_mask or None)
     for t in layout.tmem:
         values[t.name] = fa4.tmem_region(sym_name=t.name, columns=t.columns)
     return values

@@ -9,7 +9,7 @@ from fa4_mlir._mlir import arith, gpu, ir, llvm, nvvm, scf
 from fa4_mlir.knobs import MAX_DEBUG_TIMEOUT_MS
 from fa4_mlir.core.diagnostics import Diagnostic
 from fa4_mlir.passes.base import Fa4Pass
-from fa4_mlir.passes.lowering import WARP, KernelLowering, lower_kernels
+from fa4_mlir.passes.lowering import WARP, KernelLowering, LoweringFailure, lower_kernels
 
 WAIT_TICKS = 10_000_000  # suspend-time hint of each mbarrier.try_wait.parity (ns)
 WARPGROUP_THREADS = 128
@@ -26,7 +26,9 @@ class LowerBarriersPass(Fa4Pass):
       (``barrier.cluster.arrive`` + ``wait``) when the kernel runs in clusters.
     * arrive (threads): ``mbarrier.arrive.shared::cta.b64 [bar], count``; on an array of a CTA pair
       (``cta_group = 2``) the arrival goes to the leader (even) CTA's barrier through ``mapa``
-      (``mbarrier.arrive.release.cluster.shared::cluster``).
+      (``mbarrier.arrive.shared::cluster``, CTA-scope release as CUTLASS's cluster barriers); on an
+      array with ``multicast_mask`` it goes that way to the barrier of every CTA of the mask, in rank
+      order.
     * expect_tx: ``mbarrier.arrive.expect_tx [bar], tx_bytes``; on a pair's array only the leader
       arrives, expecting ``2 * tx_bytes`` (the loads of both CTAs complete on its barrier).
     * try_wait_parity: the ``mbarrier.try_wait.parity`` spin loop. With ``timeout=MS`` (debug builds)
@@ -141,11 +143,28 @@ def _arrive(k: KernelLowering, op) -> None:
     alloc = k.barrier_array(op.barriers, op)
     address = k.barrier_address(op.barriers, op.index, op)
     count = k.const(op.count) if op.count != 1 else None
+    # A remote arrival keeps the default .release.cta: what it releases are the thread's async-proxy reads
+    # (wgmma, tcgen05.ld), complete once their wait returned, and .release.cluster costs a MEMBAR.ALL.GPU
+    # before every arrival (ptxas 13.0, sm_90a), which halved the 2x1-cluster GEMM's speed on the H100.
     if alloc.cta_group == 2:
         remote = nvvm.MapaOp(ir.Type.parse("!llvm.ptr<7>"), address, _leader_rank(k)).result
-        nvvm.MBarrierArriveOp(None, remote, count=count, scope=ir.Attribute.parse("#nvvm.mem_scope<cluster>"))
+        nvvm.MBarrierArriveOp(None, remote, count=count)
+    elif alloc.multicast_mask is not None:  # the barrier at this index in each CTA of the mask, this one's too
+        for rank in _mask_ranks(k, op, alloc):
+            remote = nvvm.MapaOp(ir.Type.parse("!llvm.ptr<7>"), address, k.const(rank)).result
+            nvvm.MBarrierArriveOp(None, remote, count=count)
     else:
         nvvm.MBarrierArriveOp(ir.IntegerType.get_signless(64), address, count=count)
+
+
+def _mask_ranks(k: KernelLowering, op, alloc) -> list[int]:
+    """The cluster ranks of ``alloc``'s ``multicast_mask``, each below the kernel's cluster size."""
+    size = k.cluster_size()
+    if alloc.multicast_mask >> size:
+        raise LoweringFailure(op, f"multicast_mask of mbarrier array '{alloc.sym_name}' must name CTAs of the kernel's "
+                                  f"cluster of {size} (bits below {size}), got {alloc.multicast_mask:#x}: declare the "
+                                  f"kernel's cluster (nvvm.cluster_dim) or narrow the mask")
+    return [rank for rank in range(size) if alloc.multicast_mask >> rank & 1]
 
 
 def _expect_tx(k: KernelLowering, op) -> None:

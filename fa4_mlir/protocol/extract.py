@@ -140,7 +140,8 @@ def kernel_shape(mirror: Mirror, target_sm: int) -> KernelShape | None:
                 if n.name == "fa4.mbarrier_alloc":
                     counts = tuple(a["arrive_counts"]) if a.get("arrive_counts") else (a["arrive_count"],) * a["num_barriers"]
                     array_of[id(n)] = len(arrays)
-                    arrays.append(BarrierArray(a["sym_name"], counts, a["arrival"], a.get("cta_group", 1), n.site))
+                    arrays.append(BarrierArray(a["sym_name"], counts, a["arrival"], a.get("cta_group", 1), n.site,
+                                               a.get("multicast_mask", 0)))
                     stages = max(stages, a["num_barriers"])
                 elif n.name in ("fa4.smem_region", "fa4.tmem_region"):
                     space = "smem" if n.name == "fa4.smem_region" else "tmem"

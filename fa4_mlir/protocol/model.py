@@ -70,6 +70,7 @@ class BarrierArray:
     arrival: str  # threads | tx | commit
     cta_group: int
     site: Site
+    multicast_mask: int = 0  # threads: each arrival goes to the barrier at this index in every CTA of the mask
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,9 +2,10 @@
 
 The events follow what the fa4 lowering passes emit, so the verifier checks the code that runs:
 an ``fa4.mbarrier_init`` run is warp 0 initialising then a CTA (or cluster) barrier; a thread arrive
-on a pair's array goes to the leader CTA; a pair's expect_tx is the leader's, for twice the bytes;
-a TMA load on a pair's array completes on the leader's barrier; an sm_90a commit waits for the
-warpgroup's wgmmas and arrives once per warpgroup.
+on a pair's array goes to the leader CTA, on an array with ``multicast_mask`` to every CTA of the
+mask; a pair's expect_tx is the leader's, for twice the bytes; a TMA load on a pair's array completes
+on the leader's barrier; an sm_90a commit waits for the warpgroup's wgmmas and arrives once per
+warpgroup.
 """
 
 from __future__ import annotations
@@ -333,9 +334,19 @@ def _leader(cta: int) -> int:
 def _arrive_threads(r, n, mask, array, index, count=1):
     arr = r.c.s.arrays[array]
     t = r.threads(mask)
-    target = _leader(r.c.cta) if arr.cta_group == 2 else r.c.cta
-    b = _barrier(r, n, array, index, target)
-    r.emit("arrive", n, mask, arrivals=[(b, t.count * count)])
+    if arr.multicast_mask:  # the barrier at this index in each CTA of the mask (the lowering's mapa arrivals)
+        targets = _mask_ctas(r, n, arr)
+    else:
+        targets = [_leader(r.c.cta) if arr.cta_group == 2 else r.c.cta]
+    r.emit("arrive", n, mask, arrivals=[(_barrier(r, n, array, index, c), t.count * count) for c in targets])
+
+
+def _mask_ctas(r, n, arr) -> list[int]:
+    size = r.c.s.cluster
+    if arr.multicast_mask >> size:
+        raise Unverifiable(n.site, f"multicast_mask {arr.multicast_mask:#x} of '{arr.name}' names CTAs outside the "
+                                   f"kernel's cluster of {size}: declare the cluster or narrow the mask", cls="bounds")
+    return [c for c in range(size) if arr.multicast_mask >> c & 1]
 
 
 def _arrive_expect(r, n, mask, array, index, tx_bytes):

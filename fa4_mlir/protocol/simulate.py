@@ -270,6 +270,8 @@ class Simulation:
         for b, n in e.arrivals:
             extra = tx.pop(b, 0)
             text.append(f"{self.label(b, self.bars[b].completed)} arrive {n}" + (f", expect {extra} B" if extra else ""))
+            if b.cta != e.threads.cta:  # a remote arrival (a pair's leader barrier, a multicast_mask array)
+                self.remote.append((e, b.cta, b, None, self.step))
             self._arrive_on(b, n, extra, p, e, clocks, "the arrival")
         self.witness.record(self.step, p, e, "; ".join(text), barriers=[b for b, _ in e.arrivals])
 
@@ -569,14 +571,14 @@ class Simulation:
             if b is not None:
                 phase = next((n for n, arr in enumerate(self.bars[b].arrivals) for a in arr if a.event is e), None)
                 known = phase is not None and exits[cta][self.space.barrier[b]] >= phase + 1
-                what = f"{self.label(b)}"
+                what = self.label(b)  # names the CTA
             else:
                 known = self.log.known_by(e, acc, exits[cta])
-                what = acc.what or acc.resource.space
+                what = f"{acc.what or acc.resource.space} of CTA {cta}"
             if not known:
                 self.violations.append(Violation(
                     "cta-pair", step, e.site,
                     f"CTA {cta} can exit while CTA {e.threads.cta} still signals it: {e.role} "
-                    f"({e.site.where()}) reaches {what} of CTA {cta}, and no thread of CTA {cta} waits "
+                    f"({e.site.where()}) reaches {what}, and no thread of CTA {cta} waits "
                     f"for that before exiting; end the kernel with a wait on it (or a cluster barrier)",
                     key=("cta-pair", cta, e.site)))

@@ -124,8 +124,28 @@ class Kernel:
         per_sm = check(cu().cuOccupancyMaxActiveBlocksPerMultiprocessor(
             self._function, self.threads[0] * self.threads[1] * self.threads[2], self.smem_bytes),
             f"cuOccupancyMaxActiveBlocksPerMultiprocessor({self.name})")
-        # How many CTAs run at once on the device: the size of a persistent grid.
+        # How many CTAs run at once on the device: the size of a persistent grid. A cluster kernel's CTAs
+        # are placed a cluster at a time inside one GPC, so fewer of them fit than SMs x per_sm (GPCs with an
+        # odd count of free SMs): the driver's count of active clusters, or a grid of SMs x per_sm CTAs would
+        # run its last clusters in a second wave, doubling a persistent kernel's time.
         self.resident_ctas = max(1, per_sm) * driver.attribute(device, "MULTIPROCESSOR_COUNT")
+        if self.cluster != (1, 1, 1):
+            self.resident_ctas = self._resident_clusters() * self.cluster[0] * self.cluster[1] * self.cluster[2]
+
+    def _resident_clusters(self) -> int:
+        """``cuOccupancyMaxActiveClusters`` for this kernel's cluster shape, block and shared memory (at
+        least 1: a launch of one cluster always runs)."""
+        config = cu().CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = self.cluster
+        config.blockDimX, config.blockDimY, config.blockDimZ = self.threads
+        config.sharedMemBytes = self.smem_bytes
+        attr = cu().CUlaunchAttribute()
+        attr.id = cu().CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = self.cluster
+        config.attrs, config.numAttrs = [attr], 1
+        clusters = check(cu().cuOccupancyMaxActiveClusters(self._function, config),
+                         f"cuOccupancyMaxActiveClusters({self.name})")
+        return max(1, clusters)
 
     def __repr__(self) -> str:
         return f"<fa4 kernel {self.name} {self.manifest['target']} on device {self.device}>"

@@ -5,7 +5,7 @@ cuda-python converts every argument of every call in Python: about 10 us per ``c
 as much per ``cuTensorMapEncodeTiled`` on the H100 machine (docs/PERF.md, "Host cost per launch"),
 against a budget of 15 us for a whole ``torch.ops.fa4.*`` call. ctypes calls the same driver entry
 points with a few hundred nanoseconds of conversion. cuda-python stays the fallback (no libcuda that
-ctypes can open) and does everything else (loading, contexts, error names, cluster launches).
+ctypes can open) and does everything else (loading, contexts, error names, debug launches).
 
 ``PackedLaunch(kernel, grid, args)`` takes ``Kernel.launch``'s arguments, applies the same checks
 and encodes the tensor maps (cuda-python's encode, once); each call ``launch(addresses, stream)``
@@ -41,6 +41,16 @@ _PROTOTYPES = {
     "cuTensorMapReplaceAddress": (_P, _P),
     "cuCtxGetCurrent": (_P,),
 }
+
+
+CLUSTER_DIMENSION = 4  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (cuda.h's CUlaunchAttributeID)
+
+
+class LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute (cuda.h): an id, padding to 8 bytes, and a 64-byte value union, of which a
+    cluster launch sets ``clusterDim`` (three unsigned ints)."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", _U * 16)]
 
 
 class LaunchConfig(ctypes.Structure):
@@ -150,14 +160,17 @@ class PackedLaunch:
         self._params = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
         self._params_address = ctypes.addressof(self._params)
         self._lock = threading.Lock()
-        # A plain, non-debug kernel launches right here: cuLaunchKernelEx with ``_config`` (its stream
-        # rewritten when it changes) and the ready arguments ``_call``; the others through
-        # Kernel.launch_packed.
+        # A non-debug kernel launches right here: cuLaunchKernelEx with ``_config`` (its stream rewritten
+        # when it changes, its cluster shape an attribute) and the ready arguments ``_call``; a debug build
+        # through Kernel.launch_packed (which checks the launch's trap flag).
         self._config, self._call = None, None
-        if kernel.cluster == (1, 1, 1) and not kernel.debug_timeout_ms:
+        if not kernel.debug_timeout_ms:
             self._config = LaunchConfig((_U * 3)(*self.grid), (_U * 3)(*kernel.threads), kernel.smem_bytes)
+            if kernel.cluster != (1, 1, 1):  # the cluster shape, an attribute of the launch
+                self._attribute = LaunchAttribute(CLUSTER_DIMENSION, b"", (_U * 16)(*kernel.cluster))
+                self._config.attrs, self._config.num_attrs = ctypes.addressof(self._attribute), 1
             self._call = (ctypes.byref(self._config), ctypes.c_void_p(kernel._function_handle), self._params, None)
-        self.plain = self._call is not None  # launched by cuLaunchKernelEx alone (no cluster, no debug checks)
+        self.plain = self._call is not None  # launched by cuLaunchKernelEx alone (no debug checks)
         self._stream = None  # the stream handle in ``_config``
         self._context = ctypes.c_void_p()
         self._context_ref = ctypes.byref(self._context)

@@ -24,7 +24,8 @@ ATTENTION_OPTIONS = ("qk_depth", "ov_depth", "num_q", "pair_cta", "group", "rope
                      "page_size", "rope_depth", "page_gather")
 FA4_ONLY = ("num_q", "pair_cta", "scale_dtype", "page_gather")
 DEPTH512_ONLY = ("rope_depth",)
-GEMM_OPTIONS = ("tile", "stages", "epi_tile_n", "epi_load_stages", "accum_stages", "cta_group", "pingpong")
+GEMM_OPTIONS = ("tile", "stages", "epi_tile_n", "epi_load_stages", "accum_stages", "cta_group", "pingpong",
+                "cluster_m")
 
 
 def _arg_parser() -> argparse.ArgumentParser:
@@ -55,6 +56,8 @@ def _arg_parser() -> argparse.ArgumentParser:
     g.add_argument("--cta-group", type=int, default=None, help="1, or 2 for a CTA pair (default 1)")
     g.add_argument("--pingpong", action="store_true", default=None, help="sm_90a: each consumer warpgroup owns "
                    "every other tile (a D staging tile each, the turn barriers)")
+    g.add_argument("--cluster-m", type=int, default=None, help="sm_90a: 2 for 2x1 clusters that multicast B (each "
+                   "stage released to both CTAs' loads)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print one JSON object")
     out.add_argument("--emit-ir", action="store_true", help="print the placed fa4 IR")
@@ -104,7 +107,8 @@ def _config(args):
             tile = dict(tile_m=int(m.group(1)), tile_n=int(m.group(2)), tile_k=int(m.group(3)))
         return GemmConfig(**pick(dtype=args.dtype, target=args.target, num_stages=args.stages,
                                  epi_tile_n=args.epi_tile_n, epi_load_stages=args.epi_load_stages,
-                                 accum_stages=args.accum_stages, cta_group=args.cta_group, pingpong=args.pingpong),
+                                 accum_stages=args.accum_stages, cta_group=args.cta_group, pingpong=args.pingpong,
+                                 cluster_m=args.cluster_m),
                           **tile).validate()
     reject(_given(args, GEMM_OPTIONS), "it is a gemm option")
     if args.target not in (None, "sm_100a"):

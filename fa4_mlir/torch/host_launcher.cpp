@@ -50,6 +50,13 @@ struct LaunchConfig {  // CUlaunchConfig (cuda.h)
   unsigned num_attrs;
 };
 
+struct LaunchAttribute {  // CUlaunchAttribute (cuda.h): id, padding to 8 bytes, a 64-byte value union
+  int id;
+  char pad[4];
+  unsigned value[16];
+};
+constexpr int kClusterDimension = 4;  // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: value holds clusterDim x, y, z
+
 struct Driver {
   CUresult (*launch)(const LaunchConfig*, void*, void**, void**) = nullptr;
   CUresult (*replace)(void*, void*) = nullptr;
@@ -99,6 +106,7 @@ struct Plan {
   void* function = nullptr;
   void* context = nullptr;
   LaunchConfig config{};
+  LaunchAttribute cluster{};  // config.attrs points here for a cluster launch
   std::unique_ptr<uint8_t, decltype(&std::free)> blob{nullptr, &std::free};
   std::vector<void*> params;
   std::vector<Slot> slots;
@@ -281,9 +289,12 @@ void planned_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // parameter it writes, whether that is a tensor map, and its source (argument index, or -1 - output).
 void offer(int64_t function, int64_t context, int64_t device, c10::IntArrayRef grid, c10::IntArrayRef block,
            int64_t smem, c10::IntArrayRef param_addresses, c10::IntArrayRef param_sizes,
-           c10::IntArrayRef slot_params, c10::IntArrayRef slot_maps, c10::IntArrayRef slot_sources) {
+           c10::IntArrayRef slot_params, c10::IntArrayRef slot_maps, c10::IntArrayRef slot_sources,
+           c10::IntArrayRef cluster) {
   TORCH_CHECK(grid.size() == 3 && block.size() == 3, "fa4_host::offer: grid and block must have 3 entries, got ",
               grid.size(), " and ", block.size());
+  TORCH_CHECK(cluster.size() == 3 && cluster[0] >= 1 && cluster[1] >= 1 && cluster[2] >= 1,
+              "fa4_host::offer: cluster must be 3 sizes >= 1, got ", cluster);
   TORCH_CHECK(param_addresses.size() == param_sizes.size(), "fa4_host::offer: param_addresses and param_sizes "
               "must have one length, got ", param_addresses.size(), " and ", param_sizes.size());
   TORCH_CHECK(slot_params.size() == slot_maps.size() && slot_params.size() == slot_sources.size() &&
@@ -298,6 +309,12 @@ void offer(int64_t function, int64_t context, int64_t device, c10::IntArrayRef g
     plan->config.block[i] = static_cast<unsigned>(block[i]);
   }
   plan->config.smem = static_cast<unsigned>(smem);
+  if (cluster[0] * cluster[1] * cluster[2] > 1) {
+    plan->cluster.id = kClusterDimension;
+    for (int i = 0; i < 3; ++i) plan->cluster.value[i] = static_cast<unsigned>(cluster[i]);
+    plan->config.attrs = &plan->cluster;
+    plan->config.num_attrs = 1;
+  }
   std::vector<size_t> offsets;
   size_t total = 0;
   for (int64_t size : param_sizes) {
@@ -362,7 +379,8 @@ void detach() {
 
 TORCH_LIBRARY(fa4_host, m) {
   m.def("offer(int function, int context, int device, int[] grid, int[] block, int smem, int[] param_addresses, "
-        "int[] param_sizes, int[] slot_params, int[] slot_maps, int[] slot_sources) -> ()", &offer);
+        "int[] param_sizes, int[] slot_params, int[] slot_maps, int[] slot_sources, int[] cluster=[1, 1, 1]) -> ()",
+        &offer);
   m.def("attach(str ns, str name) -> ()", &attach);
   m.def("detach() -> ()", &detach);
   m.def("add_bypass(int delta) -> int", &add_bypass);

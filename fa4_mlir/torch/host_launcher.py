@@ -172,7 +172,7 @@ def offer(launch, sources) -> None:
     """Hand ``launch`` (a ``PackedLaunch``) to the C++ side, to be stored under the key of the call
     being served: ``sources`` names, per address slot of the launch, the op argument (index >= 0) or
     output (-1 - index) whose address it takes, or None for a slot that keeps its packed value. A
-    launch the C++ side cannot make (a cluster launch, a debug build) is not offered, nor anything
+    launch the C++ side cannot make (a debug build) is not offered, nor anything
     while the launcher is not attached. The C++ plan keeps the raw function and context handles: the
     kernel must stay loaded as long as the process (the runtime never unloads a module, and the ops
     memoise every kernel they load)."""
@@ -186,4 +186,4 @@ def offer(launch, sources) -> None:
     torch.ops.fa4_host.offer(kernel._function_handle, kernel._context, kernel.device, list(launch.grid),
                              list(kernel.threads), kernel.smem_bytes, launch.param_addresses, launch.param_sizes,
                              [launch.slot_params[i] for i in kept], [int(launch.slot_maps[i]) for i in kept],
-                             [sources[i] for i in kept])
+                             [sources[i] for i in kept], list(kernel.cluster))

@@ -69,7 +69,8 @@ func.func @barriers(%i: i32, %ph: i32) attributes {fa4.mbarrier_region = "mbarri
 // -----
 
 // A CTA pair: init ends with a cluster barrier; thread arrivals go to the leader CTA's barrier
-// (rank & ~1, through mapa, cluster scope); only the leader arrives with expect_tx, for the bytes
+// (rank & ~1, through mapa; the default CTA-scope release: a cluster-scope one costs a GPU-wide
+// fence); only the leader arrives with expect_tx, for the bytes
 // of both CTAs.
 // CHECK-LABEL: func.func @pair
 // CHECK: nvvm.fence.mbarrier.init
@@ -81,7 +82,7 @@ func.func @barriers(%i: i32, %ph: i32) attributes {fa4.mbarrier_region = "mbarri
 // CHECK-NEXT: %[[NOT1:.*]] = arith.constant -2 : i32
 // CHECK-NEXT: %[[LEADER:.*]] = arith.andi %[[RANK]], %[[NOT1]] : i32
 // CHECK-NEXT: %[[REMOTE:.*]] = nvvm.mapa %[[BAR]], %[[LEADER]] : !llvm.ptr<3> -> !llvm.ptr<7>
-// CHECK-NEXT: nvvm.mbarrier.arrive %[[REMOTE]] {scope = #nvvm.mem_scope<cluster>} : !llvm.ptr<7>
+// CHECK-NEXT: nvvm.mbarrier.arrive %[[REMOTE]] : !llvm.ptr<7>
 // CHECK: %[[RANK2:.*]] = nvvm.read.ptx.sreg.cluster.ctarank : i32
 // CHECK-NEXT: %[[ONE:.*]] = arith.constant 1 : i32
 // CHECK-NEXT: %[[ODD:.*]] = arith.andi %[[RANK2]], %[[ONE]] : i32
@@ -100,6 +101,46 @@ func.func @pair() attributes {fa4.mbarrier_region = "mbarriers", nvvm.cluster_di
   %c0 = arith.constant 0 : i32
   "fa4.mbarrier_arrive"(%t, %c0) : (!fa4.mbarriers, i32) -> ()
   "fa4.mbarrier_arrive_expect_tx"(%x, %c0) {tx_bytes = 8192} : (!fa4.mbarriers, i32) -> ()
+  return
+}
+}
+
+// -----
+
+// A thread arrival on an array with multicast_mask goes to the barrier at its index in every CTA of the
+// mask, this CTA's included, in rank order (mapa to the rank), with the arrival count.
+// CHECK-LABEL: func.func @multicast_arrive
+// CHECK: nvvm.cluster.arrive {aligned}
+// CHECK-NEXT: nvvm.cluster.wait {aligned}
+// CHECK: %[[BAR:.*]] = llvm.mlir.addressof @fa4_smem : !llvm.ptr<3>
+// CHECK-NEXT: %[[COUNT:.*]] = arith.constant 2 : i32
+// CHECK-NEXT: %[[R0:.*]] = arith.constant 0 : i32
+// CHECK-NEXT: %[[REMOTE0:.*]] = nvvm.mapa %[[BAR]], %[[R0]] : !llvm.ptr<3> -> !llvm.ptr<7>
+// CHECK-NEXT: nvvm.mbarrier.arrive %[[REMOTE0]], %[[COUNT]] : !llvm.ptr<7>
+// CHECK-NEXT: %[[R1:.*]] = arith.constant 1 : i32
+// CHECK-NEXT: %[[REMOTE1:.*]] = nvvm.mapa %[[BAR]], %[[R1]] : !llvm.ptr<3> -> !llvm.ptr<7>
+// CHECK-NEXT: nvvm.mbarrier.arrive %[[REMOTE1]], %[[COUNT]] : !llvm.ptr<7>
+// CHECK-NOT: nvvm.mbarrier.arrive
+module attributes {fa4.target = "sm_90a"} {
+func.func @multicast_arrive() attributes {fa4.mbarrier_region = "mbarriers", nvvm.cluster_dim = array<i32: 2, 1, 1>} {
+  %bars = "fa4.smem_region"() {sym_name = "mbarriers", bytes = 8, align = 8, offset = 0} : () -> !fa4.smem
+  %e = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 1, arrive_count = 8, arrival = "threads", multicast_mask = 3, index = 0} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%e) : (!fa4.mbarriers) -> ()
+  %c0 = arith.constant 0 : i32
+  "fa4.mbarrier_arrive"(%e, %c0) {count = 2} : (!fa4.mbarriers, i32) -> ()
+  return
+}
+}
+
+// -----
+
+module attributes {fa4.target = "sm_90a"} {
+func.func @multicast_outside_the_cluster() attributes {fa4.mbarrier_region = "mbarriers"} {
+  %bars = "fa4.smem_region"() {sym_name = "mbarriers", bytes = 8, align = 8, offset = 0} : () -> !fa4.smem
+  %e = "fa4.mbarrier_alloc"() {sym_name = "empty", num_barriers = 1, arrive_count = 8, arrival = "threads", multicast_mask = 3, index = 0} : () -> !fa4.mbarriers
+  %c0 = arith.constant 0 : i32
+  // expected-error @+1 {{multicast_mask of mbarrier array 'empty' must name CTAs of the kernel's cluster of 1 (bits below 1), got 0x3: declare the kernel's cluster (nvvm.cluster_dim) or narrow the mask}}
+  "fa4.mbarrier_arrive"(%e, %c0) : (!fa4.mbarriers, i32) -> ()
   return
 }
 }

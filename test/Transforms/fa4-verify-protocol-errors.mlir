@@ -453,6 +453,72 @@ func.func @pair_exit() attributes {nvvm.cluster_dim = array<i32: 2, 1, 1>} {
 
 // -----
 
+// under-arrival across a cluster: the count includes the other CTA's arrivals, but without multicast_mask
+// each CTA's barrier gets its own warp's 32 of 64.
+func.func @multicast_missing() attributes {nvvm.cluster_dim = array<i32: 2, 1, 1>} {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 64, arrival = "threads"} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [under-arrival]: ready[0] of CTA 0 phase 0 gets 32 of its 64 arrivals}}
+      // expected-error @below {{protocol error [under-arrival]: ready[0] of CTA 1 phase 0 gets 32 of its 64 arrivals}}
+      "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
+// cta-pair: each CTA arrives on both CTAs' barriers (multicast_mask) and nobody waits, so a CTA can exit
+// while the other still arrives on its barrier.
+func.func @multicast_exit() attributes {nvvm.cluster_dim = array<i32: 2, 1, 1>} {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 64, arrival = "threads", multicast_mask = 3} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [cta-pair]: CTA 0 can exit while CTA 1 still signals it: writer (fa4.mbarrier_arrive}}
+      // expected-error @below {{protocol error [cta-pair]: CTA 1 can exit while CTA 0 still signals it: writer (fa4.mbarrier_arrive}}
+      "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    gpu.yield
+  }) {num_warps = 1} : () -> ()
+  return
+}
+
+// -----
+
+// bounds: the multicast mask names a CTA outside the kernel's cluster (it has none).
+func.func @multicast_outside() {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 64, arrival = "threads", multicast_mask = 3} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      // expected-error @below {{protocol error [bounds]: multicast_mask 0x3 of 'ready' names CTAs outside the kernel's cluster of 1: declare the cluster or narrow the mask}}
+      "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// -----
+
 // unsupported: protocol ops inside a loop the verifier does not follow.
 func.func @while_loop(%n: i32) {
   %c0 = arith.constant 0 : i32

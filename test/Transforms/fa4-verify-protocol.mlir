@@ -20,6 +20,7 @@
 // CHECK: nvvm.fence.proxy
 // CHECK-LABEL: func.func @invariant_uniform_load
 // CHECK-LABEL: func.func @warp_scan_uniform
+// CHECK-LABEL: func.func @multicast_release
 // PAIR: gpu.func @pair_mma
 // PAIR: "fa4.mma_commit"(%{{.*}}, %{{.*}}) {multicast_mask = 3 : i64}
 
@@ -448,6 +449,26 @@ func.func @warp_scan_uniform(%lengths: !llvm.ptr<1>, %n: i32) {
       scf.if %on {
         "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
       }
+      gpu.yield
+    }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
+    gpu.yield
+  }) {num_warps = 2} : () -> ()
+  return
+}
+
+// multicast_mask: the writer warp of each CTA of the cluster arrives on the barrier of both, which counts 64;
+// each CTA's reader waits for the phase, so neither exits while the other may still arrive on it
+func.func @multicast_release() attributes {nvvm.cluster_dim = array<i32: 2, 1, 1>} {
+  %c0 = arith.constant 0 : i32
+  %ready = "fa4.mbarrier_alloc"() {sym_name = "ready", num_barriers = 1, arrive_count = 64, arrival = "threads", multicast_mask = 3} : () -> !fa4.mbarriers
+  "fa4.mbarrier_init"(%ready) : (!fa4.mbarriers) -> ()
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      "fa4.mbarrier_arrive"(%ready, %c0) : (!fa4.mbarriers, i32) -> ()
+      gpu.yield
+    }) {sym_name = "writer", warps = array<i32: 0>} : () -> ()
+    "fa4.warp_role"() ({
+      "fa4.mbarrier_try_wait_parity"(%ready, %c0, %c0) : (!fa4.mbarriers, i32, i32) -> ()
       gpu.yield
     }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
     gpu.yield

@@ -8,6 +8,7 @@ tests and ``bench/verify_protocol.py``.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +29,9 @@ GEMM_CONFIGS = {
     "sm_90a-pingpong": dict(target="sm_90a", pingpong=True, tile_n=192, epi_tile_n=32),
     "sm_90a-pingpong-small": dict(target="sm_90a", pingpong=True, tile_n=64, epi_tile_n=32, num_stages=2,
                                   epi_load_stages=1),
+    # 2x1 clusters multicasting B (a config option the op does not take): both CTAs' releases on each stage
+    "sm_90a-cluster-pingpong-small": dict(target="sm_90a", pingpong=True, tile_n=64, epi_tile_n=32, num_stages=2,
+                                          epi_load_stages=1, cluster_m=2),
 }
 MUTATED_GEMMS = ("gemm-sm_90a-small", "gemm-sm_100a-small", "gemm-sm_100a-pair-small", "gemm-sm_90a-pingpong-small")
 # The attention kernel: fused and split rings, 1Q and 2Q, causal, GQA; mutants start from 1Q d128
@@ -66,9 +70,11 @@ ATTENTION_EXTRA_CLASSES = {"missing-release": frozenset({"parity", "tmem"}), "co
                            "named-barrier-renamed": frozenset({"deadlock"})}
 
 
+@functools.lru_cache(maxsize=1)
 def shipped_kernels() -> dict[str, str]:
     """name -> fa4 MLIR of every kernel the project ships: each built-in kernel in several
-    configurations, the examples and the end-to-end conversion kernels."""
+    configurations, the examples and the end-to-end conversion kernels. Built once per process (each
+    acceptance test reads one of them; building all took 4-5 s, most of each test's time)."""
     from fa4_mlir.kernels import KERNELS
 
     out = {}

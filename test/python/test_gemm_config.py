@@ -67,6 +67,35 @@ def test_cta_pair_splits_the_tile_and_counts_both_ctas():
     assert bars["accum_consumer"].counts == (256, 256)
 
 
+def test_sm90_cluster_shares_b_and_counts_the_releases_of_both_ctas():
+    c = GemmConfig(target="sm_90a", pingpong=True, tile_n=192, epi_tile_n=32, cluster_m=2)
+    assert (c.cluster_size, c.cluster_rows, c.b_tile_rows) == (2, 256, 192)  # each CTA holds all of B's stage
+    single = GemmConfig(target="sm_90a", pingpong=True, tile_n=192, epi_tile_n=32)
+    assert (c.stage_bytes, c.stages, c.smem_used) == (single.stage_bytes, single.stages, single.smem_used)
+    bars = {b.name: b for b in gemm_layout(c).barriers}
+    # each of the 4 warps of the stage's warpgroup releases it in both CTAs
+    assert bars["ab_consumer"].counts == (8,) * c.stages and bars["ab_consumer"].multicast_mask == 0b11
+    assert all(b.multicast_mask == 0 for name, b in bars.items() if name != "ab_consumer")
+    assert gemm_layout(c).config["cluster_m"] == 2 and c.describe().endswith("pingpong cluster_m 2")
+    cooperative = GemmConfig(target="sm_90a", cluster_m=2)
+    assert {b.name: b for b in gemm_layout(cooperative).barriers}["ab_consumer"].counts == (16,) * cooperative.stages
+    pair = GemmConfig(cta_group=2, tile_m=256)
+    assert (pair.cluster_size, pair.cluster_rows) == (2, 256)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(cluster_m=2), r"GemmConfig.cluster_m must be 1 or 2 on sm_90a \(B multicast over a 2x1 cluster\), 1 on "
+                        r"sm_100a \(cta_group pairs CTAs there\), got 2"),
+    (dict(cluster_m=4, target="sm_90a"), r"GemmConfig.cluster_m must be 1 or 2 on sm_90a"),
+    (dict(cluster_m=2, target="sm_90a", b_major="mn", tile_n=64), r"GemmConfig.tile_n must be >= 128 with cluster_m 2 "
+                                                                  r"and b_major 'mn' \(each CTA of the cluster loads "
+                                                                  r"B column blocks of 64\), got 64"),
+])
+def test_cluster_errors(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        GemmConfig(**kwargs)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(dtype="fp8_e4m3"), r"GemmConfig.dtype must be one of bf16, fp16, got 'fp8_e4m3'"),
     (dict(target="sm_80"), r"target must be sm_90a or sm_100a, got 'sm_80'"),

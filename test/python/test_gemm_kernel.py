@@ -16,7 +16,9 @@ CONFIGS = [dict(), dict(target="sm_90a"), dict(target="sm_90a", b_major="mn", dt
            dict(cta_group=2, tile_m=256), dict(tile_n=128, epi_tile_n=32, accum_stages=1),
            dict(target="sm_90a", tile_m=64, tile_n=128),
            dict(target="sm_90a", pingpong=True, tile_n=192, epi_tile_n=32),
-           dict(target="sm_90a", pingpong=True, tile_m=64, b_major="mn")]
+           dict(target="sm_90a", pingpong=True, tile_m=64, b_major="mn"),
+           dict(target="sm_90a", pingpong=True, tile_n=192, epi_tile_n=32, cluster_m=2),
+           dict(target="sm_90a", cluster_m=2, b_major="mn")]
 
 
 def _declared(text: str, op: str) -> list[dict[str, str]]:
@@ -31,9 +33,11 @@ def test_kernel_declares_the_layout_tables_barriers_and_regions(kwargs):
     config = GemmConfig(**kwargs)
     text = gemm.build(config).mlir
     layout = gemm_layout(config)
-    barriers = [(a["sym_name"], int(a["num_barriers"]), int(a["arrive_count"]), a["arrival"], int(a.get("cta_group", 1)))
-                for a in _declared(text, "mbarrier_alloc")]
-    assert barriers == [(b.name, len(b.counts), b.counts[0], b.arrival, b.cta_group) for b in layout.barriers]
+    barriers = [(a["sym_name"], int(a["num_barriers"]), int(a["arrive_count"]), a["arrival"],
+                 int(a.get("cta_group", 1)), int(a.get("multicast_mask", 0))) for a in _declared(text, "mbarrier_alloc")]
+    assert barriers == [(b.name, len(b.counts), b.counts[0], b.arrival, b.cta_group, b.multicast_mask)
+                        for b in layout.barriers]
+    assert ("nvvm.cluster_dim = array<i32: 2, 1, 1>" in text) == (config.cluster_size == 2)
     regions = {a["sym_name"]: int(a["bytes"]) for a in _declared(text, "smem_region")}
     expected = {r.name: r.bytes for r in layout.regions if r.name != "mbarriers"}
     if "tmem_addr" in expected:
@@ -53,6 +57,14 @@ def test_source_describes_its_tensor_maps():
     maps = {p.name: p.tensor_map for p in pair.params if p.tensor_map}
     assert maps["a"].box == (64, 128) and maps["b"].box == (64, 128)  # each CTA loads half of A and of B
     assert [p.name for p in pair.params] == ["a", "b", "c", "d", "num_m", "num_n", "k_tiles", "alpha", "beta", "has_c"]
+    cluster = gemm.build(GemmConfig(target="sm_90a", pingpong=True, tile_n=192, epi_tile_n=32, cluster_m=2))
+    maps = {p.name: p.tensor_map for p in cluster.params if p.tensor_map}
+    assert maps["a"].box == (64, 128) and maps["b"].box == (64, 96)  # each CTA of the cluster loads half of B
+    # B's two halves, each loaded by one CTA (a branch on its rank) and multicast to both, in the tile's first
+    # K block and in the K loop
+    loads = re.findall(r'"fa4\.tma_load"\([^)]*\) \{([^}]*)\}', cluster.mlir)
+    assert [("multicast_mask = 3" in a, "dst_offset = 12288" in a) for a in loads if "bytes = 12288" in a] == [
+        (True, False), (True, True)] * 2
 
 
 def test_launch_geometry_is_persistent_and_pairs_ctas():
@@ -63,6 +75,10 @@ def test_launch_geometry_is_persistent_and_pairs_ctas():
     pair = GemmConfig(cta_group=2, tile_m=256)
     assert gemm.launch_geometry(pair, 1000, 1000, 64, 148)[0] == (32,)  # 4 x 4 tiles, 2 CTAs each
     assert gemm.launch_geometry(pair, 8192, 8192, 64, 147)[0] == (146,)  # whole pairs only
+    cluster = GemmConfig(target="sm_90a", cluster_m=2)  # a cluster's tile: 256 rows, 2 CTAs
+    assert gemm.launch_geometry(cluster, 1000, 1000, 64, 132) == ((32,), {"num_m": 4, "num_n": 4, "k_tiles": 1})
+    assert gemm.launch_geometry(cluster, 8192, 8192, 64, 131)[0] == (130,)  # whole clusters only
+    assert gemm.launch_geometry(cluster, 100, 100, 64, 1)[0] == (2,)
 
 
 @pytest.mark.parametrize("shape, message", [

@@ -169,9 +169,10 @@ def _define_axpy():
         tensor_map, y_ptr = (ctypes.c_ubyte * 128)(), ctypes.c_uint64(y.data_ptr())
         a_value, out_ptr = ctypes.c_float(a), ctypes.c_uint64(out.data_ptr())
         params = (tensor_map, y_ptr, a_value, out_ptr)
+        cluster = [2, 1, 1] if a == 3.0 else [1, 1, 1]  # a == 3: a cluster launch
         torch.ops.fa4_host.offer(FUNCTION, CONTEXT, 0, [3, 2, 1], [384, 1, 1], 4096,
                                  [ctypes.addressof(p) for p in params], [ctypes.sizeof(p) for p in params],
-                                 [0, 1, 3], [1, 0, 0], [0, 1, -1])
+                                 [0, 1, 3], [1, 0, 0], [0, 1, -1], cluster)
         return out
 
     _lib.impl("_axpy_full", full, "CompositeExplicitAutograd")
@@ -218,6 +219,18 @@ def test_a_planned_layout_launches_from_cpp_with_its_addresses(built):
     assert ctypes.c_void_p.in_dll(built, "context").value == CONTEXT  # the plan's context made current
     after = host_launcher_stats()
     assert (after[0] - stats[0], after[1] - stats[1], after[2]) == (3, 1, 1)
+
+
+def test_a_cluster_plan_launches_with_its_cluster_shape(built):
+    """A plan offered with a cluster shape launches with the cluster dimension attribute; a plain one with none."""
+    torch.ops.fa4_host.clear()
+    x, y = _inputs(4)
+    for a, cluster in ((3.0, [2, 1, 1]), (0.5, [1, 1, 1])):
+        torch.ops.fa4_hltest.axpy(x, y, a)  # plans
+        launches = _counter(built, "launches")
+        torch.ops.fa4_hltest.axpy(x, y, a)  # launched from C++ (the stub records it)
+        assert _counter(built, "launches") == launches + 1 and _words(built)[0] == x.data_ptr()
+        assert list((ctypes.c_uint * 3).in_dll(built, "last_cluster")) == cluster
 
 
 def test_an_unmoved_map_is_not_rewritten(built):
@@ -293,13 +306,16 @@ def test_detach_leaves_the_python_kernel(built):
 
 def test_offer_refuses_bad_plans(built):
     args = dict(function=1, context=1, device=0, grid=[1, 1, 1], block=[128, 1, 1], smem=0,
-                param_addresses=[0], param_sizes=[8], slot_params=[0], slot_maps=[0], slot_sources=[0])
+                param_addresses=[0], param_sizes=[8], slot_params=[0], slot_maps=[0], slot_sources=[0],
+                cluster=[1, 1, 1])
     cases = [({"grid": [1, 1]}, "grid and block must have 3 entries, got 2 and 3"),
              ({"param_sizes": [8, 8]}, "param_addresses and param_sizes must have one length, got 1 and 2"),
              ({"slot_maps": [0, 0]}, "the slot lists must have one length <= 16, got 1, 2, 1"),
              ({"slot_params": [1]}, "slot 0 must name a parameter < 1, got 1"),
              ({"slot_maps": [1]}, "slot 0 must name a 128-byte tensor map, got 8 bytes"),
-             ({"param_sizes": [0]}, "a parameter size must be > 0, got 0")]
+             ({"param_sizes": [0]}, "a parameter size must be > 0, got 0"),
+             ({"cluster": [2, 1]}, r"cluster must be 3 sizes >= 1, got \[2, 1\]"),
+             ({"cluster": [2, 0, 1]}, r"cluster must be 3 sizes >= 1, got \[2, 0, 1\]")]
     holder = ctypes.c_uint64(0)
     for change, message in cases:
         call = {**args, "param_addresses": [ctypes.addressof(holder)], **change}

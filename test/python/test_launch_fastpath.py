@@ -96,6 +96,25 @@ def test_packed_launch_passes_the_new_addresses_and_the_packed_scalars(lib):
     assert _count(lib, "replaces") == 1 and _words(lib, 4)[3] == 0x20000000
 
 
+def test_packed_launch_of_a_cluster_kernel_passes_its_cluster_shape(lib):
+    """A cluster kernel (the 2x1 B-multicast GEMM) launches through cuLaunchKernelEx with the cluster
+    dimension attribute, and so is plain (the C++ launcher can take it); a plain kernel passes no attribute."""
+    config = GemmConfig(target="sm_90a", b_major="mn", cluster_m=2)
+    kernel = runtime.load("gemm", config, device=0)
+    assert kernel.cluster == (2, 1, 1) and kernel.resident_ctas == 2 * stubs.STUB_CLUSTERS  # the active clusters
+    grid, tiles = gemm.launch_geometry(config, 128, 256, 64, kernel.resident_ctas)
+    _, _, args = _gemm_args(kernel, 0x10000000)
+    packed = kernel.packed(grid, {**args, **tiles})
+    assert packed.plain
+    packed.launch((0x10000000, 0x10100000, 0x10200000, 0x10300000), 0)
+    assert list((ctypes.c_uint * 3).in_dll(lib, "last_cluster")) == [2, 1, 1]
+    assert list((ctypes.c_uint * 3).in_dll(lib, "last_grid")) == [*grid, 1, 1] and grid == (2,)
+    plain = _gemm_kernel()
+    _, _, args = _gemm_args(plain, 0x10000000)
+    plain.packed(_gemm_args(plain, 0x10000000)[0], args).launch((0x10000000, 0x10100000, 0x10200000, 0x10300000), 0)
+    assert list((ctypes.c_uint * 3).in_dll(lib, "last_cluster")) == [1, 1, 1]
+
+
 def test_packed_launch_exports_what_the_host_launcher_copies(lib):
     """What fa4_mlir.torch.host_launcher.offer hands to C++: each packed parameter's address and size
     (128 bytes for a tensor map, the holder's size otherwise, in the manifest's order, holding the

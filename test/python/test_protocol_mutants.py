@@ -57,3 +57,17 @@ def test_every_mutant_is_rejected_with_its_bug_class(ctx, kernel, op, what, clas
     assert d.file and d.line and d.col, f"{what}: the error is not located at an op: {d}"
     names = set(re.findall(r'sym_name = "(\w+)"', text))
     assert any(re.search(rf"\b{re.escape(n)}\b", d.message) for n in names), f"{what}: names no barrier/memory: {d}"
+
+
+@pytest.mark.parametrize("mask, classes", [("", {"under-arrival", "deadlock"}), ("multicast_mask = 1 : i64, ",
+                                                                                 {"under-arrival", "deadlock"})])
+def test_the_cluster_gemm_needs_the_releases_of_both_ctas(ctx, mask, classes):
+    """The 2x1-cluster GEMM (B multicast) counts each stage's releases from both CTAs: with the arrivals sent to
+    this CTA's barrier only (no mask, or a mask of this CTA alone) no stage is released again."""
+    text = shipped_kernels()["gemm-sm_90a-cluster-pingpong-small"]
+    mutant, n = re.subn(r'(arrive_count = 8 : i64, )multicast_mask = 3 : i64, (num_barriers = 2 : i64, '
+                        r'sym_name = "ab_consumer")', rf"\g<1>{mask}\g<2>", text)
+    assert n == 1
+    _, errors = _verify(ctx, mutant)
+    found = {m.group(1) for d in errors for m in [re.search(r"protocol error \[([a-z-]+)\]", d.message)] if m}
+    assert found & classes and any("ab_consumer" in d.message for d in errors), "\n".join(map(str, errors))

@@ -53,6 +53,10 @@ class MbarrierAllocOp(Op, name="mbarrier_alloc"):
         which arrives once all its earlier MMAs are done.
     ``cta_group = 2`` marks a barrier of a CTA pair: arrivals come from both CTAs (leader-CTA
     arrivals, multicast commits) and expect_tx counts the bytes of both CTAs.
+    ``multicast_mask`` (``threads`` arrays of a cluster kernel) sends each thread arrival to the barrier
+    at the same index in every CTA of the mask, its own included: the empty barriers of a ring whose
+    stages the CTAs of the mask fill together (B multicast), so each CTA's count includes the arrivals
+    of all of them.
     ``fa4-allocate-mbarriers`` packs arrays into one region and sets ``index`` (the first barrier).
     Lowers to: 8 bytes of shared memory per barrier at ``index * 8`` in the barrier region.
     """
@@ -66,6 +70,8 @@ class MbarrierAllocOp(Op, name="mbarrier_alloc"):
                                  doc="per-barrier counts when they differ (S0_consumer: 256, 128)")
     arrival = EnumAttr(ARRIVALS, doc="how arrivals come: thread arrives, expect_tx + TMA, MMA commit")
     cta_group = IntAttr(min=1, max=2, default=1, doc="2: arrivals from both CTAs of a pair")
+    multicast_mask = IntAttr(min=1, max=0xFFFF, optional=True,
+                             doc="CTAs of the cluster every thread arrival goes to (threads arrays)")
     index = IntAttr(min=0, max=MAX_MBARRIERS - 1, optional=True,
                     doc="index of the first barrier in the kernel's barrier region")
     result = Result(MbarriersType)
@@ -87,6 +93,13 @@ class MbarrierAllocOp(Op, name="mbarrier_alloc"):
                        f"got {len(self.arrive_counts)}")
             elif max(self.arrive_counts) > MAX_MBARRIER_COUNT:
                 yield f"arrive_counts elements must be <= {MAX_MBARRIER_COUNT}, got {max(self.arrive_counts)}"
+        if self.multicast_mask is not None:
+            if self.arrival != "threads":
+                yield (f"multicast_mask must be set on 'threads' arrays only (TMA and MMA completions name their "
+                       f"CTAs themselves), got arrival '{self.arrival}'")
+            if self.cta_group != 1:
+                yield ("multicast_mask must not be set with cta_group = 2 (a pair's thread arrivals go to the "
+                       "leader CTA), got both")
 
 
 class MbarrierInitOp(Op, name="mbarrier_init"):
@@ -103,7 +116,9 @@ class MbarrierInitOp(Op, name="mbarrier_init"):
 class MbarrierArriveOp(Op, name="mbarrier_arrive"):
     """Arrive on barrier ``index`` of a ``threads`` array, contributing ``count`` arrivals.
 
-    Lowers to: ``mbarrier.arrive.shared::cta.b64 _, [bar], count``.
+    Lowers to: ``mbarrier.arrive.shared::cta.b64 _, [bar], count``; on an array of a CTA pair one
+    ``mapa`` to the leader + ``mbarrier.arrive.shared::cluster.b64``, on an array with ``multicast_mask``
+    one such pair per CTA of the mask.
     """
 
     barriers = Operand(MbarriersType)

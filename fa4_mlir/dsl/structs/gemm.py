@@ -121,7 +121,8 @@ class GemmMBars:
             self._arrays[b.name] = _named(fa4.mbarrier_alloc(
                 sym_name=b.name, num_barriers=len(b.counts), arrive_count=b.counts[0] if uniform else None,
                 arrive_counts=None if uniform else list(b.counts), arrival=b.arrival,
-                cta_group=b.cta_group if b.cta_group != 1 else None, loc=here()), b.name)
+                cta_group=b.cta_group if b.cta_group != 1 else None, multicast_mask=b.multicast_mask or None,
+                loc=here()), b.name)
             stages[b.name] = len(b.counts)
         self._pipelines = {}
         for name, full, empty in _PIPELINES:

@@ -21,7 +21,9 @@ time share A and B panels in L2). Every role walks the same tile sequence:
   itself. Cooperative (the default): the warpgroups split every tile, 64 rows each. ``pingpong``:
   each owns every other tile whole, taking turns (two one-stage rings) to wait on the A/B ring and
   on the C ring, so that one's epilogue runs under the other's wgmmas (``sm90``). The op picks
-  between the two per output shape (``choose_schedule``).
+  between the two per output shape (``choose_schedule``). ``cluster_m`` 2: CTA pairs of a 2x1 cluster
+  take vertically adjacent tiles and multicast B to each other (``loads``); not faster on the H100
+  (docs/PERF.md), so the op never takes it.
 
 The epilogue of a sub-tile: wait for C, compute ``alpha * acc + beta * C`` per element, write D into
 one of two swizzled staging buffers (the TMA store of the other may still read it), fence, meet at
@@ -79,16 +81,16 @@ def choose_schedule(config: GemmConfig, m: int, n: int, ctas: int) -> GemmConfig
 
 def launch_geometry(config: GemmConfig, m: int, n: int, k: int, ctas: int) -> tuple[tuple[int], dict]:
     """The grid and scalar arguments for an (m, n, k) problem on a GPU that holds ``ctas`` resident
-    CTAs: one CTA (pair) per resident slot, at most one per tile."""
-    num_m, num_n = -(-m // config.tile_m), -(-n // config.tile_n)
+    CTAs: one CTA (or cluster of two) per resident slot, at most one per tile (of a cluster's rows)."""
+    num_m, num_n = -(-m // config.cluster_rows), -(-n // config.tile_n)
     total = num_m * num_n
     if not 1 <= total <= MAX_TILES:
-        raise LaunchError(f"gemm: the output must have 1 to {MAX_TILES} tiles of {config.tile_m}x{config.tile_n}, "
-                          f"got {total} for {m}x{n}")
+        raise LaunchError(f"gemm: the output must have 1 to {MAX_TILES} tiles of {config.cluster_rows}x{config.tile_n}"
+                          f", got {total} for {m}x{n}")
     if k < 1:
         raise LaunchError(f"gemm: K must be >= 1, got {k}")
-    groups = max(1, min(ctas // config.cta_group, total))
-    return (groups * config.cta_group,), {"num_m": num_m, "num_n": num_n, "k_tiles": -(-k // config.tile_k)}
+    groups = max(1, min(ctas // config.cluster_size, total))
+    return (groups * config.cluster_size,), {"num_m": num_m, "num_n": num_n, "k_tiles": -(-k // config.tile_k)}
 
 
 def build(config: GemmConfig) -> KernelSource:
@@ -99,15 +101,15 @@ def build(config: GemmConfig) -> KernelSource:
 
     config.validate()
     c = config
-    k = dsl.Kernel(NAME, c.target, c.num_warps, cluster=(2, 1, 1) if c.cta_group == 2 else None)
+    k = dsl.Kernel(NAME, c.target, c.num_warps, cluster=(c.cluster_size, 1, 1) if c.cluster_size > 1 else None)
     e = c.dtype
-    b_box = (c.tile_k, c.b_tile_rows) if c.b_major == "k" else (c.swizzle_elems, c.tile_k)
+    b_box = (c.tile_k, c.b_tile_rows // c.cluster_m) if c.b_major == "k" else (c.swizzle_elems, c.tile_k)
     store_rows = c.rows_per_cta if c.has_tmem else c.wg_rows
     k.tensormap("a", e, (c.tile_k, c.rows_per_cta), "128B", doc="A[M, K], row-major")
     k.tensormap("b", e, b_box, "128B", doc="B[N, K] (b_major k) or B[K, N] (b_major mn), row-major")
     k.tensormap("c", e, (c.epi_tile_n, c.rows_per_cta), c.epi_swizzle, doc="C[M, N], row-major (the residual)")
     k.tensormap("d", e, (c.epi_tile_n, store_rows), c.epi_swizzle, doc="D[M, N], row-major (the output)")
-    k.i32("num_m", f"ceil(M / {c.tile_m})")
+    k.i32("num_m", f"ceil(M / {c.cluster_rows})")
     k.i32("num_n", f"ceil(N / {c.tile_n})")
     k.i32("k_tiles", f"ceil(K / {c.tile_k}), >= 1")
     k.f32("alpha", "scale of A @ B")
@@ -125,7 +127,7 @@ def build(config: GemmConfig) -> KernelSource:
             from fa4_mlir.kernels.gemm import sm90
             for w in range(c.consumers):
                 sm90.consumer(g, w)
-    return k.source(grid=f"(min(resident CTAs, num_m * num_n * {c.cta_group}), 1, 1) (launch_geometry)",
+    return k.source(grid=f"(min(resident CTAs, num_m * num_n * {c.cluster_size}), 1, 1) (launch_geometry)",
                     config={f: getattr(c, f) for f in ("dtype", "tile_m", "tile_n", "tile_k", "stages", "epi_tile_n",
                                                        "epi_load_stages", "accum_stages", "cta_group", "b_major",
-                                                       "group_m", "pingpong")})
+                                                       "group_m", "pingpong", "cluster_m")})

@@ -3,7 +3,8 @@
 The main load's elected thread walks the CTA's tiles: per K block it acquires an A/B stage, expects
 its bytes on the stage's full barrier and issues the TMA loads; after each tile's first K block it
 signals the load-order barrier. A CTA pair's main load then drains the ring: the leader's MMA
-commits are multicast to this CTA's barriers, so it must not exit before they land.
+commits are multicast to this CTA's barriers, so it must not exit before they land; with
+``cluster_m`` 2 the other CTA's consumers arrive on this CTA's empty barriers, the same way.
 
 The epilogue load's elected thread (the EpiLoadPipeline producer) waits on the load-order barrier
 per tile, so the tile's C does not compete with its first A/B load, then streams the tile's C
@@ -23,14 +24,35 @@ def _load_block(g: Gemm, ab, kk, row, bcol) -> None:
     ab.producer_commit(tx_bytes=c.stage_bytes)
     a_tile = smem.a_tile(ab.stage)
     dsl.fa4.tma_load(g.arg.a, a_tile, full, ab.stage, [kk.value, row.value], bytes=c.a_stage_bytes)
-    b_tile = smem.b_tile(ab.stage)
-    if c.b_major == "k":
-        dsl.fa4.tma_load(g.arg.b, b_tile, full, ab.stage, [kk.value, bcol.value], bytes=c.b_stage_bytes)
-        return
-    block = c.tile_k * 128  # one 128B-wide column block of B: tile_k rows of 128 bytes
-    for j in range(c.b_tile_rows // c.swizzle_elems):
-        column = bcol + j * c.swizzle_elems
-        dsl.fa4.tma_load(g.arg.b, b_tile, full, ab.stage, [column.value, kk.value], bytes=block, dst_offset=j * block)
+    _load_b(g, full, ab.stage, kk, bcol)
+
+
+def _load_b(g: Gemm, full, stage, kk, bcol) -> None:
+    """B's part of the stage, in boxes: K-major one box of B's rows (with ``cluster_m`` 2 two halves),
+    MN-major one per 128B-wide column block. With ``cluster_m`` 2, CTA r loads the boxes i with
+    i % 2 = r and multicasts each to the same offset in both CTAs, so each CTA's full barrier counts
+    the whole stage, half of it from the other CTA's loads."""
+    dsl, c, k = g.dsl, g.c, g.k
+    b_tile = g.smem.b_tile(stage)
+
+    def boxes():  # (coordinates, bytes, dst_offset) of each box, its coordinates built when it is loaded
+        if c.b_major == "k":
+            rows = c.b_tile_rows // c.cluster_m
+            for i in range(c.cluster_m):
+                yield ([kk.value, (bcol + i * rows).value if i else bcol.value], rows * c.tile_k * c.elem.bytes,
+                       i * rows * 128 if c.cluster_m > 1 else None)
+            return
+        block = c.tile_k * 128  # one 128B-wide column block of B: tile_k rows of 128 bytes
+        for j in range(c.b_tile_rows // c.swizzle_elems):
+            yield [(bcol + j * c.swizzle_elems).value, kk.value], block, j * block
+
+    for i, (coords, size, offset) in enumerate(boxes()):
+        if c.cluster_m == 1:
+            dsl.fa4.tma_load(g.arg.b, b_tile, full, stage, coords, bytes=size, dst_offset=offset)
+            continue
+        with k.if_(g.rank == i % c.cluster_m):
+            dsl.fa4.tma_load(g.arg.b, b_tile, full, stage, coords, bytes=size, dst_offset=offset,
+                             multicast_mask=(1 << c.cluster_m) - 1)
 
 
 def main_load(g: Gemm) -> None:
@@ -46,7 +68,9 @@ def main_load(g: Gemm) -> None:
             with k.range(g.c1, g.arg.k_tiles, g.c1, carry=[ab]) as kb:
                 _load_block(g, ab, kb * g.tile_k, row, bcol)
                 ab.step()
-        if g.pair:  # wait until the leader's MMAs released every stage (their commits reach us)
+        # a pair: wait until the leader's MMAs released every stage (their commits reach us); cluster_m 2:
+        # until both CTAs' consumers released every stage (their arrivals reach us, our loads reach them)
+        if c.cluster_size > 1:
             with k.range(g.c0, c.stages, g.c1, carry=[ab]):
                 ab.producer_acquire()
                 ab.step()

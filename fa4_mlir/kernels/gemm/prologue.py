@@ -2,9 +2,10 @@
 
 ``Gemm`` declares (in this order, which the PTX depends on) the constants the roles reuse, the shared
 memory and TMEM (``GemmSMem``), the TMEM allocation by warp 0 (sm_100a), the barrier arrays and
-pipelines (``GemmMBars``), then the tile walk's values: this CTA's first tile and stride (a CTA
-pair counts as one), the number of tiles, the raster band, whether C is read, and the rows and B
-columns a CTA of a pair owns. ``tile_origin(t)`` places tile ``t`` of the grouped raster.
+pipelines (``GemmMBars``), then the tile walk's values: this CTA's first tile and stride (a cluster,
+a CTA pair or a B-multicast pair, counts as one), the number of tiles, the raster band, whether C is
+read, and the rows and B columns a CTA of a cluster owns. ``tile_origin(t)`` places tile ``t`` of the
+grouped raster.
 """
 
 from __future__ import annotations
@@ -36,35 +37,38 @@ class Gemm:
         block = dsl.Value(dsl.nvvm.read_ptx_sreg_ctaid_x(dsl.i32()))
         blocks = dsl.Value(dsl.nvvm.read_ptx_sreg_nctaid_x(dsl.i32()))
         self.total = arg.num_m * arg.num_n
-        self.tile_m = dsl.Value(dsl.arith.constant(dsl.i32(), c.tile_m))
+        self.cluster_rows = dsl.Value(dsl.arith.constant(dsl.i32(), c.cluster_rows))
         self.tile_n = dsl.Value(dsl.arith.constant(dsl.i32(), c.tile_n))
         self.tile_k = dsl.Value(dsl.arith.constant(dsl.i32(), c.tile_k))
         self.group_m = dsl.Value(dsl.arith.constant(dsl.i32(), c.group_m))
         self.band = self.group_m * arg.num_n
         self.load_c = arg.has_c != self.c0
-        if self.pair:  # the pair is one worker: CTA rank r owns half of the tile's rows and B columns
-            rank = dsl.Value(dsl.nvvm.read_ptx_sreg_cluster_ctarank(dsl.i32())).named("rank")
+        self.rank = self.leader = None
+        if c.cluster_size > 1:  # the cluster is one worker: CTA rank r owns rows r * rows_per_cta.. of its tile
+            self.rank = dsl.Value(dsl.nvvm.read_ptx_sreg_cluster_ctarank(dsl.i32())).named("rank")
             self.first = dsl.shrui(block, self.c1)
             self.stride = dsl.shrui(blocks, self.c1)
-            self.leader = (rank == self.c0).named("leader")
-            self.cta_row = rank * c.rows_per_cta
-            self.cta_col = rank * c.b_tile_rows
+            if self.pair:  # the leader issues the pair's MMAs
+                self.leader = (self.rank == self.c0).named("leader")
+            self.cta_row = self.rank * c.rows_per_cta
+            # a pair's CTA holds half of B's columns; with cluster_m 2 each holds all (and loads half: loads)
+            self.cta_col = self.rank * c.b_tile_rows if self.pair else self.c0
         else:
             self.first, self.stride = block, blocks
-            self.leader = None
             self.cta_row = self.cta_col = self.c0
 
     def tile_origin(self, t):
-        """(row, col, bcol) of tile ``t``: the first row this CTA owns (a pair splits the tile's
-        rows), the tile's first column, and the first N column of B this CTA loads. Tiles go in
-        bands of ``group_m`` tile rows (the last band may be narrower), column-major in a band."""
+        """(row, col, bcol) of tile ``t``: the first row this CTA owns (a cluster splits the tile's
+        rows), the tile's first column, and the first N column of B this CTA holds (a pair's CTA: its
+        half). Tiles go in bands of ``group_m`` tile rows of the cluster's height (the last band may be
+        narrower), column-major in a band."""
         g = t // self.band
         first_m = g * self.group_m
         band_m = (self.arg.num_m - first_m).min(self.group_m)
         r = t % self.band
         m_block = first_m + r % band_m
         n_block = r // band_m
-        row_base = m_block * self.tile_m
+        row_base = m_block * self.cluster_rows
         col = n_block * self.tile_n
         row = row_base + self.cta_row
         return row, col, col + self.cta_col

@@ -60,6 +60,11 @@ def mma(g: Gemm) -> None:
                     ab.step()
                 _commit(g, acc, "accum_producer", producer=True)
                 acc.step()
+            if g.pair:  # wait until both CTAs' epilogues released every accumulator stage: the other CTA's
+                # arrivals land on this CTA's barriers, so it must not exit before they do
+                with k.range(g.c0, g.c.accum_stages, g.c1, carry=[acc]):
+                    acc.producer_acquire()
+                    acc.step()
 
 
 def epilogue(g: Gemm) -> None:

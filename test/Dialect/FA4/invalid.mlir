@@ -73,6 +73,22 @@ func.func @enum_not_a_member() {
 
 // -----
 
+func.func @multicast_mask_on_a_tx_array() {
+  // expected-error @+1 {{'fa4.mbarrier_alloc' multicast_mask must be set on 'threads' arrays only (TMA and MMA completions name their CTAs themselves), got arrival 'tx'}}
+  %b = "fa4.mbarrier_alloc"() {sym_name = "b", num_barriers = 1, arrive_count = 1, arrival = "tx", multicast_mask = 3} : () -> !fa4.mbarriers
+  return
+}
+
+// -----
+
+func.func @multicast_mask_on_a_pair_array() {
+  // expected-error @+1 {{'fa4.mbarrier_alloc' multicast_mask must not be set with cta_group = 2 (a pair's thread arrivals go to the leader CTA), got both}}
+  %b = "fa4.mbarrier_alloc"() {sym_name = "b", num_barriers = 1, arrive_count = 8, arrival = "threads", cta_group = 2, multicast_mask = 3} : () -> !fa4.mbarriers
+  return
+}
+
+// -----
+
 func.func @enum_defaulted_not_a_member() {
   // expected-error @+1 {{'fa4.smem_region' swizzle must be one of 'none', '32B', '64B', '128B', got '16B'}}
   %q = "fa4.smem_region"() {sym_name = "q", bytes = 1024, swizzle = "16B"} : () -> !fa4.smem
