@@ -13,8 +13,9 @@ import re
 
 import numpy as np
 import pytest
+import ci_sample
 from built import gathered, verify_without_gathered
-from varlen_cases import check_paged_in_emulator, paged_batch, prefix_sums, sampled
+from varlen_cases import SM90_EVERY, check_paged_in_emulator, paged_batch, prefix_sums, sampled
 
 from fa4_mlir import reference
 from fa4_mlir.configs.attention import AttentionConfig
@@ -71,7 +72,10 @@ def _ids(kw):
     return "-".join(f"{k}={v}" for k, v in kw.items())
 
 
-@pytest.mark.parametrize("kwargs", COMPILED, ids=_ids)
+# CI: a subset with every value of every key, and each head dim with every value of the others (the H100 suite
+# builds and runs the configurations the op takes); FA4_EMU_FULL_MATRIX=1 all of them
+@pytest.mark.parametrize("kwargs", ci_sample.in_ci(COMPILED, ci_sample.covering(COMPILED, pairs=("head_dim",)),
+                                                   one_arg=True), ids=_ids)
 def test_gathered_configs_assemble_without_spills(ctx, kwargs):
     result, _ = gathered(_config(**kwargs))  # the emulator tests load this build
     ptx, t = result.ptx, _config(**kwargs).hopper
@@ -104,7 +108,7 @@ EMULATED = [
 ]
 
 
-@pytest.mark.parametrize("dtype, d, causal, page, lengths_k, queries, h, hk, pack", sampled(EMULATED),
+@pytest.mark.parametrize("dtype, d, causal, page, lengths_k, queries, h, hk, pack", sampled(EMULATED, every=SM90_EVERY),
                          ids=[f"{c[0]}-d{c[1]}-{'causal' if c[2] else 'full'}-p{c[3]}-g{c[8]}-{i}"
                               for i, c in enumerate(EMULATED)])
 def test_gathered_batches_match_f64_reference_in_the_emulator(dtype, d, causal, page, lengths_k, queries, h, hk,

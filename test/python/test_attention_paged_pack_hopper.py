@@ -12,7 +12,7 @@ import pytest
 
 import ci_sample
 from built import artifact
-from varlen_cases import check_paged_in_emulator, paged_batch, sampled
+from varlen_cases import SM90_EVERY, check_paged_in_emulator, paged_batch, sampled
 
 from fa4_mlir import reference
 from fa4_mlir.configs.attention import AttentionConfig
@@ -102,7 +102,7 @@ EMULATED = [
 ]
 
 
-@pytest.mark.parametrize("dtype, d, causal, page, pack, lengths_k, sq, hk", sampled(EMULATED),
+@pytest.mark.parametrize("dtype, d, causal, page, pack, lengths_k, sq, hk", sampled(EMULATED, every=SM90_EVERY),
                          ids=[f"{c[0]}-d{c[1]}-{'causal' if c[2] else 'full'}-p{c[3]}-g{c[4]}-sq{c[6]}-{i}"
                               for i, c in enumerate(EMULATED)])
 def test_packed_batches_match_f64_reference_in_the_emulator(dtype, d, causal, page, pack, lengths_k, sq, hk):

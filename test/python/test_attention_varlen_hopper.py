@@ -15,7 +15,7 @@ import pytest
 
 import ci_sample
 from built import artifact
-from varlen_cases import check_varlen_in_emulator, packed_batch, sampled
+from varlen_cases import SM90_EVERY, check_varlen_in_emulator, packed_batch, sampled
 
 from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.errors import ConfigError
@@ -100,7 +100,7 @@ EMULATED = [
 ]
 
 
-@pytest.mark.parametrize("dtype, d, causal, num_q, lengths_q, lengths_k, h, hk", sampled(EMULATED),
+@pytest.mark.parametrize("dtype, d, causal, num_q, lengths_q, lengths_k, h, hk", sampled(EMULATED, every=SM90_EVERY),
                          ids=[f"{c[0]}-d{c[1]}-{'causal' if c[2] else 'full'}-q{c[3]}-{i}"
                               for i, c in enumerate(EMULATED)])
 def test_packed_batches_match_f64_reference_in_the_emulator(dtype, d, causal, num_q, lengths_q, lengths_k, h, hk):
@@ -177,7 +177,7 @@ SCHEDULED = [
 ]
 
 
-@pytest.mark.parametrize("dtype, causal, lengths_q, lengths_k", sampled(SCHEDULED),
+@pytest.mark.parametrize("dtype, causal, lengths_q, lengths_k", sampled(SCHEDULED, every=SM90_EVERY),
                          ids=[f"{c[0]}-{'causal' if c[1] else 'full'}-b{len(c[2])}-{i}"
                               for i, c in enumerate(SCHEDULED)])
 def test_the_compacted_schedule_covers_every_tile_once(dtype, causal, lengths_q, lengths_k):
