@@ -21,7 +21,7 @@ import dataclasses
 
 import numpy as np
 
-from fa4_mlir.protocol.clocks import ClockSpace, Condition
+from fa4_mlir.protocol.clocks import ClockSpace, Condition, satisfied
 from fa4_mlir.protocol.model import WARP, Access, Barrier, Event, Kernel, Process, Site
 from fa4_mlir.protocol.races import AccessLog
 from fa4_mlir.protocol.violations import Violation, Witness
@@ -92,7 +92,9 @@ class Simulation:
         self.log = AccessLog(self)
         self.tmem_alloc: dict[int, tuple[Event, dict[int, int]]] = {}
         self.tmem_freed: dict[int, Event] = {}
-        self.remote: list[tuple[Event, int, Barrier | None, Access | None, int]] = []
+        # (event, the CTA it reaches, barrier or access, step, for a thread arrival the condition "its warps' steps
+        # so far are known"); checked when the kernel ends (a CTA must not exit before what reaches it)
+        self.remote: list[tuple[Event, int, Barrier | None, Access | None, int, Condition | None]] = []
         self.arrived_gen: dict[int, int] = {}  # process index -> generation it waits for at a sync
         self.pc = [0] * len(kernel.processes)
         self._warps: dict[int, tuple] = {}  # id(Threads) -> (the Threads, kept alive, and its warps)
@@ -271,7 +273,7 @@ class Simulation:
             extra = tx.pop(b, 0)
             text.append(f"{self.label(b, self.bars[b].completed)} arrive {n}" + (f", expect {extra} B" if extra else ""))
             if b.cta != e.threads.cta:  # a remote arrival (a pair's leader barrier, a multicast_mask array)
-                self.remote.append((e, b.cta, b, None, self.step))
+                self.remote.append((e, b.cta, b, None, self.step, self.warp_condition(e)))
             self._arrive_on(b, n, extra, p, e, clocks, "the arrival")
         self.witness.record(self.step, p, e, "; ".join(text), barriers=[b for b, _ in e.arrivals])
 
@@ -287,7 +289,7 @@ class Simulation:
         for acc in e.accesses:
             self.log.record(p, e, acc, clocks, ends.get(acc.barrier) if acc.barrier is not None else None)
             if acc.resource.cta != e.threads.cta:
-                self.remote.append((e, acc.resource.cta, None, acc, self.step))
+                self.remote.append((e, acc.resource.cta, None, acc, self.step, None))
         for b, n in e.tx:
             s = self.bars[b]
             s.tx -= n
@@ -295,7 +297,7 @@ class Simulation:
             self._join(s, clocks)
             s.arrivals[-1].append(Arrival(self.step, p.name, e, 0, clocks))
             if b.cta != e.threads.cta:
-                self.remote.append((e, b.cta, b, None, self.step))
+                self.remote.append((e, b.cta, b, None, self.step, None))
             self._settle(b, s, p, e)
         self.witness.record(self.step, p, e, "; ".join(text), barriers=[b for b, _ in e.tx])
 
@@ -312,7 +314,7 @@ class Simulation:
         self.log.complete_mma(e, end)
         for b, n in e.arrivals:
             if b.cta != e.threads.cta:
-                self.remote.append((e, b.cta, b, None, self.step))
+                self.remote.append((e, b.cta, b, None, self.step, None))
             self._arrive_on(b, n, 0, p, e, clocks, "the MMA commit")
         self.witness.record(self.step, p, e, "; ".join(text), barriers=[b for b, _ in e.arrivals])
 
@@ -329,7 +331,7 @@ class Simulation:
         for acc in e.accesses:
             self.log.record(p, e, acc, clocks, None)
             if acc.resource.cta != e.threads.cta:
-                self.remote.append((e, acc.resource.cta, None, acc, self.step))
+                self.remote.append((e, acc.resource.cta, None, acc, self.step, None))
         self.witness.record(self.step, p, e, "MMA issued", barriers=[])
 
     def _wgmma_commit(self, p: Process, e: Event) -> None:
@@ -565,12 +567,15 @@ class Simulation:
             return
         done = {c: all(self.pc[i] >= len(p.events) for i, p in enumerate(procs) if p.cta == c)
                 for c in range(self.k.cluster)}
-        for e, cta, b, acc, step in self.remote:
+        for e, cta, b, acc, step, after in self.remote:
             if not done.get(cta):
                 continue
             if b is not None:
+                # known: the CTA waited for the phase the arrival completes, or (a thread arrival) it knows a later
+                # step of the arriving warps (their next arrival, released after this one, reached it)
                 phase = next((n for n, arr in enumerate(self.bars[b].arrivals) for a in arr if a.event is e), None)
-                known = phase is not None and exits[cta][self.space.barrier[b]] >= phase + 1
+                known = phase is not None and exits[cta][self.space.barrier[b]] >= phase + 1 or satisfied(
+                    after, exits[cta])
                 what = self.label(b)  # names the CTA
             else:
                 known = self.log.known_by(e, acc, exits[cta])
