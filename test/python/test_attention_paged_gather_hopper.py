@@ -108,7 +108,8 @@ EMULATED = [
 ]
 
 
-@pytest.mark.parametrize("dtype, d, causal, page, lengths_k, queries, h, hk, pack", sampled(EMULATED, every=SM90_EVERY),
+@pytest.mark.parametrize("dtype, d, causal, page, lengths_k, queries, h, hk, pack",
+                         sampled(EMULATED, every=SM90_EVERY),
                          ids=[f"{c[0]}-d{c[1]}-{'causal' if c[2] else 'full'}-p{c[3]}-g{c[8]}-{i}"
                               for i, c in enumerate(EMULATED)])
 def test_gathered_batches_match_f64_reference_in_the_emulator(dtype, d, causal, page, lengths_k, queries, h, hk,

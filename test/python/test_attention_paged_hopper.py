@@ -119,7 +119,8 @@ EMULATED = [
 ]
 
 
-@pytest.mark.parametrize("dtype, d, causal, num_q, page, lengths_k, queries, h, hk", sampled(EMULATED, every=SM90_EVERY),
+@pytest.mark.parametrize("dtype, d, causal, num_q, page, lengths_k, queries, h, hk",
+                         sampled(EMULATED, every=SM90_EVERY),
                          ids=[f"{c[0]}-d{c[1]}-{'causal' if c[2] else 'full'}-q{c[3]}-p{c[4]}-{i}"
                               for i, c in enumerate(EMULATED)])
 def test_paged_batches_match_f64_reference_in_the_emulator(dtype, d, causal, num_q, page, lengths_k, queries, h, hk):

@@ -100,7 +100,8 @@ EMULATED = [
 ]
 
 
-@pytest.mark.parametrize("dtype, d, causal, num_q, lengths_q, lengths_k, h, hk", sampled(EMULATED, every=SM90_EVERY),
+@pytest.mark.parametrize("dtype, d, causal, num_q, lengths_q, lengths_k, h, hk",
+                         sampled(EMULATED, every=SM90_EVERY),
                          ids=[f"{c[0]}-d{c[1]}-{'causal' if c[2] else 'full'}-q{c[3]}-{i}"
                               for i, c in enumerate(EMULATED)])
 def test_packed_batches_match_f64_reference_in_the_emulator(dtype, d, causal, num_q, lengths_q, lengths_k, h, hk):
@@ -177,7 +178,8 @@ SCHEDULED = [
 ]
 
 
-@pytest.mark.parametrize("dtype, causal, lengths_q, lengths_k", sampled(SCHEDULED, every=SM90_EVERY),
+@pytest.mark.parametrize("dtype, causal, lengths_q, lengths_k",
+                         sampled(SCHEDULED, every=SM90_EVERY),
                          ids=[f"{c[0]}-{'causal' if c[1] else 'full'}-b{len(c[2])}-{i}"
                               for i, c in enumerate(SCHEDULED)])
 def test_the_compacted_schedule_covers_every_tile_once(dtype, causal, lengths_q, lengths_k):

@@ -34,7 +34,8 @@ def test_kernel_declares_the_layout_tables_barriers_and_regions(kwargs):
     text = gemm.build(config).mlir
     layout = gemm_layout(config)
     barriers = [(a["sym_name"], int(a["num_barriers"]), int(a["arrive_count"]), a["arrival"],
-                 int(a.get("cta_group", 1)), int(a.get("multicast_mask", 0))) for a in _declared(text, "mbarrier_alloc")]
+                 int(a.get("cta_group", 1)), int(a.get("multicast_mask", 0)))
+                for a in _declared(text, "mbarrier_alloc")]
     assert barriers == [(b.name, len(b.counts), b.counts[0], b.arrival, b.cta_group, b.multicast_mask)
                         for b in layout.barriers]
     assert ("nvvm.cluster_dim = array<i32: 2, 1, 1>" in text) == (config.cluster_size == 2)

@@ -110,8 +110,8 @@ def test_packed_launch_of_a_cluster_kernel_passes_its_cluster_shape(lib):
     assert list((ctypes.c_uint * 3).in_dll(lib, "last_cluster")) == [2, 1, 1]
     assert list((ctypes.c_uint * 3).in_dll(lib, "last_grid")) == [*grid, 1, 1] and grid == (2,)
     plain = _gemm_kernel()
-    _, _, args = _gemm_args(plain, 0x10000000)
-    plain.packed(_gemm_args(plain, 0x10000000)[0], args).launch((0x10000000, 0x10100000, 0x10200000, 0x10300000), 0)
+    grid, _, args = _gemm_args(plain, 0x10000000)
+    plain.packed(grid, args).launch((0x10000000, 0x10100000, 0x10200000, 0x10300000), 0)
     assert list((ctypes.c_uint * 3).in_dll(lib, "last_cluster")) == [1, 1, 1]
 
 
