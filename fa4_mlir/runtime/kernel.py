@@ -135,17 +135,24 @@ class Kernel:
     def _resident_clusters(self) -> int:
         """``cuOccupancyMaxActiveClusters`` for this kernel's cluster shape, block and shared memory (at
         least 1: a launch of one cluster always runs)."""
+        clusters = check(cu().cuOccupancyMaxActiveClusters(self._function, self._cluster_config(self.cluster)),
+                         f"cuOccupancyMaxActiveClusters({self.name})")
+        return max(1, clusters)
+
+    def _cluster_config(self, grid, stream=None):
+        """A ``CUlaunchConfig`` of ``grid`` with this kernel's block, shared memory and cluster shape (the
+        cluster dimension attribute), on ``stream``: what a cluster launch and the cluster occupancy read."""
         config = cu().CUlaunchConfig()
-        config.gridDimX, config.gridDimY, config.gridDimZ = self.cluster
+        config.gridDimX, config.gridDimY, config.gridDimZ = grid
         config.blockDimX, config.blockDimY, config.blockDimZ = self.threads
         config.sharedMemBytes = self.smem_bytes
+        if stream is not None:
+            config.hStream = stream
         attr = cu().CUlaunchAttribute()
         attr.id = cu().CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
         attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = self.cluster
         config.attrs, config.numAttrs = [attr], 1
-        clusters = check(cu().cuOccupancyMaxActiveClusters(self._function, config),
-                         f"cuOccupancyMaxActiveClusters({self.name})")
-        return max(1, clusters)
+        return config
 
     def __repr__(self) -> str:
         return f"<fa4 kernel {self.name} {self.manifest['target']} on device {self.device}>"
@@ -184,16 +191,8 @@ class Kernel:
                 check(cu().cuLaunchKernel(self._function, *grid, *self.threads, self.smem_bytes, handle, params, 0),
                       f"launch of {self.name}")
             else:
-                config = cu().CUlaunchConfig()
-                config.gridDimX, config.gridDimY, config.gridDimZ = grid
-                config.blockDimX, config.blockDimY, config.blockDimZ = self.threads
-                config.sharedMemBytes = self.smem_bytes
-                config.hStream = handle
-                attr = cu().CUlaunchAttribute()
-                attr.id = cu().CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-                attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = self.cluster
-                config.attrs, config.numAttrs = [attr], 1
-                check(cu().cuLaunchKernelEx(config, self._function, params, 0), f"launch of {self.name}")
+                check(cu().cuLaunchKernelEx(self._cluster_config(grid, handle), self._function, params, 0),
+                      f"launch of {self.name}")
         if self.debug_timeout_ms and not _capturing(handle):
             self._check_debug_launch(handle)
 
