@@ -72,6 +72,7 @@ class Kernel:
     local_bytes: int = 0
     local_symbols: dict = field(default_factory=dict)
     functions: dict = field(default_factory=dict)  # every .func/.entry of the module by name
+    zero_registers: list | None = field(default=None, repr=False)  # the register file at launch (machine.py)
 
 
 class CompileContext:

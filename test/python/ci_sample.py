@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 import pytest
+from _pytest.mark import ParameterSet
 
 FULL = os.environ.get("FA4_EMU_FULL_MATRIX", "0") == "1"
 
@@ -42,13 +43,21 @@ def covering(features: Sequence[Mapping], pairs: Sequence[str] | None = None) ->
 
 def in_ci(cases: Sequence, chosen: Sequence[int], one_arg: bool = False) -> list:
     """``cases`` for ``pytest.mark.parametrize``: those at the ``chosen`` indices run; the others only with
-    FA4_EMU_FULL_MATRIX=1. ``one_arg``: each case is one argument, not a tuple of them."""
+    FA4_EMU_FULL_MATRIX=1. ``one_arg``: each case is one argument, not a tuple of them. A case that is a
+    ``pytest.param`` keeps its marks and id."""
     skip = pytest.mark.skipif(not FULL, reason="FA4_EMU_FULL_MATRIX=1 runs every case (CI: a covering subset)")
     keep = set(chosen)
-    return [c if i in keep else pytest.param(*((c,) if one_arg else c), marks=skip) for i, c in enumerate(cases)]
+
+    def skipped(c):
+        if isinstance(c, ParameterSet):
+            return pytest.param(*c.values, marks=[*c.marks, skip], id=c.id)
+        return pytest.param(*((c,) if one_arg else c), marks=skip)
+    return [c if i in keep else skipped(c) for i, c in enumerate(cases)]
 
 
-def covered(configs: Sequence[Mapping]) -> list:
-    """``configs`` (one mapping of keyword arguments each, e.g. a compile sweep's) for ``pytest.mark.parametrize``:
-    CI runs the ``covering`` subset over all their keys, FA4_EMU_FULL_MATRIX=1 every one."""
-    return in_ci(configs, covering(configs), one_arg=True)
+def covered(configs: Sequence, pairs: Sequence[str] | None = None) -> list:
+    """``configs`` (one mapping of keyword arguments each, e.g. a compile sweep's, or a ``pytest.param`` of one)
+    for ``pytest.mark.parametrize``: CI runs the ``covering`` subset over their keys (``pairs`` as there; ``()``:
+    each value once), FA4_EMU_FULL_MATRIX=1 every one."""
+    features = [c.values[0] if isinstance(c, ParameterSet) else c for c in configs]
+    return in_ci(configs, covering(features, pairs), one_arg=True)

@@ -30,7 +30,9 @@ def _ids(kw):
     return "-".join(f"{k}={v}" for k, v in kw.items())
 
 
-@pytest.mark.parametrize("kwargs", ci_sample.covered(COMPILED), ids=_ids)
+# CI compiles each value of the sweep once (sm_90a: the H100 session builds the op's artifacts, and CI's
+# emulator tests compile more); FA4_EMU_FULL_MATRIX=1 compiles every config
+@pytest.mark.parametrize("kwargs", ci_sample.covered(COMPILED, pairs=()), ids=_ids)
 def test_packed_configs_assemble_without_spills(ctx, kwargs):
     config = AttentionConfig(target="sm_90a", **kwargs)
     source = attention.build(config)

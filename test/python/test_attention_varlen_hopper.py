@@ -32,7 +32,9 @@ def _ids(kw):
     return "-".join(f"{k}={v}" for k, v in kw.items())
 
 
-@pytest.mark.parametrize("kwargs", ci_sample.covered(VARLEN), ids=_ids)
+# CI compiles each value of the sweep once (sm_90a: the H100 session builds the op's artifacts, and CI's
+# emulator tests compile more); FA4_EMU_FULL_MATRIX=1 compiles every config
+@pytest.mark.parametrize("kwargs", ci_sample.covered(VARLEN, pairs=()), ids=_ids)
 def test_every_varlen_config_assembles_without_spills(ctx, kwargs):
     from fa4_mlir.core.layout_ir import place_layout
 

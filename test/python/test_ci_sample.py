@@ -43,3 +43,17 @@ def test_in_ci_skips_the_rest_unless_the_full_matrix_runs():
     skip = marked[1].marks[0]
     assert skip.name == "skipif" and skip.args == (not ci_sample.FULL,)
     assert ci_sample.in_ci(["x", "y"], [1], one_arg=True)[0].values == ("x",)
+
+
+def test_covered_keeps_a_params_marks_and_takes_its_features():
+    import pytest
+
+    known = pytest.mark.xfail(strict=True, reason="known")
+    configs = [dict(d=64, causal=False), dict(d=128, causal=True), pytest.param(dict(d=64, causal=True), marks=known),
+               dict(d=128, causal=False)]
+    once = ci_sample.covered(configs, pairs=())
+    assert once[:2] == configs[:2]  # each value once: the first two cases
+    assert [m.name for m in once[2].marks] == ["xfail", "skipif"] and once[2].values == (configs[2].values[0],)
+    assert once[3].values == (configs[3],) and once[3].marks[0].name == "skipif"
+    paired = ci_sample.covered(configs)  # every pair of d and causal: all four run, the param as it was
+    assert paired[2] is configs[2] and paired[3] == configs[3]
