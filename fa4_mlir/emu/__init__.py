@@ -89,8 +89,8 @@ class Program:
         if kernel.static_smem + int(smem_bytes) > MAX_SMEM:
             raise LaunchArgumentError(f"shared memory must fit {MAX_SMEM} bytes, got {kernel.static_smem} static + "
                                       f"{smem_bytes} dynamic")
-        if not isinstance(seed, (int, np.integer)):
-            raise LaunchArgumentError(f"seed must be an int, got {seed!r}")
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+            raise LaunchArgumentError(f"seed must be an int >= 0, got {seed!r}")
         if race_checks not in (None, True, False, "implicit-tcgen05-fences"):
             raise LaunchArgumentError(f"race_checks must be True, False, None or 'implicit-tcgen05-fences', "
                                       f"got {race_checks!r}")

@@ -83,8 +83,8 @@ class EmulatedKernel:
         grid = check_grid(grid, self.cluster)
         values = bind_args(self.name, self.params, args)
         _check_stream(stream)
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise LaunchError(f"seed must be an int, got {seed!r}")
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise LaunchError(f"seed must be an int >= 0, got {seed!r}")
         packed = [self._arg(p, v, t) for p, v, t in zip(self.params, values, self._ptx_types)]
         return self.program.launch(self.name, grid=grid, block=self.threads, cluster=self.cluster,
                                    smem_bytes=self.smem_bytes, args=packed, seed=seed)

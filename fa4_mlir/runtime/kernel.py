@@ -51,6 +51,9 @@ def bind_args(kernel: str, params: Sequence[dict], args) -> list[object]:
             raise LaunchError(f"arguments of {kernel} must be exactly {', '.join(names)}; "
                               f"missing {missing or 'none'}, unknown {unknown or 'none'}")
         return [args[n] for n in names]
+    if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+        raise LaunchError(f"arguments of {kernel} must be a mapping by name or a sequence in order "
+                          f"({', '.join(names)}), got {type(args).__name__}")
     args = list(args)
     if len(args) != len(names):
         raise LaunchError(f"{kernel} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}")

@@ -44,7 +44,8 @@ from fa4_mlir.torch import host_launcher
 from fa4_mlir.torch.emulated import _active, emulator, placement
 from fa4_mlir.torch.fastpath import Plan, Plans, env_state
 from fa4_mlir.torch.tensors import (ATTENTION_DTYPES, TMA_ALIGN, attention_outputs, check_tma_operand,
-                                    checked_scale, current_stream, fa4_dtype, host_tensor, tma_operand)
+                                    checked_scale, current_stream, fa4_dtype, host_tensor, positive_float,
+                                    require_tensors, tma_operand)
 from fa4_mlir.torch.v_transpose import v_transposed
 
 _SCHEMA = ("(Tensor q, Tensor k, Tensor v, bool causal=False, float? softmax_scale=None, bool return_lse=False, "
@@ -79,6 +80,7 @@ def _kernel(device: int, target: str, dtype: str, head_dim: int, causal: bool, g
 
 def _shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int, int]:
     """(B, Sq, Sk, H, Hk, D), with the shape rules checked."""
+    require_tensors("flash_attention", {"q": q, "k": k, "v": v})
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4:
             raise LaunchError(f"flash_attention: {name} must be 4-D (batch, seqlen, heads, head_dim), "
@@ -132,9 +134,7 @@ def _scales(dtype: str, q_scale, k_scale, v_scale, shapes) -> tuple[float, torch
             raise LaunchError(f"flash_attention: {given[0][0]} must be None for {dtype} inputs (scales "
                               f"dequantize fp8 inputs), got {given[0][1]!r}")
         return 1.0, None, None
-    v = 1.0 if v_scale is None else float(v_scale)
-    if not math.isfinite(v) or v <= 0:
-        raise LaunchError(f"flash_attention: v_scale must be finite and > 0, got {v_scale}")
+    v = 1.0 if v_scale is None else positive_float("flash_attention", "v_scale", v_scale)
     if q_scale is None and k_scale is None:
         return v, None, None
     one = torch.ones((), dtype=torch.float32, device=(q_scale if k_scale is None else k_scale).device)
@@ -148,6 +148,8 @@ def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
                        v_scale: float | None = None, offer_plan: bool = False):
     """The op. ``offer_plan``: skip the fast path and hand a new plan to the host launcher (the
     ``_flash_attention_full`` op, which ``host_launcher.cpp`` calls for a layout it has no plan for)."""
+    if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor)):
+        require_tensors("flash_attention", {"q": q, "k": k, "v": v})  # inline first: the fast path's cost
     key = None
     if q_scale is None and k_scale is None and v_scale is None:  # the fast path (fa4_mlir.torch.fastpath)
         key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, v.dtype,
@@ -281,17 +283,21 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
                     v_scale: float | None = None):
     """``softmax(softmax_scale * q k') v`` (see the module docstring); ``(out, lse)`` with ``return_lse``.
     fp8 inputs take tensor-wise (float) or per-token (tensor) ``q_scale``/``k_scale`` and a float ``v_scale``."""
+    if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor)):
+        require_tensors("flash_attention", {"q": q, "k": k, "v": v})  # inline first: the fast path's cost
     tensor_wise = [x for x in (q_scale, k_scale) if x is not None and not isinstance(x, torch.Tensor)]
     if tensor_wise and q.dtype != torch.float8_e4m3fn:
         _scales(fa4_dtype(q, "flash_attention: q", ATTENTION_DTYPES), q_scale, k_scale, v_scale, None)
     if tensor_wise:  # floats: fold them into the softmax scale when no per-token scale is given
-        factor = math.prod(float(x) for x in tensor_wise)
-        if not math.isfinite(factor) or factor <= 0:
-            raise LaunchError(f"flash_attention: q_scale and k_scale must be finite and > 0, got {q_scale} and "
-                              f"{k_scale}")
+        factor = math.prod(positive_float("flash_attention", n, x) for n, x in (("q_scale", q_scale),
+                                                                                 ("k_scale", k_scale))
+                           if x is not None and not isinstance(x, torch.Tensor))
+        if not math.isfinite(factor) or factor <= 0:  # each one is finite and > 0: the product over- or underflowed
+            raise LaunchError(f"flash_attention: q_scale * k_scale must be finite and > 0 (it scales the "
+                              f"softmax), got {q_scale} * {k_scale} = {factor}")
         if any(isinstance(x, torch.Tensor) for x in (q_scale, k_scale)):  # with a per-token one: broadcast
-            q_scale, k_scale = (torch.tensor(float(x), device=q.device) if x is not None and not isinstance(x, torch.Tensor) else x
-                                for x in (q_scale, k_scale))
+            q_scale, k_scale = (torch.tensor(float(x), device=q.device)
+                                if x is not None and not isinstance(x, torch.Tensor) else x for x in (q_scale, k_scale))
         else:
             softmax_scale = (1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else softmax_scale) * factor
             q_scale = k_scale = None

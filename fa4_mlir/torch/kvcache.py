@@ -62,7 +62,7 @@ from fa4_mlir.torch.serving import (Checked, Kernels, cache_arguments, check_gat
                                    check_page_size, host_values, serving_head_dims)
 from fa4_mlir.torch.split_decode import check_num_splits, launch_split, sms_of, split_count
 from fa4_mlir.torch.tensors import (DTYPES, check_tma_operand, checked_scale, current_stream, fa4_dtype, host_array,
-                                    tma_operand)
+                                    require_tensors, tma_operand)
 
 OP = "flash_attn_with_kvcache"
 _lib = torch.library.Library("fa4", "FRAGMENT")
@@ -152,6 +152,7 @@ def _contiguous_table(layout: Layout, device: torch.device) -> torch.Tensor:
 
 def _layout(q, k_cache, v_cache, k, v, cache_seqlens, block_table) -> Layout:
     """The call's ``Layout``, with every rule that needs no values checked (the fake runs these too)."""
+    require_tensors(OP, {"q": q, "k_cache": k_cache, "v_cache": v_cache})
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)):
         if t is not None and t.dim() != 4:
             raise LaunchError(f"{OP}: {name} must be 4-D (batch, seqlen, heads, head_dim), got shape {tuple(t.shape)}")
@@ -295,6 +296,7 @@ def flash_attn_with_kvcache_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
                                cache_seqlens: torch.Tensor | None = None, block_table: torch.Tensor | None = None,
                                softmax_scale: float | None = None, causal: bool = False, return_lse: bool = False,
                                num_splits: int = 0):
+    require_tensors(OP, {"q": q, "k_cache": k_cache, "v_cache": v_cache})
     tensors = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "k": k, "v": v, "block_table": block_table,
                "cache_seqlens": None if cache_seqlens is not None and cache_seqlens.dim() == 0 else cache_seqlens}
     where = placement(OP, {n: t for n, t in tensors.items() if t is not None})

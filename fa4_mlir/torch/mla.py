@@ -48,7 +48,8 @@ from fa4_mlir.kernels.attention.mla import launch_geometry
 from fa4_mlir.torch.emulated import emulator, placement
 from fa4_mlir.torch.split_decode import EMULATOR_SMS, combine
 from fa4_mlir.torch.tensors import (ATTENTION_DTYPES, attention_outputs, check_tma_operand, checked_scale,
-                                   current_stream, fa4_dtype, sm_count, tma_operand)
+                                   current_stream, fa4_dtype, positive_float, require_tensors, sm_count,
+                                   tma_operand)
 
 _lib = torch.library.Library("fa4", "FRAGMENT")
 _lib.define("mla_attention(Tensor q_nope, Tensor q_rope, Tensor kv_latent, Tensor k_rope, bool causal=False, "
@@ -77,6 +78,7 @@ def tile_heads(heads: int) -> int:
 
 def _shapes(q_nope, q_rope, kv, k_rope) -> tuple[int, int, int, int]:
     """(B, Sq, Sk, H), with the rank, shape and dtype rules checked."""
+    require_tensors(_OP, {"q_nope": q_nope, "q_rope": q_rope, "kv_latent": kv, "k_rope": k_rope})
     forms = (("q_nope", q_nope, 4, f"(batch, seqlen_q, heads, {LATENT})"),
              ("q_rope", q_rope, 4, f"(batch, seqlen_q, heads, {ROPE})"),
              ("kv_latent", kv, 3, f"(batch, seqlen_k, {LATENT})"), ("k_rope", k_rope, 3, f"(batch, seqlen_k, {ROPE})"))
@@ -108,12 +110,7 @@ def check_scales(dtype: str, q_scale, k_scale, v_scale, op: str = _OP) -> tuple[
             if x is not None:
                 raise LaunchError(f"{op}: {name} must be None for {dtype} inputs (scales dequantize fp8 inputs), "
                                   f"got {x!r}")
-    out = []
-    for name, x in named:
-        value = 1.0 if x is None else float(x)
-        if not math.isfinite(value) or value <= 0:
-            raise LaunchError(f"{op}: {name} must be finite and > 0, got {x}")
-        out.append(value)
+    out = [1.0 if x is None else positive_float(op, name, x) for name, x in named]
     return out[0], out[1], out[2]
 
 
@@ -175,6 +172,7 @@ def mla_attention_op(q_nope: torch.Tensor, q_rope: torch.Tensor, kv_latent: torc
                      causal: bool = False, softmax_scale: float | None = None, return_lse: bool = False,
                      q_scale: float | None = None, k_scale: float | None = None, v_scale: float | None = None):
     tensors = {"q_nope": q_nope, "q_rope": q_rope, "kv_latent": kv_latent, "k_rope": k_rope}
+    require_tensors(_OP, tensors)
     where = placement(_OP, tensors)
     dtype = fa4_dtype(q_nope, f"{_OP}: q_nope", ATTENTION_DTYPES)
     b, sq, sk, h = _shapes(q_nope, q_rope, kv_latent, k_rope)

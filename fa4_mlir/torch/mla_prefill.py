@@ -31,7 +31,8 @@ from fa4_mlir.configs.mla import NOPE, ROPE, MLAConfig
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.torch.emulated import emulator, placement
 from fa4_mlir.torch.mla import check_dtype_target, check_fp8_rope, check_scales, fold_scales, launch_prefill
-from fa4_mlir.torch.tensors import ATTENTION_DTYPES, attention_outputs, check_tma_operand, checked_scale, fa4_dtype
+from fa4_mlir.torch.tensors import (ATTENTION_DTYPES, attention_outputs, check_tma_operand, checked_scale, fa4_dtype,
+                                    require_tensors)
 
 _lib = torch.library.Library("fa4", "FRAGMENT")
 _lib.define("mla_prefill(Tensor q_nope, Tensor q_rope, Tensor k_nope, Tensor k_rope, Tensor v, bool causal=False, "
@@ -44,6 +45,7 @@ _kernels: dict[tuple, tuple[MLAConfig, runtime.Kernel]] = {}
 def _shapes(q_nope, q_rope, k_nope, k_rope, v) -> tuple[int, int, int, int, int]:
     """(B, Sq, Sk, H, Hk), with the rank, shape and dtype rules checked."""
     named = {"q_nope": q_nope, "q_rope": q_rope, "k_nope": k_nope, "k_rope": k_rope, "v": v}
+    require_tensors(_OP, named)
     for name, t in named.items():
         if t.dim() != 4:
             raise LaunchError(f"{_OP}: {name} must be 4-D (batch, seqlen, heads, depth), got shape {tuple(t.shape)}")
@@ -72,6 +74,7 @@ def mla_prefill_op(q_nope, q_rope, k_nope, k_rope, v, causal: bool = False, soft
                    return_lse: bool = False, q_scale: float | None = None, k_scale: float | None = None,
                    v_scale: float | None = None):
     tensors = {"q_nope": q_nope, "q_rope": q_rope, "k_nope": k_nope, "k_rope": k_rope, "v": v}
+    require_tensors(_OP, tensors)
     where = placement(_OP, tensors)
     dtype = fa4_dtype(q_nope, f"{_OP}: q_nope", ATTENTION_DTYPES)
     b, sq, sk, h, hk = _shapes(q_nope, q_rope, k_nope, k_rope, v)

@@ -34,7 +34,7 @@ from fa4_mlir.runtime.launcher import libcuda
 from fa4_mlir.torch import host_launcher
 from fa4_mlir.torch.emulated import _active, emulator, placement
 from fa4_mlir.torch.fastpath import Plan, Plans, env_state
-from fa4_mlir.torch.tensors import TMA_ALIGN, current_stream, fa4_dtype, global_tensor, host_tensor
+from fa4_mlir.torch.tensors import TMA_ALIGN, current_stream, fa4_dtype, global_tensor, host_tensor, require_tensors
 
 _lib = torch.library.Library("fa4", "DEF")
 _lib.define("copy_pipeline(Tensor x, float scale) -> Tensor")
@@ -56,12 +56,14 @@ def _copy_kernel(device: int, dtype: str) -> tuple[CopyPipelineConfig, runtime.K
 
 
 def _check_shape(x: torch.Tensor) -> None:
+    require_tensors("copy_pipeline", {"x": x})
     if x.dim() != 2:
         raise LaunchError(f"copy_pipeline: x must be 2-D, got shape {tuple(x.shape)}")
 
 
 def copy_pipeline(x: torch.Tensor, scale: float) -> torch.Tensor:
     """``scale * x`` through the fa4 copy-pipeline kernel (TMA load, smem ring, TMA store)."""
+    require_tensors("copy_pipeline", {"x": x})
     where = placement("copy_pipeline", {"x": x})
     dtype = fa4_dtype(x, "copy_pipeline: x")
     _check_shape(x)
@@ -116,6 +118,7 @@ def _gemm_kernel(device: int, dtype: str, b_major: str, m: int, n: int) -> tuple
 
 
 def _gemm_shapes(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[int, int, int]:
+    require_tensors("gemm_residual", {"a": a, "b": b, "c": c})
     for name, t in (("a", a), ("b", b), ("c", c)):
         if t.dim() != 2:
             raise LaunchError(f"gemm_residual: {name} must be 2-D, got shape {tuple(t.shape)}")
@@ -152,6 +155,8 @@ def gemm_residual(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, alpha: floa
     epilogue rounds once; with ``beta = 0``, ``c`` is not read (NaN in it does not propagate).
     ``offer_plan``: skip the fast path and hand a new plan to the host launcher (``_gemm_residual_full``).
     """
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and isinstance(c, torch.Tensor)):
+        require_tensors("gemm_residual", {"a": a, "b": b, "c": c})  # inline first: the fast path's cost
     key = (a.shape, a.stride(), b.shape, b.stride(), c.shape, c.stride(), a.dtype, b.dtype, c.dtype, a.get_device(),
            b.get_device(), c.get_device(), alpha, beta, env_state(), _active.get())  # fa4_mlir.torch.fastpath
     plan = None if offer_plan else _plans.get(key)

@@ -14,7 +14,17 @@ DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 ATTENTION_DTYPES = {**DTYPES, torch.float8_e4m3fn: "fp8_e4m3"}  # fp8 Q, K, V: dequantized by scales
 
 
+def require_tensors(op: str, tensors: dict) -> None:
+    """LaunchError naming the first of ``tensors`` (name -> argument) that is not a torch.Tensor: torch's
+    schema check lets None through where an op's tensor argument is required."""
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            raise LaunchError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+
+
 def fa4_dtype(t: torch.Tensor, what: str, allowed=DTYPES) -> str:
+    if not isinstance(t, torch.Tensor):
+        raise LaunchError(f"{what} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype not in allowed:
         names = ", ".join(str(d) for d in allowed)
         raise LaunchError(f"{what} dtype must be one of {names}, got {t.dtype}")
@@ -50,6 +60,16 @@ def sm_count(device: int) -> int:
     if device not in _SMS:
         _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
     return _SMS[device]
+
+
+def positive_float(op: str, name: str, x) -> float:
+    """``x`` (a dequantization scale) as a float: a Python number, finite and > 0."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise LaunchError(f"{op}: {name} must be a float, got {type(x).__name__}")
+    value = float(x)
+    if not math.isfinite(value) or value <= 0:
+        raise LaunchError(f"{op}: {name} must be finite and > 0, got {x}")
+    return value
 
 
 def checked_scale(op: str, softmax_scale: float | None, depth: int) -> float:

@@ -44,7 +44,7 @@ from fa4_mlir.torch.emulated import emulator, placement
 from fa4_mlir.torch.serving import (Checked, Kernels, cache_arguments, check_bound, check_gathered_caches,
                                     check_index_tensor, check_page_size, host_values, serving_head_dims)
 from fa4_mlir.torch.tensors import (DTYPES, check_tma_operand, checked_scale, current_stream, fa4_dtype, host_array,
-                                    tma_operand)
+                                    require_tensors, tma_operand)
 
 OP = "flash_attn_varlen"
 _lib = torch.library.Library("fa4", "FRAGMENT")
@@ -61,6 +61,7 @@ def _shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             paged: bool = False) -> tuple[int, int, int, int, int]:
     """(total_q, total_k, H, Hk, D), with the shape rules checked; ``paged`` (a block_table): k and v are
     caches (num_pages, page_size, Hk, D), and total_k is their rows."""
+    require_tensors(OP, {"q": q, "k": k, "v": v})
     for name, t in (("q", q), ("k", k), ("v", v)):
         if paged and name != "q" and t.dim() != 4:
             raise LaunchError(f"{OP}: {name} must be 4-D (num_pages, page_size, heads_k, head_dim) with a "
@@ -147,6 +148,7 @@ def flash_attn_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_s
                          cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
                          softmax_scale: float | None = None, causal: bool = False, return_lse: bool = False,
                          block_table: torch.Tensor | None = None):
+    require_tensors(OP, {"q": q, "k": k, "v": v, "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k})
     paged = block_table is not None
     where = placement(OP, {"q": q, "k": k, "v": v, "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k,
                            **({"block_table": block_table} if paged else {})})

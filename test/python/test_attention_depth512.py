@@ -87,7 +87,8 @@ def test_the_built_kernel_places_the_reference_layout(depth, dtype):
     assert "fa4.tmem_columns = 512 " in text
 
 
-@pytest.mark.parametrize("kwargs", ci_sample.covered(COMPILED), ids=[json.dumps(k) for k in COMPILED])
+# CI compiles each value of the sweep once; FA4_EMU_FULL_MATRIX=1 compiles every config
+@pytest.mark.parametrize("kwargs", ci_sample.covered(COMPILED, pairs=()), ids=[json.dumps(k) for k in COMPILED])
 def test_every_config_verifies_and_assembles_without_spills(kwargs):
     result = _compile(kwargs)
     m = result.manifest

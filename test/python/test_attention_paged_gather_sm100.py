@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from built import gathered, verify_without_gathered
 from test_split_kv_sm100 import check_split_in_emulator
-from varlen_cases import check_paged_case, paged_batch, sampled
+from varlen_cases import SM100_EVERY, check_paged_case, paged_batch, sampled
 
 from fa4_mlir import reference
 from fa4_mlir.configs.attention import AttentionConfig
@@ -134,7 +134,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", sampled(CASES, one_arg=True), ids=[_case_id(c) for c in CASES])
+@pytest.mark.parametrize("case", sampled(CASES, one_arg=True, every=SM100_EVERY), ids=[_case_id(c) for c in CASES])
 def test_gathered_kernel_is_right_in_the_emulator(case):
     """O and the LSE against float64 over the keys the block table names (``varlen_cases``)."""
     kwargs, sq, lengths_k, heads = case
@@ -152,7 +152,7 @@ SPLIT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", sampled(SPLIT_CASES, one_arg=True),
+@pytest.mark.parametrize("case", sampled(SPLIT_CASES, one_arg=True, every=SM100_EVERY),
                          ids=[f"{_case_id(c[:4])}-s{c[4]}" for c in SPLIT_CASES])
 def test_gathered_split_kernel_is_right_in_the_emulator(case):
     kwargs, sq, lengths_k, heads, splits = case

@@ -383,3 +383,9 @@ def test_the_race_check_modes_are_named_in_the_errors(monkeypatch):
     with pytest.raises(emu.LaunchArgumentError, match="race_checks must be True, False, None or "
                                                       "'implicit-tcgen05-fences', got 'implicit'"):
         _tmem(st_then_ld(True, True), race_checks="implicit")
+
+
+@pytest.mark.parametrize("seed, shown", [(-1, "-1"), (False, "False"), ("3", "'3'")])
+def test_the_seed_must_be_a_non_negative_int(seed, shown):
+    with pytest.raises(emu.LaunchArgumentError, match=f"seed must be an int >= 0, got {shown}"):
+        _tmem(st_then_ld(True, True), seed=seed)

@@ -260,14 +260,18 @@ def test_scalars_grid_stream_and_seed_are_checked_as_on_a_gpu(copy_kernel):
         ((0,), args, "grid must be 1 to 3 positive ints, got"),
         ((1, 1, 1, 1), args, "grid must be 1 to 3 positive ints"),
         ((1, 70000), args, "grid dimension y must be <= 65535"),
+        ((1,), None, r"arguments of copy_pipeline must be a mapping by name or a sequence in order \(src, dst, "
+                     r"num_tiles, total_tiles, tiles_per_cta, scale\), got NoneType"),
+        ((1,), "abc", r"must be a mapping by name or a sequence in order .*, got str"),
     ]
     for grid_, bad, message in cases:
         with pytest.raises(LaunchError, match=message):
             copy_kernel.launch(grid_, bad)
     with pytest.raises(LaunchError, match="stream must be a CUstream, an int handle or have .cuda_stream, got 'x'"):
         copy_kernel.launch(grid, args, stream="x")
-    with pytest.raises(LaunchError, match="seed must be an int, got 1.5"):
-        copy_kernel.launch(grid, args, seed=1.5)
+    for seed, shown in ((1.5, "1.5"), (-3, "-3"), (True, "True")):
+        with pytest.raises(LaunchError, match=f"seed must be an int >= 0, got {shown}"):
+            copy_kernel.launch(grid, args, seed=seed)
 
 
 def test_pointer_arguments_take_arrays_or_none():

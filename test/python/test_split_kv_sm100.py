@@ -12,7 +12,7 @@ import zlib
 
 import numpy as np
 import pytest
-from varlen_cases import paged_batch, sampled
+from varlen_cases import SM100_EVERY, paged_batch, sampled
 
 from fa4_mlir import reference
 from fa4_mlir.configs.attention import AttentionConfig
@@ -121,7 +121,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", sampled(CASES, one_arg=True), ids=[_case_id(c) for c in CASES])
+@pytest.mark.parametrize("case", sampled(CASES, one_arg=True, every=SM100_EVERY), ids=[_case_id(c) for c in CASES])
 def test_split_kernel_is_right_in_the_emulator(case):
     kwargs, sq, lengths_k, heads, splits = case
     config = AttentionConfig(split_kv=True, **kwargs)

@@ -8,14 +8,16 @@ import numpy as np
 import ci_sample
 from fa4_mlir import reference
 
-# CI runs every other case of the serving kernels' emulator lists (``sampled``); FA4_EMU_FULL_MATRIX=1 runs them
-# all (``ci_sample``): the whole lists took a third of a 39-minute CI.
+# CI runs a sample of the serving kernels' emulator lists (``sampled``: every SM90_EVERY-th / SM100_EVERY-th case);
+# FA4_EMU_FULL_MATRIX=1 runs them all (``ci_sample``): the whole lists took a third of a 39-minute CI.
 FULL = ci_sample.FULL
 
 
 # sm_90a: the H100 runs these kernels' cases (test/gpu), so CI's emulator runs of them are a second reading and
 # take every eighth case
 SM90_EVERY = 8
+# sm_100a: no GPU runs them, so CI keeps a denser sample, every third case
+SM100_EVERY = 3
 
 
 def sampled(cases: list, one_arg: bool = False, every: int = 2) -> list:
