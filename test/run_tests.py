@@ -54,8 +54,9 @@ def main() -> int:
     lit_passed, lit_failed = _lit_counts(lit_out)
     workers = os.environ.get("FA4_TEST_WORKERS") or str(len(os.sched_getaffinity(0)))
     parallel = ["-n", workers, "--dist", "loadfile"] if workers != "1" else []
+    # the slowest tests in every log: where the next CI minute is (CI must stay well inside 30 minutes)
     py_rc, py_out = _run([sys.executable, "-m", "pytest", os.path.join(HERE, "python"), os.path.join(HERE, "gpu"),
-                          *parallel, *sys.argv[1:]])
+                          *parallel, "--durations=25", *sys.argv[1:]])
     py_passed, py_failed = _pytest_counts(py_out)
     if lit_rc and not lit_failed:
         lit_failed = 1  # lit failed before counting (e.g. a config error)

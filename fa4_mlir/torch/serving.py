@@ -21,14 +21,13 @@ from fa4_mlir import knobs, runtime
 from fa4_mlir.configs.attention import AttentionConfig, paged_head_dims, varlen_head_dims
 from fa4_mlir.errors import LaunchError, Unsupported
 from fa4_mlir.kernels.attention import gather_arguments
-from fa4_mlir.torch.tensors import host_array
+from fa4_mlir.torch.tensors import host_array, require_tensors
 
 
 def check_index_tensor(op: str, name: str, t: torch.Tensor, ndim: int, layout: str) -> None:
     """The rules of an integer metadata tensor the kernel reads through a pointer: int32, ``ndim``-D
     (``layout`` names its dimensions), contiguous."""
-    if not isinstance(t, torch.Tensor):
-        raise LaunchError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    require_tensors(op, {name: t})
     if t.dtype != torch.int32:
         raise LaunchError(f"{op}: {name} dtype must be torch.int32, got {t.dtype}; pass {name}.int()")
     if t.dim() != ndim:

@@ -317,7 +317,7 @@ def test_fp8_config_and_op_errors():
         ((f8, f8, f8), {"q_scale": torch.ones(1, 2, 8, dtype=torch.int32)}, "q_scale must be a float, None or a floating"),
         ((f8, f8, f8), {"v_scale": 0.0}, "v_scale must be finite and > 0"),
         ((f8, f8, f8), {"v_scale": math.inf}, "v_scale must be finite and > 0"),
-        ((f8, f8, f8), {"q_scale": -1.0}, "q_scale and k_scale must be finite and > 0"),
+        ((f8, f8, f8), {"q_scale": -1.0}, r"flash_attention: q_scale must be finite and > 0, got -1.0"),
         ((f8[..., :64].repeat(1, 1, 1, 8),) * 3, {}, "head_dim must be one of 64, 128, 256 on sm_90a in the emulator "
                                                      "for fp8, got 512"),
     ]

@@ -4,6 +4,7 @@ the same kernel reads the entry unchecked (the torch op checks the table before 
 
 from __future__ import annotations
 
+import ci_sample
 import numpy as np
 import pytest
 from varlen_cases import paged_batch
@@ -17,8 +18,9 @@ from fa4_mlir.tools.fa4_emu import launch_paged_attention
 DEBUG_MS = 100
 
 
-@pytest.mark.parametrize("target, page, bad", [("sm_90a", 16, 2), ("sm_100a", 16, 2), ("sm_90a", 24, 1),
-                                               ("sm_100a", 24, 1)])
+# CI: each target once, one with TMA pages (16) and one with gathered pages (24); FA4_EMU_FULL_MATRIX=1: all four
+@pytest.mark.parametrize("target, page, bad", ci_sample.in_ci([("sm_90a", 16, 2), ("sm_100a", 16, 2), ("sm_90a", 24, 1),
+                                                               ("sm_100a", 24, 1)], [1, 2]))
 def test_an_out_of_range_page_traps_naming_sequence_and_page(target, page, bad):
     """Pages of 24 keys: the gathered load warp (``page_gather``, both targets) reads the entries per lane."""
     config = AttentionConfig(target=target, head_dim=64, page_size=page)
