@@ -101,7 +101,7 @@ class Warp:
         mask = FULL if live == WARP else (LANES < live)
         self.stack = [[0, mask, -1]]
         # Registers hold values: a write replaces the slot's array, never fills it in place, so every warp
-        # starts from one read-only zero array per dtype (allocating ~8k per warp was 7% of a launch).
+        # starts from one read-only zero array per dtype (allocating thousands per warp: ~2% of a launch).
         self.regs = list(_zero_registers(kernel))
         self.wait: Wait | None = None
         self.hold_chance = 0.0  # drawn per launch by the scheduler (Launch._run_cluster)

@@ -140,7 +140,7 @@ def _mutate_tensor(rng, t: torch.Tensor):
     return (None if rng.integers(2) else 1.5), "not a tensor"
 
 
-def _mutate_metadata(rng, name: str, t: torch.Tensor):
+def _mutate_metadata(rng, t: torch.Tensor):
     values = t.contiguous().clone()
     how = int(rng.integers(5))
     flat = values.view(-1)
@@ -180,7 +180,7 @@ def make_case(seed: int, index: int):
             t = tensors[name]
             if isinstance(t, torch.Tensor) and name in INT_TENSORS and t.dtype in (torch.int32, torch.int64) \
                     and t.device.type == "cpu" and rng.random() < 0.6:
-                tensors[name], what = _mutate_metadata(rng, name, t)
+                tensors[name], what = _mutate_metadata(rng, t)
             elif isinstance(t, torch.Tensor):
                 tensors[name], what = _mutate_tensor(rng, t)
             else:

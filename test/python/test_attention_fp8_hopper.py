@@ -233,7 +233,8 @@ FP8_CONFIGS += [dict(d=64, tokens=t, causal=c, num_q=2) for t, c in ((False, Fal
 
 # CI compiles each value of the sweep once (sm_90a: the H100 session builds the op's artifacts, and CI's
 # emulator tests compile more); FA4_EMU_FULL_MATRIX=1 compiles every config
-@pytest.mark.parametrize("kwargs", ci_sample.covered(FP8_CONFIGS, pairs=()), ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
+@pytest.mark.parametrize("kwargs", ci_sample.covered(FP8_CONFIGS, pairs=()),
+                         ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
 def test_every_fp8_config_verifies_and_assembles_without_spills_on_its_layout(ctx, kwargs):
     import re
 

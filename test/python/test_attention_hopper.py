@@ -237,7 +237,8 @@ EMULATED_512 = [("bf16", False, 1, 70, 45, 1, 1), ("bf16", True, 1, 130, 150, 2,
                 ("fp16", False, 2, 33, 161, 4, 1), ("bf16", True, 1, 1, 1, 1, 1)]
 
 
-# CI: all but the 33 x 161 batch of four heads (a third of the list's time; the H100 runs head dim 512); FA4_EMU_FULL_MATRIX=1: all
+# CI: all but the 33 x 161 batch of four heads (a third of the list's time; the H100 runs head dim 512);
+# FA4_EMU_FULL_MATRIX=1: all
 @pytest.mark.parametrize("dtype, causal, b, sq, sk, h, hk", ci_sample.in_ci(EMULATED_512, [0, 1, 2, 4]))
 def test_head_dim_512_matches_f64_reference_in_the_emulator(dtype, causal, b, sq, sk, h, hk):
     """O (both warpgroups' column halves, every row written) and the LSE against float64, within twice
