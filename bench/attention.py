@@ -17,7 +17,10 @@ SDPA first. ``--dtype fp16`` runs the same in fp16.
 ``--block-n`` also times the sm_90a kernel with other tiles, each ``BN`` (keys per K/V tile,
 ``AttentionConfig.block_n``) or ``NQxBN`` (``num_q`` consumer warpgroups of 64 rows; BN 0: the default),
 either prefixed ``P`` for the persistent kernel (``AttentionConfig.persistent``; ``P`` alone: the default
-tile); their artifacts come from ``test/gpu/build_artifacts.py --bench``. With ``--dtype fp8``,
+tile) or ``H`` / ``W`` for the causal tiles in another order (``AttentionConfig.causal_order`` "heads": each
+head's in turn, the order before the L2 sections; "waves": sections of at most two waves of CTAs; alone: the
+default tile, causal rows only); their artifacts come from
+``test/gpu/build_artifacts.py --bench``. With ``--dtype fp8``,
 ``--exp2-emulation 0,8`` times those ``AttentionConfig.exp2_emulation`` counts (columns ``fp8_ex<n>``).
 
 ``--dtype fp8`` times our kernel in fp8 e4m3 against the same kernel in bf16 on the same inputs (quantized
@@ -32,6 +35,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import statistics
 import sys
 
 import torch
@@ -66,20 +70,30 @@ def peers(d: int):
     return out
 
 
-def parse_tiles(text: str) -> list[tuple[int, int, bool]]:
+ORDERS = {"H": "heads", "W": "waves"}  # --block-n prefixes: AttentionConfig.causal_order
+
+
+def parse_tiles(text: str) -> list[tuple[int, int, bool, str]]:
     """``--block-n`` entries: ``BN`` (keys per tile, two consumer warpgroups), ``NQxBN`` (``num_q``
     consumer warpgroups of 64 rows; BN 0: the head dim's default), either prefixed with ``P`` for the
-    persistent kernel (``P`` alone: the default tile), as (num_q, block_n, persistent) triples."""
+    persistent kernel or with ``H`` / ``W`` for a causal order (``ORDERS``; alone: the default tile), as
+    (num_q, block_n, persistent, causal order or "") tuples."""
     tiles = []
     for entry in filter(None, text.split(",")):
-        persistent = entry.startswith("P")
-        nq, _, bn = entry.removeprefix("P").rpartition("x")
-        tiles.append((int(nq or 2), int(bn or 0), persistent))
+        persistent, order = entry.startswith("P"), ORDERS.get(entry[:1], "")
+        nq, _, bn = entry.lstrip("PHW").rpartition("x")
+        tiles.append((int(nq or 2), int(bn or 0), persistent, order))
     return tiles
 
 
-def tile_name(num_q: int, block_n: int, persistent: bool = False, prefix: str = "") -> str:
-    return prefix + ("p" if persistent else "") + (f"bn{block_n}" if num_q == 2 else f"q{num_q}bn{block_n}")
+def tile_name(num_q: int, block_n: int, persistent: bool = False, order: str = "", prefix: str = "") -> str:
+    return prefix + ("p" if persistent else order[:1]) + (f"bn{block_n}" if num_q == 2 else f"q{num_q}bn{block_n}")
+
+
+def tile_fields(tile: tuple[int, int, bool, str]) -> dict:
+    """The ``AttentionConfig`` fields of a ``parse_tiles`` entry."""
+    num_q, block_n, persistent, order = tile
+    return dict(num_q=num_q, block_n=block_n, persistent=persistent, **({"causal_order": order} if order else {}))
 
 
 def load_variant(**fields):
@@ -96,10 +110,11 @@ def load_variant(**fields):
         return None
 
 
-def variant(d: int, causal: bool, tile: tuple[int, int, bool], dtype: str = "bf16"):
-    """fn(q, k, v) running the 16-bit kernel with ``tile`` = (num_q, block_n, persistent); None where
-    ``load_variant`` finds none."""
-    found = load_variant(dtype=dtype, head_dim=d, causal=causal, num_q=tile[0], block_n=tile[1], persistent=tile[2])
+def variant(d: int, causal: bool, tile: tuple[int, int, bool, bool], dtype: str = "bf16"):
+    """fn(q, k, v) running the 16-bit kernel with ``tile`` (``parse_tiles``); None where ``load_variant``
+    finds none."""
+    found = load_variant(dtype=dtype, head_dim=d, causal=causal, **tile_fields(tile)) \
+        if causal or not tile[3] else None  # a causal order is a causal kernel's
     if found is None:
         return None
     config, kernel = found
@@ -122,8 +137,16 @@ def shape_rows(kind: str, head_dims: list[int], seqlens: list[int]) -> list[tupl
     return [(d, s, TOKENS // s, WIDTH // d, WIDTH // d) for d in head_dims for s in seqlens]
 
 
+def timed(cases: dict, repeats: int, rounds: int = 1) -> dict[str, float]:
+    """Name -> median ms of each case (do_bench), over ``rounds`` rounds that time every case in turn (the
+    median of the rounds' medians): a drift of the clocks over a row meets every case alike."""
+    runs = [{name: triton.testing.do_bench(fn, warmup=50, rep=repeats, return_mode="median")
+             for name, fn in cases.items()} for _ in range(max(1, rounds))]
+    return {name: statistics.median(run[name] for run in runs) for name in cases}
+
+
 def measure(d: int, s: int, causal: bool, repeats: int, tiles=(), b: int = 0, h: int = 0, hk: int = 0,
-            dtype: str = "bf16") -> dict:
+            dtype: str = "bf16", rounds: int = 1) -> dict:
     b, h = b or TOKENS // s, h or WIDTH // d
     hk = hk or h
     tdt = torch.float16 if dtype == "fp16" else torch.bfloat16
@@ -152,7 +175,7 @@ def measure(d: int, s: int, causal: bool, repeats: int, tiles=(), b: int = 0, h:
             cases[name] = (lambda fn=fn: fn(q, k, v))
     if torch.isnan(ours).any() or any(e > 2e-2 for e in errors.values()):
         raise SystemExit(f"fa4 flash_attention disagrees at D{d} S{s} causal={causal}: {errors}")
-    ms = {name: triton.testing.do_bench(fn, warmup=50, rep=repeats, return_mode="median") for name, fn in cases.items()}
+    ms = timed(cases, repeats, rounds)
     flops = 4 * b * h * s * s * d / (2 if causal else 1)
     return {"head_dim": d, "seqlen": s, "batch": b, "heads": h, "kv_heads": hk, "causal": causal, "dtype": dtype,
             "ms": ms, "tflops": {n: flops / (t * 1e-3) / 1e12 for n, t in ms.items()}, "rel_err": errors}
@@ -166,16 +189,16 @@ def _quantize(t: torch.Tensor, dim=None):
     return (t.float() / div).to(torch.float8_e4m3fn), scale
 
 
-def fp8_variant(d: int, causal: bool, tile: tuple[int, int, bool], softmax_scale: float, v_scale: float,
+def fp8_variant(d: int, causal: bool, tile: tuple[int, int, bool, bool], softmax_scale: float, v_scale: float,
                 exp2_emulation: int = -1):
-    """fn(q8, k8, v8) running the fp8 kernel (tensor-wise scales) with ``tile`` = (num_q, block_n, persistent)
-    and ``exp2_emulation`` exponentials per 32 by polynomial (-1: the op's default), V^T made per call as the
+    """fn(q8, k8, v8) running the fp8 kernel (tensor-wise scales) with ``tile`` (``parse_tiles``) and
+    ``exp2_emulation`` exponentials per 32 by polynomial (-1: the op's default), V^T made per call as the
     op does; None where ``load_variant`` finds none."""
     from fa4_mlir.torch.attention import Fp8Scales
 
     emulation = default_exp2_emulation("sm_90a", "fp8_e4m3", d) if exp2_emulation < 0 else exp2_emulation
-    found = load_variant(dtype="fp8_e4m3", head_dim=d, causal=causal, num_q=tile[0], block_n=tile[1],
-                         persistent=tile[2], exp2_emulation=emulation)
+    fields = dict(dtype="fp8_e4m3", head_dim=d, causal=causal, exp2_emulation=emulation, **tile_fields(tile))
+    found = load_variant(**fields) if causal or not tile[3] else None  # a causal order is a causal kernel's
     if found is None:
         return None
     config, kernel = found
@@ -279,10 +302,13 @@ def main() -> int:
     parser.add_argument("--seqlens", default="1024,4096,16384")
     parser.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     parser.add_argument("--repeats", type=int, default=200, help="ms of timed runs per case (do_bench rep)")
+    parser.add_argument("--rounds", type=int, default=1, help="16-bit rows: time the row's cases in turn this many "
+                                                              "times, the median of the rounds")
     parser.add_argument("--json")
     parser.add_argument("--block-n", default="",
                         help="also time these sm_90a tiles: BN (keys per tile) or NQxBN (num_q consumer warpgroups, "
-                             "0: the default keys), comma-separated")
+                             "0: the default keys), either prefixed P (persistent) or H / W (causal orders heads / "
+                             "waves), comma-separated")
     parser.add_argument("--shapes", default="fa3", help="row sets, comma-separated: fa3 (--head-dims x --seqlens), "
                                                         "gqa (64/8 heads, d128, 8k and 16k), short (B32 S512 d128)")
     parser.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default="bf16",
@@ -304,7 +330,8 @@ def main() -> int:
         print_fp8(rows, tiles, emulations)
     else:
         shapes = [row for kind in args.shapes.split(",") for row in shape_rows(kind, head_dims, seqlens)]
-        rows = [measure(d, s, c, args.repeats, tiles, b, h, hk, args.dtype) for c in masks for d, s, b, h, hk in shapes]
+        rows = [measure(d, s, c, args.repeats, tiles, b, h, hk, args.dtype, args.rounds) for c in masks
+                for d, s, b, h, hk in shapes]
         print_rows(rows, tiles)
     if args.json:
         with open(args.json, "w") as f:

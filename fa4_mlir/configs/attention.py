@@ -43,6 +43,12 @@ SM90_FP8_EXP2_EMULATION = {64: 2}
 # (docs/PERF.md: bf16 d256 and d512, fp8 d128; slower at d64, even at bf16 d128)
 SM90_LAZY_RESCALE = {"bf16": (256, 512), "fp16": (256, 512), "fp8_e4m3": (128,)}
 SM90_KV_STAGES = 2
+SM90_SMS = 132  # the SMs of an H100 SXM: CTAs of the one-tile kernels at work at once
+# causal sections (``hopper.section_order``) from this many query tiles a head: below, each head's tiles in turn
+# (bench/attention.py --block-n H, docs/PERF.md: sections +4..8% from 4k rows, -2..7% at 512-1k)
+SM90_SECTION_MIN_TILES = 32
+SM90_SECTION_MIN_HEAD_DIM = 128  # and from this (padded) head dim: at 64, sections were 0.5-7% slower at 4k-16k
+CAUSAL_ORDERS = ("sections", "heads")  # ``AttentionConfig.causal_order``
 # sm_90a consumer warpgroups of 64 query rows (``num_q``): 3 (a 192-row CTA tile, FA3's at head dim 64) only
 # where 160 registers a consumer thread (3 x 128 x 160 + 128 x 32 = 65536) hold S, O and P without spills
 SM90_NUM_Q_HEAD_DIMS = {2: (64, 96, 128, 192, 256, 512), 3: (64,)}
@@ -192,6 +198,13 @@ class AttentionConfig(Checked):
     (``num_splits`` ranges of ``split_keys``, launch arguments: ``fa4_mlir.kernels.attention.splitkv``), so a
     small batch fills the SMs. Each CTA writes its rows' O normalised over its range's keys and their LSE, in
     fp32 (a row without a key in the range: O 0, LSE -inf); the "attention-combine" kernel merges the ranges.
+
+    ``causal_order`` (sm_90a, causal, one tile a CTA, contiguous K/V): the order in which the launch's CTAs take
+    the query tiles. "sections" (the default): from ``SM90_SECTION_MIN_TILES`` query tiles a head and head dim
+    ``SM90_SECTION_MIN_HEAD_DIM``, the heads in sections of the fewest whose tiles make two waves of CTAs, the
+    longest rows first across a section's heads (``hopper.section_order``); else each head's tiles in turn.
+    "heads": each head's tiles in turn, its longest rows first, everywhere (the order before; kept to measure
+    against).
     """
 
     target: str = "sm_100a"
@@ -208,6 +221,7 @@ class AttentionConfig(Checked):
     page_size: int = 0  # keys per page of a paged K/V cache (``block_table``; see below); 0: K/V contiguous
     pack_gqa: int = 0  # sm_90a paged, dense Q: query heads of one K/V head packed into a CTA's rows (see below)
     split_kv: bool = False  # paged, dense Q: key ranges over more CTAs, fp32 partials to combine (see below)
+    causal_order: str = "sections"  # sm_90a causal one-tile kernel with contiguous K/V: the order of its tiles
 
     def __post_init__(self):
         lookup_dtype(self.dtype, field="AttentionConfig.dtype", allowed=("bf16", "fp16", "fp8_e4m3"))
@@ -286,6 +300,12 @@ class AttentionConfig(Checked):
              "False for head dim 256/512 on sm_100a (the depth-512 kernel takes tensor-wise fp8 scales)"),
             ("block_n", not (hopper and self.is_fp8) or self.block_n % 64 == 0,
              "0 or a multiple of 64 for fp8_e4m3 on sm_90a (V^T tiles are 64- or 128-key swizzle blocks)"),
+        )
+        rules += (
+            ("causal_order", self.causal_order in CAUSAL_ORDERS and (self.causal_order == "sections" or (
+                hopper and self.causal and not self.persistent and not self.serving)),
+             "'sections' (the longest rows first across the heads of each section), or 'heads' (each head's rows "
+             "in turn) for a causal sm_90a kernel that is not persistent, paged or varlen"),
         )
         for name, ok, expected in rules:
             if not ok:
@@ -435,7 +455,8 @@ class AttentionConfig(Checked):
                 + (" persistent" if self.persistent else "") + (" token-scales" if self.token_scales else "")
                 + (" varlen" if self.varlen else "") + (f" paged {self.page_size}" if self.page_size else "")
                 + (f" pack_gqa {self.pack_gqa}" if self.pack_gqa else "") + (" split_kv" if self.split_kv else "")
-                + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else ""))
+                + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else "")
+                + (f" {self.causal_order} order" if self.causal_order != "sections" else ""))
 
 
 def default_num_q(target: str, dtype: str, head_dim: int, causal: bool) -> int:

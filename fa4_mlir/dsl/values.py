@@ -2,9 +2,9 @@
 
 ``Value`` wraps an ``ir.Value`` of an integer type (i32 in our kernels: tile indices, byte offsets,
 coordinates). Python ints mix in as constants of the same type. Division and remainder are
-*unsigned* (``arith.divui``/``remui``), as every index in our kernels is non-negative; ``min`` is
-``arith.minui``. Comparisons return i1 ``Value``s usable as ``if_`` conditions. Every op carries the
-author's location (``location.here``).
+*unsigned* (``arith.divui``/``remui``), as every index in our kernels is non-negative; ``min`` and
+``max`` are ``arith.minui`` and ``arith.maxui``. Comparisons return i1 ``Value``s usable as ``if_``
+conditions. Every op carries the author's location (``location.here``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def raw(x) -> ir.Value:
 
 
 class Value:
-    """An integer SSA value with ``+ - * // %``, ``min``, ``==``/``!=``/``<`` and ``<`` (unsigned)."""
+    """An integer SSA value with ``+ - * // %``, ``min``, ``max``, ``==``/``!=``/``<`` and ``<`` (unsigned)."""
 
     __slots__ = ("value",)
 
@@ -55,6 +55,9 @@ class Value:
 
     def min(self, other) -> Value:
         return self._with(other, arith.minui)
+
+    def max(self, other) -> Value:
+        return self._with(other, arith.maxui)
 
     def _cmp(self, other, predicate) -> Value:
         return self._with(other, lambda a, b, loc: arith.cmpi(predicate, a, b, loc=loc))

@@ -35,6 +35,10 @@ TILE_SWEEP = {"bf16": {64: ((2, 96), (2, 128), (2, 176), (2, 256), (3, 128), (3,
 # the persistent kernels bench/attention.py --block-n P,P3x0 times, by dtype and head dim: their num_q (default keys)
 PERSISTENT_SWEEP = {"bf16": {64: (2, 3), 96: (2,), 128: (2,)}, "fp16": {64: (2, 3), 128: (2,)},
                     "fp8_e4m3": {64: (2, 3), 128: (2,)}}
+# the op's causal tiles (num_q, block_n) bench/attention.py --block-n H,H2x128,H3x0 times in each head's order
+# (AttentionConfig.causal_order "heads"), by dtype and head dim
+HEADS_ORDER_SWEEP = {"bf16": {64: ((2, 0), (2, 128)), 128: ((2, 0),), 256: ((2, 0),)},
+                     "fp8_e4m3": {64: ((3, 0),), 128: ((2, 0),), 256: ((2, 0),)}}
 MLA_TILE_HEADS = (2, 8, 16, 64)  # the op's tile_heads for test_mla_gpu.py's heads 2, 8, 16, 128
 MLA_SWEEP = ((32, 2), (32, 3), (16, 4), (16, 8))  # (block_n, stages) bench/mla.py --sweep times beside the default
 # test_kvcache_gpu.py's page sizes (PAGE_SIZES; its non-paged caches run as pages of 256: kvcache.CACHE_PAGES)
@@ -139,6 +143,11 @@ def keys() -> list[ArtifactKey]:
             exp2_emulation=default_exp2_emulation("sm_90a", dt, d)))
                    for dt, dims in PERSISTENT_SWEEP.items() for d, nqs in dims.items() for nq in nqs
                    for c in (False, True)]
+    if "--bench" in sys.argv:  # the causal tiles in each head's order (bench/attention.py --block-n H,H2x128,H3x0)
+        wanted += [ArtifactKey.for_config("attention", AttentionConfig(
+            target="sm_90a", dtype=dt, head_dim=d, causal=True, num_q=nq, block_n=bn, causal_order="heads",
+            exp2_emulation=default_exp2_emulation("sm_90a", dt, d)))
+                   for dt, tiles in HEADS_ORDER_SWEEP.items() for d, pairs in tiles.items() for nq, bn in pairs]
     if "--bench" in sys.argv:  # the fp8 exp2 emulation counts bench/attention.py --dtype fp8 --exp2-emulation times
         wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d,
                                                                        causal=c, exp2_emulation=e,

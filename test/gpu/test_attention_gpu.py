@@ -131,10 +131,13 @@ def _run_poisoned(backend, config, b, sq, sk, h, hk, d, write_lse: bool):
 
 def test_every_output_element_is_written(backend):
     """Through the runtime with a NaN-poisoned O: the kernel overwrites all of it, ragged query tiles
-    included, and nothing past it (a guard position after Sq stays poisoned); no LSE when not asked."""
+    included, and nothing past it (a guard position after Sq stays poisoned); no LSE when not asked.
+    Causal with 32 query tiles a head or more: the heads in several sections (``causal_order``; head dim 128,
+    8 heads a section at 32 tiles: 8 + 2 heads across the batch), and head dim 64 there (each head in turn)."""
     for b, sq, sk, h, d, causal in backend.pick([(2, 77, 300, 3, 128, False), (1, 1000, 129, 2, 64, True),
                                                  (1, 200, 1000, 2, 256, True), (2, 77, 300, 3, 512, False),
-                                                 (1, 200, 1000, 2, 512, True)], [(2, 77, 130, 2, 128, False)]):
+                                                 (1, 200, 1000, 2, 512, True), (2, 4096, 4096, 5, 128, True),
+                                                 (1, 4200, 4200, 9, 64, True)], [(2, 77, 130, 2, 128, False)]):
         config = AttentionConfig(target=backend.target, head_dim=d, causal=causal)
         lse = _run_poisoned(backend, config, b, sq, sk, h, h, d, write_lse=False)
         assert np.isnan(lse).all(), f"{backend}: {config.describe()}: write_lse = 0 but the LSE was written"

@@ -17,6 +17,7 @@ import ci_sample
 from fa4_mlir.configs.attention import SM90_KV_TILE, AttentionConfig
 from fa4_mlir.errors import ConfigError, LaunchError
 from fa4_mlir.kernels import attention
+from fa4_mlir.kernels.attention.hopper import section_order
 from fa4_mlir.layouts import hopper_attention_layout, kernel_layout
 
 SUPPORTED = [dict(dtype=dt, head_dim=hd, causal=ca)
@@ -165,9 +166,35 @@ def test_gqa_arguments_and_their_errors():
 
 def test_causal_ctas_take_the_longest_rows_first():
     causal = attention.build(AttentionConfig(target="sm_90a", causal=True)).mlir
+    heads = attention.build(AttentionConfig(target="sm_90a", causal=True, causal_order="heads")).mlir
     plain = attention.build(AttentionConfig(target="sm_90a")).mlir
-    assert "%qt = arith.subi %qlast, %qx" in causal and "nctaid.x" not in plain
-    assert "%kv_end = arith.minsi %seq_k, %q_end" in causal
+    assert "%qt = arith.subi %qlast, %qx" in heads and "nctaid.x" not in plain
+    # sections: the CTA's linear slot in the grid; two waves of 132 CTAs over the query tiles, at most 8 heads
+    # (a power of two by selects), from 32 query tiles a head (else one head a section)
+    assert re.search(r"%slot = arith.addi %\w+, %\w+", causal) and "%qlast" not in causal
+    assert re.search(r"arith.divui %c264_i32, %nqx .*\n.*\n.*arith.minui %\w+, %c8_i32 ", causal)
+    assert len(re.findall(r"arith.select %\w+, %c[248]_i32_\d+, ", causal)) == 3
+    assert re.search(r"arith.cmpi uge, %nqx, %c32_i32 ", causal)
+    assert re.search(r"%section = arith.minui %\w+, %hb", causal)
+    for mlir in (causal, heads):
+        assert "%kv_end = arith.minsi %seq_k, %q_end" in mlir
+    # head dim 64 keeps each head's order (SM90_SECTION_MIN_HEAD_DIM)
+    d64 = attention.build(AttentionConfig(target="sm_90a", head_dim=64, causal=True)).mlir
+    assert "%qt = arith.subi %qlast, %qx" in d64 and "%section" not in d64
+
+
+@pytest.mark.parametrize("q_tiles, heads_batch, section", [(1, 1, 1), (5, 7, 3), (8, 12, 12), (3, 10, 4), (9, 4, 1)])
+def test_causal_sections_take_every_tile_once_longest_first(q_tiles, heads_batch, section):
+    """``section_order``, the code the kernel builds its slot's tile with (here on ints): a bijection of the
+    slots onto the (query tile, head) pairs, sections of ``section`` heads in turn (a shorter last one), and
+    within a section no tile before a longer one."""
+    tiles = [section_order(slot, q_tiles, heads_batch, section) for slot in range(q_tiles * heads_batch)]
+    assert sorted(tiles) == [(qt, hb) for qt in range(q_tiles) for hb in range(heads_batch)]
+    sections = [hb // section for _, hb in tiles]
+    assert sections == sorted(sections)
+    for sec in set(sections):
+        levels = [qt for (qt, _), s in zip(tiles, sections) if s == sec]
+        assert levels == sorted(levels, reverse=True)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -188,6 +215,11 @@ def test_causal_ctas_take_the_longest_rows_first():
     (dict(block_n=272), r"AttentionConfig.block_n must be 0 .* got 272"),
     (dict(head_dim=512, block_n=16), r"AttentionConfig.block_n must be 0 \(the head dim's default\) or a multiple "
                                      r"of 16 in \[32, 256\] on sm_90a, got 16"),
+    (dict(causal_order="heads"), r"AttentionConfig.causal_order must be 'sections' \(the longest rows first across "
+                                 r"the heads of each section\), or 'heads' \(each head's rows in turn\) for a causal "
+                                 r"sm_90a kernel that is not persistent, paged or varlen, got 'heads'"),
+    (dict(causal_order="heads", causal=True, persistent=True), r"AttentionConfig.causal_order must be .*, got 'heads'"),
+    (dict(causal_order="rows", causal=True), r"AttentionConfig.causal_order must be .*, got 'rows'"),
 ])
 def test_config_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):

@@ -12,7 +12,9 @@ GEMMs with pingpong warpgroups (replacing four cooperative bench variants; the m
 ``pingpong`` in every GEMM's, the PTX of the others unchanged). The seven sm_90a GEMMs in 2x1 clusters
 (``cluster_m``) were added with their first PTX, replacing four pingpong bench variants; every GEMM's
 manifest config names ``cluster_m``, and the five sm_100a CTA-pair GEMMs were fingerprinted again for
-their remote arrivals' CTA-scope release and the MMA warp's wait for the last accumulator releases."""
+their remote arrivals' CTA-scope release and the MMA warp's wait for the last accumulator releases. The 47
+causal sm_90a one-tile attention configurations of head dim 96 and up were fingerprinted again for their tiles
+in sections (``AttentionConfig.causal_order``, ``hopper.section_order``); every other PTX is unchanged."""
 
 from __future__ import annotations
 

@@ -17,13 +17,14 @@ at 32, the MMA turns going round the three):
   and per tile K_{j+1} ahead of V_j, through two-stage K and V rings whose consumer barriers count
   the 8 consumer warps (lane 0 of each, once its wgmma group retired).
 
-Keys at or past a row's limit (``seq_k``; causal: the row's own position + 1, FA's top-left
-diagonal) are masked to -inf, only in tiles that reach the limit. Causal CTAs stop at their last
-row's tile. The epilogue divides by the row sum, writes O as 16-bit pairs over the warpgroup's dead
-Q rows (128B swizzle) and TMA-stores them (the store clips rows past ``seq_q``); the LSE is written
-per row when asked. GQA: the CTA of head ``h`` reads K/V head ``h / group``, the group a launch argument
-(the i32 ``group`` parameter; one kernel for every group, ``AttentionConfig.runtime_group``): a CTA holds one
-head whatever the group, so only that division depends on it.
+Keys at or past a row's limit (``seq_k``; causal: the row's own position + 1, FA's top-left diagonal) are
+masked to -inf, only in tiles that reach the limit. Causal CTAs stop at their last row's tile, and take the
+tiles longest first across the heads of sections (``section_order``). The epilogue divides by the row
+sum, writes O as 16-bit pairs over the warpgroup's dead Q rows (128B swizzle) and TMA-stores them (the store
+clips rows past ``seq_q``); the LSE is written per row when asked. GQA: the CTA of head ``h`` reads K/V head
+``h / group``, the group a launch argument (the i32 ``group`` parameter; one kernel for every group,
+``AttentionConfig.runtime_group``): a CTA holds one head whatever the group, so only that division depends on
+it.
 
 Head dims 96 and 192: 192 is three 64-column blocks (112 keys a tile: the most that fit); 96 is computed
 as 128 (``HopperTile.head_dim`` is the padded dim), TMA zero-filling Q's and K's and V's columns past
@@ -101,7 +102,8 @@ from __future__ import annotations
 import contextlib
 import types
 
-from fa4_mlir.configs.attention import AttentionConfig
+from fa4_mlir.configs.attention import (SM90_SECTION_MIN_HEAD_DIM, SM90_SECTION_MIN_TILES, SM90_SMS,
+                                        AttentionConfig)
 from fa4_mlir.kernels.attention.abi import CONFIG_FIELDS, declare
 from fa4_mlir.kernels.attention.dims import BLOCK
 from fa4_mlir.kernels.source import KernelSource, TensorMapSpec
@@ -267,7 +269,12 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     i32 = dsl.i32()
     if c.split_kv:  # x = query tile * num_splits + split (the split and its keys: ``hopper_varlen.set_tile``)
         qt = name(dsl.ctaid("x") // arg.num_splits, "qt")
-    elif c.causal:  # the longest rows first: the last wave holds the short ones
+    elif c.causal and c.causal_order == "sections" and not c.serving and t.head_dim >= SM90_SECTION_MIN_HEAD_DIM:
+        # ``_causal_sections``
+        qt, head, bz = _causal_sections(dsl, g)
+        _set_tile(dsl, g, qt, head, bz)
+        return g
+    elif c.causal:  # each head's longest rows first: the last wave holds the short ones
         qx = name(dsl.ctaid("x"), "qx")
         qlast = name(dsl.Value(dsl.nvvm.read_ptx_sreg_nctaid_x(i32)).named("nqx") - 1, "qlast")
         qt = name(qlast - qx, "qt")
@@ -275,6 +282,58 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         qt = name(dsl.ctaid("x"), "qt")
     _set_tile(dsl, g, qt, name(dsl.ctaid("y"), "head"), name(dsl.ctaid("z"), "bz"))
     return g
+
+
+def section_order(slot, q_tiles, heads_batch, section, minimum=min):
+    """(query tile, head-and-batch index ``head + H b``) of the causal tile the ``slot``-th CTA of the launch
+    takes (``causal_order="sections"``): the heads go in sections of ``section`` (the last one may be
+    shorter), and within a section the longest rows come first across its heads, level by level (query tile
+    ``q_tiles - 1`` of every head of the section, then ``q_tiles - 2``, ...). The CTAs start in launch order,
+    so this is the longest processing time first within a section; a section of one head is each head's
+    tiles in turn. Takes ints or ``dsl.Value``s (``minimum``: ``min`` or ``Value.min``); a bijection of
+    ``[0, q_tiles * heads_batch)`` (test_attention_hopper)."""
+    per_section = q_tiles * section
+    sec = slot // per_section
+    rest = slot - sec * per_section
+    first = sec * section
+    heads = minimum(heads_batch - first, section)  # the last section's heads
+    level = rest // heads
+    return q_tiles - 1 - level, first + rest - level * heads
+
+
+def _causal_sections(dsl, g):
+    """(query tile, head, batch) of this CTA in ``section_order``: its slot is its linear index in the grid
+    (q_tiles, H, B), launch order. A section is the fewest heads (a power of two) whose tiles make two waves of
+    CTAs (``SM90_SMS``), so that the causal tiles end on short ones: each head's tiles in turn leaves the last
+    head's longest rows to start late. That only where a head has ``SM90_SECTION_MIN_TILES`` query tiles or
+    more; below, a section is one head (each head's tiles in turn): a head's few CTAs, adjacent in launch
+    order, run at once and share their K/V reads, which interleaving the heads undoes. Head dims below
+    ``SM90_SECTION_MIN_HEAD_DIM`` keep each head's order (``_prologue``). H100, bf16, three runs (docs/PERF.md):
+    +2..8% at 4k rows of head dims 128 and 256, within the runs' spread (up to 8%) at 16k, -1..7% at head dim
+    64 and at 512-1k rows had sections been used there; sections as large as L2 holds the K/V of
+    (FlashAttention's) were slower at 1k and at 16k."""
+    from fa4_mlir.dsl.names import name
+
+    i32 = dsl.i32()
+    q_tiles = name(dsl.Value(dsl.nvvm.read_ptx_sreg_nctaid_x(i32)), "nqx")
+    heads = dsl.Value(dsl.nvvm.read_ptx_sreg_nctaid_y(i32))
+    heads_batch = name(heads * dsl.Value(dsl.nvvm.read_ptx_sreg_nctaid_z(i32)), "hb")
+    slot = name(dsl.ctaid("x") + q_tiles * (dsl.ctaid("y") + heads * dsl.ctaid("z")), "slot")
+    most = 2 * SM90_SMS // SM90_SECTION_MIN_TILES  # the largest section: two waves of the fewest tiles
+    waves = _pow2_floor(dsl, (dsl.Value(2 * SM90_SMS) // q_tiles).min(most).max(1), most)
+    many = q_tiles >= SM90_SECTION_MIN_TILES
+    section = name(dsl.Value(dsl.arith.select(many.value, waves.value, dsl.Value(1).value)).min(heads_batch),
+                   "section")
+    qt, hb = section_order(slot, q_tiles, heads_batch, section, minimum=lambda a, b: a.min(b))
+    return name(qt, "qt"), name(hb % heads, "head"), name(hb // heads, "bz")
+
+
+def _pow2_floor(dsl, value, most: int):
+    """The largest power of two <= ``value`` (a Value in [1, ``most``])."""
+    out = dsl.Value(1)
+    for bit in range(1, most.bit_length()):
+        out = dsl.Value(dsl.arith.select((value >= (1 << bit)).value, dsl.Value(1 << bit).value, out.value))
+    return out
 
 
 def _place(dsl, g, tile) -> None:
