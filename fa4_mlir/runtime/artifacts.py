@@ -211,6 +211,10 @@ def fetch(key: ArtifactKey) -> Artifact:
     done = subprocess.run([sys.executable, "-m", "fa4_mlir.tools.fa4_compile", *command[1:]],
                           capture_output=True, text=True)
     found = lookup(key) if done.returncode == 0 else None
+    if found is None and done.returncode == 0:  # the compiler that ran is not the one this key was made with
+        raise ArtifactError(f"compiling kernel '{key.kernel}' for {key.target} succeeded but left no artifact "
+                            f"{key.path.name} in {key.path.parent}: fa4_mlir's compiler sources changed since "
+                            f"this process computed the key (its compiler fingerprint); rerun the process")
     if found is None:
         raise ArtifactError(f"compiling kernel '{key.kernel}' for {key.target} failed; rerun "
                             f"`{shlex.join(command)}` to see why:\n{done.stderr.strip()}")

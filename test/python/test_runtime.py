@@ -151,6 +151,18 @@ def test_a_failing_compile_on_first_use_reports_the_command(tmp_path, cache):
         artifacts.fetch(artifacts.ArtifactKey.for_file(bad, "sm_90a"))
 
 
+def test_a_compile_that_leaves_another_fingerprint_says_the_sources_changed(tmp_path, cache, monkeypatch):
+    """The compile succeeds but writes its artifact under another compiler fingerprint (the sources were
+    edited after this process made the key): the error says that, not an empty "failed"."""
+    key = artifacts.ArtifactKey.for_file(BROKEN, "sm_90a")
+    monkeypatch.setattr(artifacts.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "", ""))
+    with pytest.raises(ArtifactError, match=r"compiling kernel 'broken_barrier' for sm_90a succeeded but left no "
+                                            r"artifact broken_barrier-sm_90a-\w+ in .*: fa4_mlir's compiler sources "
+                                            r"changed since this process computed the key \(its compiler "
+                                            r"fingerprint\); rerun the process"):
+        artifacts.fetch(key)
+
+
 def test_debug_artifacts_record_their_limit(cache):
     key = artifacts.ArtifactKey.for_file(BROKEN, "sm_90a", 100)
     artifact = artifacts.fetch(key)
