@@ -45,7 +45,8 @@ SM90_LAZY_RESCALE = {"bf16": (256, 512), "fp16": (256, 512), "fp8_e4m3": (128,)}
 SM90_KV_STAGES = 2
 SM90_SMS = 132  # the SMs of an H100 SXM: CTAs of the one-tile kernels at work at once
 # causal sections (``hopper.section_order``) from this many query tiles a head: below, each head's tiles in turn
-# (bench/attention.py --block-n H, docs/PERF.md: sections +4..8% from 4k rows, -2..7% at 512-1k)
+# (bench/attention.py --block-n H, docs/PERF.md: sections +2..8% at 4k rows, -4..17% at 512-1k in the runs that
+# used them there)
 SM90_SECTION_MIN_TILES = 32
 SM90_SECTION_MIN_HEAD_DIM = 128  # and from this (padded) head dim: at 64, sections were 0.5-7% slower at 4k-16k
 CAUSAL_ORDERS = ("sections", "heads")  # ``AttentionConfig.causal_order``

@@ -195,6 +195,8 @@ def test_causal_sections_take_every_tile_once_longest_first(q_tiles, heads_batch
     for sec in set(sections):
         levels = [qt for (qt, _), s in zip(tiles, sections) if s == sec]
         assert levels == sorted(levels, reverse=True)
+    if section == 1:  # each head's tiles in turn, longest first: the "heads" order
+        assert tiles == [(q_tiles - 1 - x, hb) for hb in range(heads_batch) for x in range(q_tiles)]
 
 
 @pytest.mark.parametrize("kwargs, message", [

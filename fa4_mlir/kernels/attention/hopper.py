@@ -270,7 +270,6 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     if c.split_kv:  # x = query tile * num_splits + split (the split and its keys: ``hopper_varlen.set_tile``)
         qt = name(dsl.ctaid("x") // arg.num_splits, "qt")
     elif c.causal and c.causal_order == "sections" and not c.serving and t.head_dim >= SM90_SECTION_MIN_HEAD_DIM:
-        # ``_causal_sections``
         qt, head, bz = _causal_sections(dsl, g)
         _set_tile(dsl, g, qt, head, bz)
         return g
