@@ -17,9 +17,8 @@ SDPA first. ``--dtype fp16`` runs the same in fp16.
 ``--block-n`` also times the sm_90a kernel with other tiles, each ``BN`` (keys per K/V tile,
 ``AttentionConfig.block_n``) or ``NQxBN`` (``num_q`` consumer warpgroups of 64 rows; BN 0: the default),
 either prefixed ``P`` for the persistent kernel (``AttentionConfig.persistent``; ``P`` alone: the default
-tile) or ``H`` / ``W`` for the causal tiles in another order (``AttentionConfig.causal_order`` "heads": each
-head's in turn, the order before the L2 sections; "waves": sections of at most two waves of CTAs; alone: the
-default tile, causal rows only); their artifacts come from
+tile) or ``H`` for the causal tiles in each head's order (``AttentionConfig.causal_order="heads"``, the
+order before the sections; ``H`` alone: the default tile, causal rows only); their artifacts come from
 ``test/gpu/build_artifacts.py --bench``. With ``--dtype fp8``,
 ``--exp2-emulation 0,8`` times those ``AttentionConfig.exp2_emulation`` counts (columns ``fp8_ex<n>``).
 
@@ -70,18 +69,18 @@ def peers(d: int):
     return out
 
 
-ORDERS = {"H": "heads", "W": "waves"}  # --block-n prefixes: AttentionConfig.causal_order
+ORDERS = {"H": "heads"}  # --block-n prefixes: AttentionConfig.causal_order
 
 
 def parse_tiles(text: str) -> list[tuple[int, int, bool, str]]:
     """``--block-n`` entries: ``BN`` (keys per tile, two consumer warpgroups), ``NQxBN`` (``num_q``
     consumer warpgroups of 64 rows; BN 0: the head dim's default), either prefixed with ``P`` for the
-    persistent kernel or with ``H`` / ``W`` for a causal order (``ORDERS``; alone: the default tile), as
+    persistent kernel or with ``H`` for a causal order (``ORDERS``; alone: the default tile), as
     (num_q, block_n, persistent, causal order or "") tuples."""
     tiles = []
     for entry in filter(None, text.split(",")):
         persistent, order = entry.startswith("P"), ORDERS.get(entry[:1], "")
-        nq, _, bn = entry.lstrip("PHW").rpartition("x")
+        nq, _, bn = entry.lstrip("P" + "".join(ORDERS)).rpartition("x")
         tiles.append((int(nq or 2), int(bn or 0), persistent, order))
     return tiles
 
@@ -110,7 +109,7 @@ def load_variant(**fields):
         return None
 
 
-def variant(d: int, causal: bool, tile: tuple[int, int, bool, bool], dtype: str = "bf16"):
+def variant(d: int, causal: bool, tile: tuple[int, int, bool, str], dtype: str = "bf16"):
     """fn(q, k, v) running the 16-bit kernel with ``tile`` (``parse_tiles``); None where ``load_variant``
     finds none."""
     found = load_variant(dtype=dtype, head_dim=d, causal=causal, **tile_fields(tile)) \
@@ -189,7 +188,7 @@ def _quantize(t: torch.Tensor, dim=None):
     return (t.float() / div).to(torch.float8_e4m3fn), scale
 
 
-def fp8_variant(d: int, causal: bool, tile: tuple[int, int, bool, bool], softmax_scale: float, v_scale: float,
+def fp8_variant(d: int, causal: bool, tile: tuple[int, int, bool, str], softmax_scale: float, v_scale: float,
                 exp2_emulation: int = -1):
     """fn(q8, k8, v8) running the fp8 kernel (tensor-wise scales) with ``tile`` (``parse_tiles``) and
     ``exp2_emulation`` exponentials per 32 by polynomial (-1: the op's default), V^T made per call as the
@@ -307,8 +306,8 @@ def main() -> int:
     parser.add_argument("--json")
     parser.add_argument("--block-n", default="",
                         help="also time these sm_90a tiles: BN (keys per tile) or NQxBN (num_q consumer warpgroups, "
-                             "0: the default keys), either prefixed P (persistent) or H / W (causal orders heads / "
-                             "waves), comma-separated")
+                             "0: the default keys), either prefixed P (persistent) or H (causal, each head's order), "
+                             "comma-separated")
     parser.add_argument("--shapes", default="fa3", help="row sets, comma-separated: fa3 (--head-dims x --seqlens), "
                                                         "gqa (64/8 heads, d128, 8k and 16k), short (B32 S512 d128)")
     parser.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default="bf16",
