@@ -2,7 +2,8 @@
 
 // A chain of two wgmma: one fence before the first; K-major descriptors (128B swizzle: SBO 1024 B,
 // layout 1 -> 4611686293305360384; 64B: SBO 512 B, layout 2 -> bit 63 set); the second K step starts
-// 32 bytes in; accumulate 0 is scale-d zero. Commit and wait close the group.
+// 32 bytes in: its descriptors are the first's plus 2 (16-byte units), no address of their own;
+// accumulate 0 is scale-d zero. Commit and wait close the group.
 // CHECK-LABEL: func.func @wgmma
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK: %[[A0:.*]] = arith.constant 4611686293305360384 : i64
@@ -12,9 +13,14 @@
 // CHECK-NEXT: %[[DB:.*]] = arith.ori %{{.*}}, %[[B0]] : i64
 // CHECK-NEXT: %[[R0:.*]] = nvvm.wgmma.mma_async %[[DA]], %[[DB]], %{{.*}}, <m = 64, n = 8, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>] : !llvm.struct<(f32, f32, f32, f32)> -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK-NOT: nvvm.wgmma.fence.aligned
-// CHECK: llvm.getelementptr %{{.*}}[32]
-// CHECK: llvm.getelementptr %{{.*}}[8224]
-// CHECK: %[[R1:.*]] = nvvm.wgmma.mma_async %{{.*}}, %{{.*}}, %[[R0]], <m = 64, n = 8, k = 16>, D[<f32>, <one>]
+// CHECK-NOT: llvm.getelementptr %{{.*}}[32]
+// CHECK: %[[A2:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[DA1:.*]] = arith.addi %{{.*}}, %[[A2]] : i64
+// CHECK-NOT: llvm.getelementptr %{{.*}}[8224]
+// CHECK: llvm.getelementptr %{{.*}}[8192]
+// CHECK: %[[B2:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[DB1:.*]] = arith.addi %{{.*}}, %[[B2]] : i64
+// CHECK-NEXT: %[[R1:.*]] = nvvm.wgmma.mma_async %[[DA1]], %[[DB1]], %[[R0]], <m = 64, n = 8, k = 16>, D[<f32>, <one>]
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-NEXT: call @use(%[[R1]])
@@ -62,9 +68,10 @@ func.func @mn_major(%acc: !llvm.struct<(f32, f32, f32, f32)>) -> !llvm.struct<(f
 // CHECK: %[[A0:.*]] = llvm.extractelement %arg1[%{{.*}} : i32] : vector<4xi32>
 // CHECK: %[[R0:.*]] = llvm.inline_asm has_side_effects "{\0A.reg .pred p;\0Asetp.ne.b32 p, 1, 0;\0Awgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {$0, $1, $2, $3}, {$8, $9, $10, $11}, $12, p, 1, 1, 1;\0A}", "=f,=f,=f,=f,0,1,2,3,r,r,r,r,l" %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[A0]], %{{.*}}, %{{.*}}, %{{.*}}, %[[DB]] : (f32, f32, f32, f32, i32, i32, i32, i32, i64) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK-NOT: nvvm.wgmma.fence.aligned
-// CHECK: llvm.getelementptr %{{.*}}[2048]
+// CHECK: %[[V128:.*]] = arith.constant 128 : i64
+// CHECK-NEXT: %[[DB1:.*]] = arith.addi %{{.*}}, %[[V128]] : i64
 // CHECK: llvm.extractvalue %[[R0]][0]
-// CHECK: %[[R1:.*]] = llvm.inline_asm has_side_effects "{\0A.reg .pred p;\0Asetp.ne.b32 p, 0, 0;
+// CHECK: %[[R1:.*]] = llvm.inline_asm has_side_effects "{\0A.reg .pred p;\0Asetp.ne.b32 p, 0, 0;{{.*}}, %[[DB1]] : (f32
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-NEXT: %[[F0:.*]] = llvm.extractvalue %[[R1]][0]
