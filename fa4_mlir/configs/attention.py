@@ -56,8 +56,10 @@ SM90_NUM_Q_HEAD_DIMS = {2: (64, 96, 128, 192, 256, 512), 3: (64,)}
 SM90_NUM_Q3_MAX_BN = 128  # num_q 3: the most keys per tile whose S fits (ptxas spills at 144 and up), the default
 # the num_q the torch op (and the artifacts built for it) use per (dtype, head dim, causal), the faster in
 # bench/attention.py --block-n 3x128 (docs/PERF.md, H100: fp8 +2..7%; 16-bit non-causal +4..9% at 1k and 4k,
-# -1..2% at 16k; 16-bit causal -6% at 1k, so 2 there); absent: 2
+# -1..2% at 16k; 16-bit causal, with one wgmma descriptor an operand: +12% at 4k, +3% at 16k, -8% at 1k, where
+# SM90_SHORT_TILE takes over); absent: 2
 SM90_NUM_Q: dict[tuple[str, int, bool], int] = {("bf16", 64, False): 3, ("fp16", 64, False): 3,
+                                                ("bf16", 64, True): 3, ("fp16", 64, True): 3,
                                                 ("fp8_e4m3", 64, False): 3, ("fp8_e4m3", 64, True): 3}
 # sm_90a tiles (num_q, block_n) the torch op takes instead for at most SM90_SHORT_KEYS keys, per (dtype, head dim,
 # causal): the faster in bench/attention.py --seqlens 1024,2048,4096,8192 --block-n 128 (docs/PERF.md, H100: d64

@@ -57,12 +57,13 @@ def test_attention_sm100a_in_the_emulator_matches_float64(seed):
 
 def test_sm90a_attention_takes_the_short_tile_and_matches_float64(monkeypatch):
     """sm_90a head dim 64 causal, at most SM90_SHORT_KEYS keys: the op runs 128 keys a tile (its short tile,
-    ``default_tile``), 192 from 4k keys; the short tile's numbers against float64."""
+    ``default_tile``), from 4k keys 192 rows of 128 keys (three consumer warpgroups); the short tile's numbers
+    against float64."""
     from fa4_mlir.configs.attention import SM90_SHORT_KEYS, default_tile
     from fa4_mlir.torch import attention
 
     assert default_tile("sm_90a", "bf16", 64, True, SM90_SHORT_KEYS) == (2, 128)
-    assert default_tile("sm_90a", "bf16", 64, True, SM90_SHORT_KEYS + 1) == (2, 0)  # 192 keys, the head dim's
+    assert default_tile("sm_90a", "bf16", 64, True, SM90_SHORT_KEYS + 1) == (3, 0)  # num_q 3's 128 keys
     assert default_tile("sm_90a", "bf16", 64, False, 1000) == (3, 0)  # non-causal: 192 rows at every length
     assert default_tile("sm_100a", "bf16", 64, True, 1000) == (2, 0)
     real, loaded = attention.launch, []
