@@ -155,13 +155,14 @@ class KernelLowering:
         computes it where the MMA is (an opaque move), so LLVM does not hoist one live 64-bit
         descriptor per MMA out of a loop: a single-thread MMA warp runs on few registers.
 
-        Unpinned, a descriptor at a constant ``offset`` (a multiple of 16) from the value is the value's
-        own descriptor plus ``offset / 16``: the MMAs of one operand (a K loop's steps) share one
-        computed descriptor and each adds a constant, one 64-bit add, as CUTLASS's descriptor iterator
-        does. The sum stays inside the 14-bit start field because the operand lies in the CTA's shared
-        memory (under 2^18 bytes), so it equals the descriptor computed from the offset address."""
+        Unpinned, a descriptor at a constant ``offset`` from the value (a multiple of 16: the MMA ops
+        verify it) is the value's own descriptor plus ``offset / 16``: the MMAs of one operand (a K
+        loop's steps) share one computed descriptor and each adds a constant, one 64-bit add, as
+        CUTLASS's descriptor iterator does. The sum stays inside the 14-bit start field because the
+        operand lies in the CTA's shared memory (under 2^18 bytes), so it equals the descriptor computed
+        from the offset address."""
         i64 = ir.IntegerType.get_signless(64)
-        if not pinned and offset and offset % 16 == 0:
+        if not pinned and offset:
             base = self.matrix_descriptor(value, 0, user, constant_bits)
             return arith.addi(base, self.const(offset >> 4, 64))
         address = llvm.ptrtoint(i64, self.smem_address(value, offset, user=user))
