@@ -220,7 +220,8 @@ def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, 
     ref = flash_attention(q, k, v, causal=causal)
     cases = {"bf16": lambda: flash_attention(q, k, v, causal=causal),
              "fp8": lambda: flash_attention(q8, k8, v8, causal=causal, q_scale=qs, k_scale=ks, v_scale=vs),
-             "v_transpose": lambda: v_transposed(v8)}
+             "v_transpose": lambda: v_transposed(v8, AttentionConfig(target="sm_90a", dtype="fp8_e4m3",
+                                                                      head_dim=d).hopper.sum_rows)}
     outs = {"fp8": cases["fp8"]()}
     if token_scales:  # per-token scales: amax over D of each (batch, position, head), as (B, H, S)
         (qt8, qts), (kt8, kts) = _quantize(q, dim=-1), _quantize(k, dim=-1)

@@ -296,12 +296,13 @@ def hopper_attention_layout(c: AttentionConfig) -> Layout:
     c.validate()
     t = c.hopper
     barriers = hopper_attention_barriers(c)
-    if t.fp8 or t.persistent:  # fp8: rows of min(128, D) bytes, V^T blocks of 64 or 128 keys, scale buffers; O its own
+    # fp8: rows of min(128, D) bytes, V^T blocks of 64 or 128 keys (and the rows of ones), scale buffers; O its own
+    if t.fp8 or t.persistent:
         row, vrow = t.row_bytes, t.v_row_bytes
         regions = [SmemRegion("q", t.q_bytes, TILE_ALIGN, f"{row}B"),
                    SmemRegion("o", t.o_bytes, TILE_ALIGN, "128B"),
                    SmemRegion("k", t.stages * t.kv_stage_bytes, TILE_ALIGN, f"{row}B"),
-                   SmemRegion("v", t.stages * t.kv_stage_bytes, TILE_ALIGN, f"{vrow}B")]
+                   SmemRegion("v", t.stages * t.v_stage_bytes, TILE_ALIGN, f"{vrow}B")]
         if t.token_scales:
             regions += [SmemRegion("q_scale", t.q_scale_bytes, 128), SmemRegion("k_scale", t.stages * t.k_scale_bytes, 128)]
     else:

@@ -270,15 +270,33 @@ def dequantize(x_bits: np.ndarray, scale) -> np.ndarray:
     return values * np.asarray(scale, np.float64).transpose(0, 2, 1)[..., None]
 
 
-def attention_fp8_yardstick(q, k, v, causal: bool, scale: float, p_bias: float) -> np.ndarray:
+def attention_fp8_yardstick(q, k, v, causal: bool, scale: float, p_bias: float,
+                            rounded_sums: bool = False) -> np.ndarray:
     """fp8 attention at the kernel's precision (bf16 bits) from the dequantized float64 q, k, v: P =
     exp(S - max) * 2^p_bias rounded to e4m3 before P @ V (the kernel's exp2 bias keeps P out of e4m3's
-    subnormals), the row sums from the unrounded P, the output rounded to bf16 once."""
+    subnormals), the row sums from the unrounded P (``rounded_sums``: from the rounded P, as a kernel whose
+    tensor core sums the P it multiplies: the sm_90a one at head dims 64 and 128), the output rounded to bf16
+    once."""
     _, p, l = _softmax_parts(q, k, causal, scale)
     bias = 2.0 ** p_bias
     p_low = round_e4m3(p * bias)
-    out = (p_low @ _heads_first(v, q.shape[2])) / (l * bias)
+    sums = p_low.sum(axis=-1, keepdims=True) if rounded_sums else l * bias
+    out = (p_low @ _heads_first(v, q.shape[2])) / sums
     return round_to(out.transpose(0, 2, 1, 3), "bf16")
+
+
+def attention_fp8_lse_yardstick(q, k, causal: bool, scale: float, p_bias: float) -> np.ndarray:
+    """The log-sum-exp of a kernel whose row sums are of the e4m3-rounded P (``attention_fp8_yardstick``'s
+    ``rounded_sums``): max + log(sum(round_e4m3(P * 2^p_bias)) / 2^p_bias), in float64, (B, H, Sq)."""
+    m, p, _ = _softmax_parts(q, k, causal, scale)
+    bias = 2.0 ** p_bias
+    return (np.log(round_e4m3(p * bias).sum(axis=-1, keepdims=True) / bias) + m)[..., 0]
+
+
+def fp8_lse_limit(ref_lse: np.ndarray, yard_lse: np.ndarray) -> float:
+    """The largest LSE error that passes for a kernel whose sums are of the rounded P: twice the rounding's
+    own error (``attention_fp8_lse_yardstick`` against the float64 LSE) plus ``lse_tolerance``."""
+    return 2 * float(np.abs(yard_lse - ref_lse).max(initial=0.0)) + lse_tolerance(ref_lse)
 
 
 # -- multi-head latent attention (absorbed) ---------------------------------------------------------------

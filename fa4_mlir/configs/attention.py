@@ -38,6 +38,15 @@ SM90_FP8_KV_TILE = {64: 256, 128: 192, 256: 128}
 # bench/attention.py --dtype fp8 --exp2-emulation (docs/PERF.md: d64 +4..9% with 2; at 128 and 256 no count
 # beat 0 by more than the run's noise); absent: 0
 SM90_FP8_EXP2_EMULATION = {64: 2}
+# fp8_e4m3: how the tensor core sums P's rows (``HopperTile.row_sums``) over the 8 rows of ones the op appends to
+# V^T, instead of one FADD a probability: "columns" (O's P V wgmmas are 8 columns wider; the sums are read out and
+# zeroed each tile) where the 4 more accumulator registers fit, "wgmma" (an n8 wgmma a k step, its accumulator
+# fresh each tile) at 64 (num_q 3: 160 registers a thread, where "columns" spills and serialises the wgmmas). The
+# H100 (docs/PERF.md): 16k non-causal +7% at 128 ("wgmma" +5%), +8% at 64. Absent (256: V^T's TMA box would pass
+# 256 rows): the FADDs
+SM90_FP8_ROW_SUMS = {64: "wgmma", 128: "columns"}
+FP8_SUM_ROWS = 8  # the rows of ones after V^T's head-dim rows (one n8 wgmma's worth)
+ROW_SUMS = ("", "columns", "wgmma")  # ``HopperTile.row_sums``
 # sm_90a lazy rescale (``AttentionConfig.lazy_rescale``: the consumers rescale O only when a row of the warp
 # adopted a larger maximum, the same numbers): the head dims where it was faster in bench/attention.py
 # (docs/PERF.md: bf16 d256 and d512, fp8 d128; slower at d64, even at bf16 d128)
@@ -81,8 +90,10 @@ class HopperTile:
     K/V tile, ``stages`` K and V buffers each, Q resident (and reused for O); bf16/fp16 elements.
     From head dim 512 (``split_o``) the tile is 64 rows, which both warpgroups share. fp8 (``elem_bytes``
     1): Q, K and V^T tiles of 1-byte elements, and O (bf16, twice Q's bytes) in a region of its own;
-    with ``token_scales`` the q scales of the tile and a k-scale buffer per K stage (fp32). ``persistent``:
-    a CTA per resident slot walks the tiles (``hopper.py``), with O in a region of its own."""
+    with ``token_scales`` the q scales of the tile and a k-scale buffer per K stage (fp32); with ``row_sums``
+    each V^T key block ends in ``sum_rows`` rows of ones, over which the P V wgmmas sum P's rows
+    (``hopper_fp8``). ``persistent``: a CTA per resident slot walks the tiles (``hopper.py``), with O in a
+    region of its own."""
 
     head_dim: int
     bn: int
@@ -91,6 +102,12 @@ class HopperTile:
     elem_bytes: int = 2
     token_scales: bool = False
     persistent: bool = False
+    row_sums: str = ""  # fp8: "columns" or "wgmma" (SM90_FP8_ROW_SUMS); "": the softmax's FADDs
+
+    def __post_init__(self):
+        if self.row_sums not in ROW_SUMS or (self.row_sums and not self.fp8):
+            raise ConfigError(f"HopperTile.row_sums must be one of {', '.join(map(repr, ROW_SUMS))} ('' unless "
+                              f"elem_bytes is 1: fp8 sums P's rows on the tensor core), got {self.row_sums!r}")
 
     @property
     def fp8(self) -> bool:
@@ -141,16 +158,21 @@ class HopperTile:
         return self.bn * self.head_dim * self.elem_bytes
 
     @property
+    def sum_rows(self) -> int:
+        """V^T's rows of ones after its head-dim rows, with ``row_sums`` (``FP8_SUM_ROWS``), else 0."""
+        return FP8_SUM_ROWS if self.row_sums else 0
+
+    @property
     def v_stage_bytes(self) -> int:
-        """A V stage: as a K stage (the MLA kernel's prefill form has narrower V stages)."""
-        return self.kv_stage_bytes
+        """A V stage: as a K stage, and V^T's rows of ones (the MLA kernel's prefill form has narrower V stages)."""
+        return self.kv_stage_bytes + self.bn * self.sum_rows * self.elem_bytes
 
     @property
     def smem_bytes(self) -> int:
         """Q, the K and V rings and the barriers (with the 1024-byte alignment of each tile); fp8: O and
         the scale buffers."""
         scales = self.q_scale_bytes + self.stages * self.k_scale_bytes
-        return self.q_bytes + self.o_bytes + 2 * self.stages * self.kv_stage_bytes + scales + 1024
+        return self.q_bytes + self.o_bytes + self.stages * (self.kv_stage_bytes + self.v_stage_bytes) + scales + 1024
 
     def supported(self) -> Support:
         if self.smem_bytes > SM90_SMEM_BYTES:
@@ -399,7 +421,8 @@ class AttentionConfig(Checked):
             (SM90_FP8_KV_TILE if self.is_fp8 else SM90_KV_TILE)[self.head_dim]
         if self.is_fp8:
             return HopperTile(self.head_dim, self.block_n or default_bn, bm, elem_bytes=1,
-                              token_scales=self.token_scales, persistent=self.persistent)
+                              token_scales=self.token_scales, persistent=self.persistent,
+                              row_sums=SM90_FP8_ROW_SUMS.get(self.head_dim, ""))
         # Q, K, V and O tiles are whole 64-column blocks: head dim 96 is computed as 128, TMA zero-filling
         # the columns past the tensors' 96 on loads and clipping them on O's store
         padded = -(-self.head_dim // BLOCK_COLS) * BLOCK_COLS

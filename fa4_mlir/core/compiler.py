@@ -456,6 +456,7 @@ def _manifest(name: str, target: Target, facts: dict, params: list[dict], report
         "stack_frame": report.stack_frame,
         "static_smem_bytes": report.static_smem_bytes,
         "barriers": report.barriers,
+        "wgmma_serialized": report.wgmma_serialized,
         "params": params,
         "ptx_version": version.group(1) if version else None,
         "compiler": {"fa4_mlir": __version__, "mlir": "22.1.8", "stage_seconds": stage_seconds},

@@ -38,6 +38,9 @@ class PtxasReport:
     stack_frame: int
     static_smem_bytes: int
     barriers: int
+    # ptxas's advisory C7511: it serialised the wgmmas (each waits for the last), too few registers for their
+    # pipeline; the kernel is right and several times slower
+    wgmma_serialized: bool = False
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -92,6 +95,9 @@ _NUMBER = {
 }
 
 
+_WGMMA_SERIALIZED = re.compile(r"\(C7511\)|wgmma\.mma_async instructions are serialized")
+
+
 def parse_report(log: str) -> PtxasReport:
     """Numbers from a ``ptxas -v`` log of one entry function (absent ones are 0)."""
     values = {}
@@ -100,4 +106,4 @@ def parse_report(log: str) -> PtxasReport:
         values[key] = int(m.group(1)) if m else 0
     if not _NUMBER["registers"].search(log):
         raise PtxasError(f"ptxas -v printed no register count; its output was: {log.strip()[:200]}")
-    return PtxasReport(**values)
+    return PtxasReport(**values, wgmma_serialized=bool(_WGMMA_SERIALIZED.search(log)))

@@ -226,6 +226,10 @@ def _compile_and_write(args, builtin, progress) -> tuple[int, object]:
         print(f"{m['kernel']} {m['target']}: {m['threads'][0]} threads, cluster {'x'.join(map(str, m['cluster']))}, "
               f"smem {m['smem_bytes']} B, {m['registers']} registers, {m['spill_stores']}+{m['spill_loads']} "
               f"spill bytes, {len(m['params'])} params ({seconds:.2f} s)")
+        if m.get("wgmma_serialized"):
+            print("warning: ptxas serialised the wgmmas (C7511: too few registers for their pipeline); the kernel "
+                  "is right but several times slower: give its consumers more registers or hold fewer values",
+                  file=sys.stderr)
     else:
         print(f"{result.name} {result.target}: stopped after stage '{result.stop}' ({seconds:.2f} s)")
     if builtin is not None and m:

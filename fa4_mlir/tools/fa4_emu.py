@@ -173,6 +173,11 @@ def check_shape(kernel: str, config, shape: dict[str, int]) -> None:
         else:
             from fa4_mlir.kernels.attention import launch_geometry
 
+            if config.dtype not in ("bf16", "fp16"):  # fp8 needs scales, bf16 O and, on sm_90a, V^T
+                raise UsageError(f"attention --dtype must be bf16 or fp16 for fa4-emu, got {config.dtype}: fp8_e4m3 "
+                                 f"attention runs in the emulator through torch.ops.fa4.flash_attention on CPU "
+                                 f"tensors (fa4_mlir.torch.emulated.emulator), which quantizes and lays out its "
+                                 f"operands")
             if shape["heads"] % config.group:
                 raise UsageError(f"attention H must be a multiple of the config's group ({config.group}: query "
                                  f"heads per K/V head), got {shape['heads']}")

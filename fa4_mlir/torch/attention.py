@@ -216,9 +216,11 @@ class Fp8Scales:
 
 
 def _v_operand(config: AttentionConfig, v: torch.Tensor) -> torch.Tensor:
-    """The tensor the kernel's ``v`` operand describes: V itself, or for fp8 on sm_90a V^T
-    (``v_transposed``); the caller keeps it alive until the kernel is launched."""
-    return v_transposed(v) if config.is_fp8 and config.target == "sm_90a" else v
+    """The tensor the kernel's ``v`` operand describes: V itself, or for fp8 on sm_90a V^T (``v_transposed``,
+    with the tile's rows of ones); the caller keeps it alive until the kernel is launched."""
+    if config.is_fp8 and config.target == "sm_90a":
+        return v_transposed(v, config.hopper.sum_rows)
+    return v
 
 
 def _scale_map(t: torch.Tensor) -> GlobalTensor:

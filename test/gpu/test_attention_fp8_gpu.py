@@ -3,7 +3,9 @@
 
 The reference is float64 attention of the dequantized inputs; the kernel's max and rms errors must be at
 most twice those of a yardstick that rounds P (times 2^8, the kernel's exp2 bias) to e4m3 before P @ V and
-the output to bf16 (``reference.attention_fp8_yardstick``, ``reference.compare``). Per-token scales are
+the output to bf16 (``reference.attention_fp8_yardstick``, ``reference.compare``; at head dims 64 and 128 the
+tensor core sums P's rows, so the yardstick's sums are of the rounded P too, and the LSE is within
+``reference.fp8_lse_limit`` of the float64 one). Per-token scales are
 log-uniform in 1e-3..1e3, each token's fp8 values N(0, 1) / scale (the factor clipped to 2^-6..2^8), so
 the dequantized values stay near N(0, 1). The emulator runs the same checks on small shapes
 (test/python/test_attention_fp8_hopper.py).
@@ -17,6 +19,7 @@ import numpy as np
 import pytest
 
 from fa4_mlir import reference
+from fa4_mlir.configs.attention import SM90_FP8_ROW_SUMS
 from fa4_mlir.kernels.attention import hopper_fp8
 
 FP8_GROUPS = (1, 2, 4)  # the GQA groups drawn (one sm_90a artifact serves every group: test/gpu/build_artifacts.py)
@@ -24,7 +27,11 @@ FP8_GROUPS = (1, 2, 4)  # the GQA groups drawn (one sm_90a artifact serves every
 SHAPES = [(1, 128, 128, 1, 1, 128, False, False), (2, 77, 200, 4, 4, 128, False, True),
           (1, 1, 1, 2, 2, 64, False, True), (1, 257, 129, 4, 1, 64, True, False), (2, 1000, 1000, 8, 2, 128, True, True),
           (1, 300, 700, 2, 2, 256, False, False), (1, 700, 300, 8, 2, 256, True, True), (3, 64, 4000, 2, 2, 64, False, True),
-          (1, 2048, 2048, 4, 4, 128, True, False), (1, 333, 333, 8, 8, 256, True, True), (2, 511, 513, 4, 1, 64, False, False)]
+          (1, 2048, 2048, 4, 4, 128, True, False), (1, 333, 333, 8, 8, 256, True, True),
+          (2, 511, 513, 4, 1, 64, False, False),
+          # 16k keys a row: the row sums' precision across many tiles (one running sum in the tensor core's fp8
+          # accumulator lost the small terms there: 0.32 relative error against bf16, 0.054 summed per tile)
+          (1, 128, 16384, 2, 2, 128, False, False), (1, 192, 16384, 2, 1, 64, False, True)]
 
 
 def _log_uniform(torch, gen, shape):
@@ -64,12 +71,16 @@ def _run(torch, case, seed):
     bits = [t.view(torch.uint8).numpy() for t in (q, k, v)]
     qf, kf, vf = (reference.dequantize(x, host(s)) for x, s in zip(bits, (qs, ks, vs)))
     ref, ref_lse = reference.attention(qf, kf, vf, causal, scale)
-    yard = reference.attention_fp8_yardstick(qf, kf, vf, causal, scale, hopper_fp8.P_BIAS)
+    rounded = d in SM90_FP8_ROW_SUMS  # the tensor core sums the e4m3 P it multiplies
+    yard = reference.attention_fp8_yardstick(qf, kf, vf, causal, scale, hopper_fp8.P_BIAS, rounded_sums=rounded)
     result = reference.compare(out.cpu().view(torch.int16).numpy().view(np.uint16), ref, yard, "bf16")
     what = f"fp8 B{b} Sq{sq} Sk{sk} H{h}/{hk} D{d} causal={causal} tokens={tokens} scale {scale}"
     assert result.ok, f"{what}: {result.summary()}"
     err = float(np.abs(lse.cpu().numpy() - ref_lse).max())
-    assert err <= reference.lse_tolerance(ref_lse), f"{what}: LSE error {err}"
+    limit = reference.fp8_lse_limit(ref_lse, reference.attention_fp8_lse_yardstick(qf, kf, causal, scale,
+                                                                                  hopper_fp8.P_BIAS)) \
+        if rounded else reference.lse_tolerance(ref_lse)
+    assert err <= limit, f"{what}: LSE error {err} (limit {limit})"
 
 
 @pytest.mark.parametrize("case", SHAPES, ids=lambda c: "B{}-Sq{}-Sk{}-H{}/{}-D{}-causal{}-tokens{}".format(*c))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
 import re
 import shlex
@@ -206,6 +207,30 @@ def test_ptxas_report_is_parsed():
             report.static_smem_bytes, report.barriers) == (168, 8, 4, 16, 64, 3)
     with pytest.raises(ptxas.PtxasError, match="printed no register count"):
         ptxas.parse_report("ptxas info : nothing")
+    assert report.wgmma_serialized is False
+    serialized = log + ("ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are "
+                        "serialized due to insufficient register resources for the wgmma pipeline in the "
+                        "function 'k'\n")
+    assert ptxas.parse_report(serialized).wgmma_serialized is True
+
+
+def test_fa4_compile_warns_when_ptxas_serialised_the_wgmmas(tmp_path, monkeypatch, capfd):
+    """ptxas's advisory C7511 (a kernel several times slower, not wrong) reaches the manifest and the CLI: a
+    ptxas that adds the advisory to the real one's log."""
+    from fa4_mlir.tools import fa4_compile
+
+    real = shlex.quote(ptxas.find_ptxas())
+    advisory = ("ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are serialized "
+                "due to insufficient register resources for the wgmma pipeline in the function 'copy_pipeline'")
+    monkeypatch.setenv("FA4_PTXAS", _fake_ptxas(tmp_path, f'{real} "$@"; rc=$?; echo "{advisory}" >&2; exit $rc'))
+    out = tmp_path / "out"
+    assert fa4_compile.main(["copy-pipeline", "--target", "sm_90a", "-o", str(out)]) == 0
+    assert "warning: ptxas serialised the wgmmas (C7511" in capfd.readouterr().err
+    manifests = list(out.glob("*.json"))
+    assert manifests and json.loads(manifests[0].read_text())["wgmma_serialized"] is True
+    monkeypatch.delenv("FA4_PTXAS")
+    assert fa4_compile.main(["copy-pipeline", "--target", "sm_90a", "-o", str(tmp_path / "plain")]) == 0
+    assert "serialised" not in capfd.readouterr().err
 
 
 def test_input_errors_are_compile_errors():

@@ -116,6 +116,8 @@ def test_a_kernel_the_emulator_cannot_run_is_exit_1(capsys, monkeypatch):
     (["attention", "--shape", "1x10000x10000x1"], "attention B * H * SQ * SK must be <= 67108864"),
     (["attention", "--shape", "0x1x1x1"], "--shape of attention must be BxSQxSKxH with integers >= 1, got '0x1x1x1'"),
     (["attention", "--group", "4", "--shape", "1x64x64x3"], "attention H must be a multiple of the config's group (4"),
+    (["attention", "--target", "sm_90a", "--dtype", "fp8_e4m3"], "attention --dtype must be bf16 or fp16 for "
+                                                                 "fa4-emu, got fp8_e4m3: fp8_e4m3 attention runs"),
     (["copy-pipeline", "--stages", "0"], "CopyPipelineConfig.stages must be >= 1, got 0"),
     (["attention", "--head-dim", "80"], "AttentionConfig.head_dim must be one of 64, 96, 128, 192, 256, 512 on sm_90a, "
                                         "got 80"),

@@ -20,8 +20,9 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
     kernels add ``v_scale`` (tensor-wise Q and K scales are folded into ``scale_log2e`` by the host);
     with per-token scales (``scale_boxes``: the q_scale and k_scale boxes) also the two scale maps.
     ``v_box`` (default ``kv_box``) marks a V given transposed: the sm_90a fp8 kernel's V^T
-    [B, H / group, D, Sk'] with keys contiguous (Sk' = Sk rounded up to 16, keys permuted within each
-    16 as ``fa4_mlir.torch.attention.v_transposed`` makes it). ``runtime_group`` adds the i32 ``group``
+    [B, H / group, D + R, Sk'] with keys contiguous (Sk' = Sk rounded up to 16, keys permuted within each
+    16 as ``fa4_mlir.torch.attention.v_transposed`` makes it; R = ``HopperTile.sum_rows`` rows of e4m3
+    ones). ``runtime_group`` adds the i32 ``group``
     after ``num_heads``: the GQA group as a launch argument (sm_90a); ``persistent`` then the i32 ``batch``
     (the sm_90a tile walk: the grid no longer says it). ``varlen``: Q, K, V and O are packed sequences (one
     batch of total rows; ``seq_q`` / ``seq_k`` are the longest sequence's lengths, the LSE is (H, total_q)), and
@@ -52,8 +53,8 @@ def params(q_box: TensorMapSpec, kv_box: TensorMapSpec, o_box: TensorMapSpec,
         Param("q", "tensormap", "Q[B, Sq, H, D] as dims (D, H, Sq, B)", q_box),
         Param("k", "tensormap", "K[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box),
         Param("v", "tensormap", "V[B, Sk, H / group, D] as dims (D, H / group, Sk, B)", kv_box) if v_box is None
-        else Param("v", "tensormap", "V^T[B, H / group, D, Sk'] as dims (Sk', D, H / group, B), keys permuted "
-                   "within each 16 (fp8 on sm_90a)", v_box),
+        else Param("v", "tensormap", "V^T[B, H / group, D + R, Sk'] as dims (Sk', D + R, H / group, B), keys "
+                   "permuted within each 16, R rows of ones (fp8 on sm_90a: HopperTile.sum_rows)", v_box),
         Param("o", "tensormap", "O[B, Sq, H, D] as dims (D, H, Sq, B)", o_box),
         Param("lse", "ptr", "LSE[B, H, Sq] fp32 (written when write_lse != 0)"),
         Param("seq_q", "i32", "query positions Sq"),

@@ -227,7 +227,7 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         qs = [name(dsl.fa4.smem_alias(q, sym_name=f"q{w}", bytes=part, offset=w * part), f"q{w}") for w in wgs]
         os_ = [name(dsl.fa4.smem_alias(qs[w], sym_name=f"o{w}", bytes=part), f"o{w}") for w in wgs]
     kring = name(k.smem_region("k", bytes=t.stages * t.kv_stage_bytes, align=1024, swizzle=f"{row}B"), "kring")
-    vring = name(k.smem_region("v", bytes=t.stages * t.kv_stage_bytes, align=1024, swizzle=f"{vrow}B"), "vring")
+    vring = name(k.smem_region("v", bytes=t.stages * t.v_stage_bytes, align=1024, swizzle=f"{vrow}B"), "vring")
     qscale = kscale = None
     if t.token_scales:  # fp32 scales: the CTA's rows, and one buffer per K stage
         qscale = name(k.smem_region("q_scale", bytes=t.q_scale_bytes, align=128), "qscale")
@@ -253,7 +253,7 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         elem="e4m3" if t.fp8 else "bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs, o=os_, kring=kring,
         vring=vring,
         qbar=barriers["q_full"], kfull=barriers["k_full"], vfull=barriers["v_full"], kp=kp, vp=vp, qp=qp,
-        persistent=t.persistent, place=_place,
+        persistent=t.persistent, place=_place, row_sums=t.row_sums,
         exp2_emulation=c.exp2_emulation, lazy_rescale=c.lazy_rescale,
         shared_kv=False, kv_begin=None, kv_limit=arg.seq_k,  # the MLA kernel's consumer hooks off
         tile_heads=c.pack_gqa or 1,  # pack_gqa: rows of packed heads (the MLA kernel's hook)
@@ -440,17 +440,18 @@ def _load_kv(dsl, k, g, ks, vs) -> None:
 def _load_tile(dsl, g, which: str, tile, state) -> None:
     """Acquire the state's stage of the K or V ring, load tile ``tile``'s 64-column blocks into it, step."""
     ring, full, tensor_map = (g.kring, g.kfull, g.arg.k) if which == "k" else (g.vring, g.vfull, g.arg.v)
-    nbytes = g.t.kv_stage_bytes
+    nbytes = g.t.kv_stage_bytes if which == "k" else g.t.v_stage_bytes
     scales = which == "k" and g.kscale is not None  # the K tile's k scales ride on its barrier
     key = tile * g.bn if g.k_base is None else g.k_base + tile * g.bn  # varlen: rows of the packed K/V
     state.producer_acquire()
     state.producer_commit(tx_bytes=nbytes + (g.t.k_scale_bytes if scales else 0))
     buf = dsl.fa4.smem_stage(ring, state.stage, bytes=nbytes)
-    if which == "v" and g.t.fp8:  # V^T (D, keys): blocks of g.vrow keys, each all D rows
+    if which == "v" and g.t.fp8:  # V^T (D, keys): blocks of g.vrow keys, each all D rows (and the rows of ones)
+        rows = g.d + g.t.sum_rows
         for blk in range(g.bn // g.vrow):
             coords = [(key + blk * g.vrow).value, dsl.Value(0).value, g.kvh.value, g.bz.value]
-            dsl.fa4.tma_load(tensor_map, buf, full, state.stage, coords, bytes=g.d * g.vrow,
-                             dst_offset=blk * g.d * g.vrow)
+            dsl.fa4.tma_load(tensor_map, buf, full, state.stage, coords, bytes=rows * g.vrow,
+                             dst_offset=blk * rows * g.vrow)
     else:
         per_block = g.row // g.t.elem_bytes
         for blk in range(g.blocks):

@@ -25,7 +25,9 @@ S = Q K' retired (named barrier ``q_dead``); warpgroup 0 writes the LSE.
 fp8 (``g.t.fp8``): k32 wgmmas, P packed to e4m3 fragments of 32 keys, O += P V^T, S scaled by the keys'
 k scales and each row's softmax scale by its q scale (per-token scales), the exp2 bias, O times
 ``v_scale`` and written as bf16 to its own region: ``hopper_fp8``; ``exp2_emulation`` of the
-exponentials by polynomial on the FMA pipe (``exp2.py``; it pays at head dim 64, docs/PERF.md).
+exponentials by polynomial on the FMA pipe (``exp2.py``; it pays at head dim 64, docs/PERF.md). At head dims
+64 and 128 (``g.row_sums``) the P V wgmmas sum P's rows over V^T's rows of ones instead of the softmax's
+FADDs, one tile at a time, the row's sum ``l`` across tiles in fp32 (``_column_sums``, ``_wgmma_sums``).
 
 The MLA kernel (``hopper_mla``) builds the same consumers over its own prologue, whose ``g`` adds
 ``shared_kv`` (V is the first columns of the K stage: a K stage is released once the P @ V that read
@@ -66,7 +68,13 @@ class Consumer:
         f32 = self.f32 = fm.f32()
         self.i32 = dsl.i32()
         self.sacc = dsl.llvm.StructType.get_literal([f32] * (g.bn // 2))
-        self.oacc = self.sacc if g.o_cols == g.bn else dsl.llvm.StructType.get_literal([f32] * (g.o_cols // 2))
+        # fp8 row sums on the tensor core (``hopper_fp8``): "columns" widens O's accumulator by the sum columns,
+        # "wgmma" adds the n8 one of the tile's sums
+        self.row_sums = g.row_sums
+        self.o_values = (g.o_cols + (g.t.sum_rows if g.row_sums == "columns" else 0)) // 2  # O's values a thread
+        self.oacc = self.sacc if 2 * self.o_values == g.bn else dsl.llvm.StructType.get_literal([f32] * self.o_values)
+        self.sum_acc = dsl.llvm.StructType.get_literal([f32] * (g.t.sum_rows // 2)) if g.row_sums == "wgmma" \
+            else None
         # split O: this warpgroup's V columns start at 64-column block 4 w of the stage
         self.v_base = w * (g.o_cols // BLOCK) * g.bn * ROW if g.split_o else 0
         elem = ir.F16Type.get() if g.elem == "f16" else ir.BF16Type.get()  # fp8: O is bf16
@@ -130,11 +138,16 @@ class Consumer:
                       *(f.value for f in fv)],
                      [f"{p}i_{n}" for n in ("m0", "m1", "l0", "l1", "o", "ks", "kph", "vs", "vph")]
                      + [f"{p}i_fr{i}" for i in range(len(fv))])
+            o_in = ov.value
+            if self.row_sums == "columns":  # the sums of P_{j-2} (relative to m_{j-1}) before P_{j-1}'s are added
+                o_in, taken = self._column_sums(o_in, zero=True)
+                for r in (0, 1):
+                    lv[r].value = dsl.arith.addf(lv[r].value, taken[r])
             self._sched("sync")
             ks.consumer_wait()
             s = self._qk(ks)
             vs.consumer_wait()
-            o = self._pv(vs, ov.value, [f.value for f in fv])
+            o, sums_acc = self._pv(vs, o_in, [f.value for f in fv])
             self._sched("arrive")
             dsl.fa4.wgmma_wait(pending=1)
             s = dsl.fa4.wgmma_fence_acc(s)
@@ -146,6 +159,7 @@ class Consumer:
             m, (factors, grew), probs, sums = self._softmax(vals, [mv[0].value, mv[1].value])
             dsl.fa4.wgmma_wait(pending=0)
             o = dsl.fa4.wgmma_fence_acc(o)
+            tile_sums = self._wgmma_sums(sums_acc)  # "wgmma": P_{j-1}'s sums (relative to m_{j-1})
             self._release(vs)
             vs.step()
             if grew is None:
@@ -155,7 +169,12 @@ class Consumer:
                 with k.if_(grew, carry=[ov]):  # only when some row of the warp adopted a larger maximum
                     ov.value = self._rescale(ov.value, factors)
                 o = ov.value
-            sums = [fm.fma(lv[r].value, factors[r], sums[r]) for r in (0, 1)]
+            if not self.row_sums:
+                sums = [fm.fma(lv[r].value, factors[r], sums[r]) for r in (0, 1)]
+            elif tile_sums is not None:  # "wgmma": l + P_{j-1}'s sums, then to m_j
+                sums = [dsl.arith.mulf(dsl.arith.addf(lv[r].value, tile_sums[r]), factors[r]) for r in (0, 1)]
+            else:  # "columns": l to m_j (O's sum columns are rescaled with O)
+                sums = [dsl.arith.mulf(lv[r].value, factors[r]) for r in (0, 1)]
             frags = self._pack(probs)
             for var, new in zip([*mv, *lv, ov, *fv], [*m, *sums, o, *frags]):
                 var.value = new
@@ -164,11 +183,15 @@ class Consumer:
         # the last P@V, then the epilogue
         self._sched("sync")
         vs.consumer_wait()
-        o = self._pv(vs, ov.value, [f.value for f in fv])
+        o, sums_acc = self._pv(vs, ov.value, [f.value for f in fv])
         if not last:  # the last warpgroup's last turn hands nothing over: each sched0 sync has its arrival
             self._sched("arrive")
         dsl.fa4.wgmma_wait(pending=0)
         o = dsl.fa4.wgmma_fence_acc(o)
+        tile_sums = self._column_sums(o, zero=False)[1] if self.row_sums == "columns" else self._wgmma_sums(sums_acc)
+        if tile_sums is not None:  # the last tiles' sums (relative to the final maxima)
+            for r in (0, 1):
+                lv[r].value = dsl.arith.addf(lv[r].value, tile_sums[r])
         self._release(vs)
         if qs is not None:  # every S = Q K' of the tile retired: the next tile's Q may load; the V ring
             self._release(qs)  # goes on with the next tile
@@ -245,18 +268,39 @@ class Consumer:
         return acc
 
     def _pv(self, state, o, frags):
-        """O += P V from the state's V stage with P's fragments (one vector<4xi32> per 16 keys)."""
+        """O += P V from the state's V stage with P's fragments (one vector<4xi32> per 16 keys), one committed
+        group; returns (O, the accumulator of the tile's row sums: fp8 "wgmma" row sums, else None)."""
         g = self.g
         vb = dsl.fa4.smem_stage(g.vring, state.stage, bytes=g.t.v_stage_bytes)
         if g.t.fp8:  # V^T, one k32 step per fragment of 32 keys
-            o = fp8.pv(self, vb, o, frags)
+            o, sums = fp8.pv(self, vb, o, frags)
             dsl.fa4.wgmma_commit()
-            return o
+            return o, sums
         for j, frag in enumerate(frags):
             o = dsl.fa4.wgmma(frag, vb, o, n=g.o_cols, ab_type=g.elem, accumulate=1,
                               b_offset=self.v_base + j * 16 * ROW, b_major="mn", b_block_stride=g.bn * ROW)
         dsl.fa4.wgmma_commit()
-        return o
+        return o, None
+
+    def _column_sums(self, o, zero: bool):
+        """"columns" row sums: (O with its sum columns zeroed if ``zero``, rows r0's and r0 + 8's sums). The 8
+        sum columns follow O's: values ``o_cols / 2 ..`` of the thread, rows r0, r0, r0 + 8, r0 + 8, each the
+        row's sum over the keys since they were last zeroed (every column holds it, so no quad reduction)."""
+        first = self.g.o_cols // 2
+        sums = [dsl.llvm.extractvalue(self.f32, o, [first + 2 * r]) for r in (0, 1)]
+        if zero:  # times 0 rather than a 0 moved in: an FMUL as O's rescale, which ptxas pipelines with the wgmmas
+            nil = fm.constant(0.0)
+            for i in range(first, self.o_values):
+                o = dsl.llvm.insertvalue(o, dsl.arith.mulf(dsl.llvm.extractvalue(self.f32, o, [i]), nil), [i])
+        return o, sums
+
+    def _wgmma_sums(self, acc):
+        """"wgmma" row sums: rows r0's and r0 + 8's sums of the last P V's P, from its retired n8 accumulator
+        ``acc``; None without it."""
+        if acc is None:
+            return None
+        acc = dsl.fa4.wgmma_fence_acc(acc)
+        return [dsl.llvm.extractvalue(self.f32, acc, [2 * r]) for r in (0, 1)]
 
     def _sched(self, kind: str) -> None:
         """Wait for this warpgroup's turn to issue MMAs (sync) or hand the turn to the next one, round
@@ -369,7 +413,8 @@ class Consumer:
             for n, i in enumerate(idx):
                 y = fm.fma(vals[i], scale, nms)
                 probs[i] = exp2_poly_fma(y) if n in poly else fm.exp2(y)
-            sums.append(self._tree(dsl.arith.addf, [probs[i] for i in idx]))
+            # fp8 row sums on the tensor core: the P V wgmmas sum the rows (l starts from 0)
+            sums.append(fm.constant(0.0) if self.row_sums else self._tree(dsl.arith.addf, [probs[i] for i in idx]))
         return maxima, ((factors, grew) if m_old is not None else None), probs, sums
 
     def _finite(self, m):
@@ -392,9 +437,10 @@ class Consumer:
         return frags
 
     def _rescale(self, o, factors: list):
-        """O's rows (values 4i, 4i+1: row r; 4i+2, 4i+3: row r + 8) times their factors."""
+        """O's rows (values 4i, 4i+1: row r; 4i+2, 4i+3: row r + 8) times their factors ("columns" row sums:
+        the sum columns too)."""
         cur = o
-        for i in range(self.g.o_cols // 2):
+        for i in range(self.o_values):
             scaled = dsl.arith.mulf(dsl.llvm.extractvalue(self.f32, o, [i]), factors[(i % 4) >> 1])
             cur = dsl.llvm.insertvalue(cur, scaled, [i])
         return cur
@@ -415,7 +461,8 @@ class Consumer:
         one, ln2 = fm.constant(1.0), fm.constant(fm.LN2)
         inv, lse = [], []
         for r in (0, 1):
-            total = self._quad(dsl.arith.addf, sums[r])
+            # tensor-core row sums: every thread of the quad holds the row's whole sum
+            total = sums[r] if self.row_sums else self._quad(dsl.arith.addf, sums[r])
             if self.row_scale is not None:
                 scale = self.row_scale[r]
             if g.t.fp8:  # O times V's scale; the sum holds the exp2 bias, which the LSE takes out

@@ -25,6 +25,18 @@ threshold -2) leaves room for a maximum that is up to 2^2 stale; this kernel res
 maximum is exact, so 8 is the largest power of two below 448. The bias multiplies the row sum and O alike
 and cancels in O / sum; the LSE subtracts it.
 
+Row sums on the tensor core (``HopperTile.row_sums``, head dims 64 and 128): the op appends ``sum_rows`` (8)
+rows of e4m3 ones to V^T (B, H / group, D + 8, Sk'), so P times them is each row's sum of the e4m3 P, which
+the P V wgmmas compute instead of one FADD a probability in the softmax (about a sixth of the consumer's
+instructions at head dim 128). "columns": O's wgmmas are n(D + 8); each tile the consumer reads the 8 sum
+columns (all equal) out of O's accumulator and zeroes them before the next P V. "wgmma": an n8 wgmma a k step
+over the ones rows, into an accumulator that starts from zero each tile. Either way the tensor core sums one
+tile's keys and the row's sum across tiles is fp32 on the CUDA cores: the tensor core's fp8 accumulation
+keeps fewer bits than fp32, and one running sum over 16k keys in O's accumulator lost the small terms (a
+relative error of 0.32 against bf16 at 16k on the H100, against 0.054 with the sums per tile). The sum is of
+the e4m3-rounded P, the one P @ V multiplies, so O is normalised by its own weights; the LSE is that sum's
+(``reference.attention_fp8_yardstick``'s ``rounded_sums``).
+
 Per-token scales (``token_scales``): S[r, c] of the dequantized inputs is (q_s[r] k_s[c]) S[r, c]. The
 kernel multiplies S by k_s[c] (one FMUL per element; K-stage buffer of ``bn`` fp32 loaded by TMA with the
 K tile, on its barrier) and folds q_s[r] into the row's softmax scale (``q_s[r] * scale_log2e``): the
@@ -51,7 +63,7 @@ def boxes(config):
     q = TensorMapSpec(config.dtype, (w, 1, 64, 1), swizzle(w))
     k = TensorMapSpec(config.dtype, (w, 1, t.bn, 1), swizzle(w))
     o = TensorMapSpec(config.out_dtype, (64, 1, 64, 1), "128B")
-    v = TensorMapSpec(config.dtype, (vw, config.head_dim, 1, 1), swizzle(vw))
+    v = TensorMapSpec(config.dtype, (vw, config.head_dim + t.sum_rows, 1, 1), swizzle(vw))
     scales = (TensorMapSpec("fp32", (t.bm, 1, 1)), TensorMapSpec("fp32", (t.bn, 1, 1))) if config.token_scales \
         else None
     return q, k, o, v, scales
@@ -81,15 +93,22 @@ def pack(c, probs: list) -> list:
 
 def pv(c, vb, o, frags):
     """O += P V from the V^T stage ``vb`` (K-major: per head-dim row, the tile's keys in blocks of
-    ``HopperTile.v_row_bytes`` bytes, one block after the other, each D rows): one k32 wgmma per fragment."""
+    ``HopperTile.v_row_bytes`` bytes, one block after the other, each D rows and the ``sum_rows`` rows of
+    ones): one k32 wgmma per fragment, n(D + 8) with "columns" row sums. Returns (O, the tile's row sums'
+    accumulator: "wgmma"'s n8 one, else None)."""
     from fa4_mlir import dsl
 
     g = c.g
-    vw = g.vrow
+    vw, rows = g.vrow, g.d + g.t.sum_rows
+    n = g.o_cols + (g.t.sum_rows if g.row_sums == "columns" else 0)
+    sums = dsl.llvm.mlir_undef(c.sum_acc) if g.row_sums == "wgmma" else None
     for j, frag in enumerate(frags):
         blk, sub = divmod(j * K_STEP_BYTES, vw)
-        o = dsl.fa4.wgmma(frag, vb, o, n=g.o_cols, ab_type="e4m3", accumulate=1, b_offset=blk * g.d * vw + sub)
-    return o
+        o = dsl.fa4.wgmma(frag, vb, o, n=n, ab_type="e4m3", accumulate=1, b_offset=blk * rows * vw + sub)
+        if sums is not None:  # the ones rows after the block's D rows; from zero at the tile's first step
+            sums = dsl.fa4.wgmma(frag, vb, sums, n=g.t.sum_rows, ab_type="e4m3", accumulate=int(j > 0),
+                                 b_offset=blk * rows * vw + g.d * vw + sub)
+    return o, sums
 
 
 def key_scaled(c, vals: list, ks_stage) -> list:
