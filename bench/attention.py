@@ -235,7 +235,7 @@ def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, 
             cases[tile_name(*tile, prefix="fp8_")] = (lambda fn=fn: fn(q8, k8, v8))
             outs[tile_name(*tile, prefix="fp8_")] = fn(q8, k8, v8)
     for e in emulations:  # exp2 emulation counts (the head dim's default tile)
-        fn = fp8_variant(d, causal, (default_num_q("sm_90a", "fp8_e4m3", d, causal), 0, False), qs * ks / d ** 0.5,
+        fn = fp8_variant(d, causal, (default_num_q("sm_90a", "fp8_e4m3", d, causal), 0, False, ""), qs * ks / d ** 0.5,
                          vs, e)
         if fn is not None:
             cases[f"fp8_ex{e}"] = (lambda fn=fn: fn(q8, k8, v8))

@@ -43,7 +43,8 @@ SM90_FP8_EXP2_EMULATION = {64: 2}
 # zeroed each tile) where the 4 more accumulator registers fit, "wgmma" (an n8 wgmma a k step, its accumulator
 # fresh each tile) at 64 (num_q 3: 160 registers a thread, where "columns" spills and serialises the wgmmas). The
 # H100 (docs/PERF.md): 16k non-causal +7% at 128 ("wgmma" +5%), +8% at 64. Absent (256: V^T's TMA box would pass
-# 256 rows): the FADDs
+# 256 rows), and in the persistent walk (its tile loop holds more registers: with the sums ptxas spills at 64):
+# the FADDs
 SM90_FP8_ROW_SUMS = {64: "wgmma", 128: "columns"}
 FP8_SUM_ROWS = 8  # the rows of ones after V^T's head-dim rows (one n8 wgmma's worth)
 ROW_SUMS = ("", "columns", "wgmma")  # ``HopperTile.row_sums``
@@ -422,7 +423,7 @@ class AttentionConfig(Checked):
         if self.is_fp8:
             return HopperTile(self.head_dim, self.block_n or default_bn, bm, elem_bytes=1,
                               token_scales=self.token_scales, persistent=self.persistent,
-                              row_sums=SM90_FP8_ROW_SUMS.get(self.head_dim, ""))
+                              row_sums="" if self.persistent else SM90_FP8_ROW_SUMS.get(self.head_dim, ""))
         # Q, K, V and O tiles are whole 64-column blocks: head dim 96 is computed as 128, TMA zero-filling
         # the columns past the tensors' 96 on loads and clipping them on O's store
         padded = -(-self.head_dim // BLOCK_COLS) * BLOCK_COLS

@@ -298,6 +298,11 @@ def test_hopper_tile_row_sums_are_fp8_and_named():
 
     assert HopperTile(128, 192, elem_bytes=1, row_sums="columns").v_stage_bytes == 192 * (128 + 8)
     assert HopperTile(128, 128).v_stage_bytes == HopperTile(128, 128).kv_stage_bytes == 128 * 128 * 2
+    # the op's tiles: the sums at 64 and 128, not at 256 nor in the persistent walk (which spills with them)
+    tiles = {(d, p): AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d, persistent=p).hopper.row_sums
+             for d in (64, 128, 256) for p in (False, True)}
+    assert tiles == {(64, False): "wgmma", (128, False): "columns", (256, False): "",
+                     (64, True): "", (128, True): "", (256, True): ""}
     for bad, tile in (("rows", dict(elem_bytes=1)), ("wgmma", {})):
         with pytest.raises(ConfigError, match=rf"HopperTile.row_sums must be one of '', 'columns', 'wgmma' \(''"
                                               rf" unless elem_bytes is 1: fp8 sums P's rows on the tensor core\), "

@@ -4,7 +4,7 @@ P as e4m3 register fragments, the P@V of a transposed V, per-token scales.
 fp8 wgmma (``m64nNk32.f32.e4m3.e4m3``) reads both shared-memory operands K-major only. Q K' is K-major
 already (Q and K rows are head-dim contiguous); P@V needs V with the keys contiguous. FA3 transposes
 each V tile in the kernel (shared memory -> registers -> shared memory, a warpgroup's work per tile).
-Here the torch op passes V^T (B, H / group, D, Sk') instead (``fa4_mlir.torch.v_transpose``): one copy
+Here the torch op passes V^T (B, H / group, D + R, Sk'; R rows of ones, below) instead (``v_transpose``): one copy
 of V per call on the current stream (a Triton tile copy: 0.025 ms for V at 16k tokens x 2048 on an H200,
 1% of the fp8 attention at head dim 128; the benchmark's fp8 time includes it, docs/PERF.md), and the
 kernel's V load is a plain TMA of V^T tiles.
