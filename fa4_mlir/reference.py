@@ -230,6 +230,7 @@ def combine_partials(o_part: np.ndarray, lse_part: np.ndarray) -> tuple[np.ndarr
 # -- fp8 e4m3 ---------------------------------------------------------------------------------------------
 
 E4M3_MAX = 448.0
+E4M3_ONE = 0x38  # 1.0 as an e4m3 byte (sign 0, exponent 7 = the bias, mantissa 0)
 
 
 def e4m3_values(bits: np.ndarray) -> np.ndarray:

@@ -5,6 +5,7 @@
     fa4-emu gemm --b-major mn --dtype fp16 --json
     fa4-emu attention --head-dim 64 --causal --shape 1x128x256x1
     fa4-emu attention --group 4 --shape 1x128x200x4    # GQA: 4 query heads on one K/V head
+    fa4-emu attention --dtype fp8_e4m3 --shape 1x70x300x2   # fp8 e4m3 in, bf16 out (tensor-wise scales)
     fa4-emu mla-attention --tile-heads 16 --shape 2x1x300x16  # MLA decode, absorbed (576 / 512)
     fa4-emu attention-combine --head-dim 512 --shape 4x1x16x8  # split-KV partials merged (8 ranges)
 
@@ -26,7 +27,10 @@ e^+-60, a quarter of them -inf; the head dim is the config's).
 
 Tolerance (``fa4_mlir.reference``): copy-pipeline must be bit-identical; gemm and attention pass when
 their max and rms errors are at most twice those of the same computation in NumPy at the kernel's
-precision, plus 1e-6 max|ref|; attention's LSE within 1e-3 (1 + max|lse|). attention-combine's O
+precision, plus 1e-6 max|ref|; attention's LSE within 1e-3 (1 + max|lse|). fp8 attention draws e4m3 inputs
+with tensor-wise scales and checks the bf16 O against the dequantized float64 attention with the fp8 yardstick
+of its target (P rounded to e4m3; sm_90a's row sums of the rounded P at head dims 64 and 128, whose LSE is
+bounded by ``reference.fp8_lse_limit``). attention-combine's O
 passes within twice the rounding error of the float64 result (its yardstick is that result correctly
 rounded), its LSE as attention's, +inf exactly where every range is -inf.
 
@@ -173,11 +177,10 @@ def check_shape(kernel: str, config, shape: dict[str, int]) -> None:
         else:
             from fa4_mlir.kernels.attention import launch_geometry
 
-            if config.dtype not in ("bf16", "fp16"):  # fp8 needs scales, bf16 O and, on sm_90a, V^T
-                raise UsageError(f"attention --dtype must be bf16 or fp16 for fa4-emu, got {config.dtype}: fp8_e4m3 "
-                                 f"attention runs in the emulator through torch.ops.fa4.flash_attention on CPU "
-                                 f"tensors (fa4_mlir.torch.emulated.emulator), which quantizes and lays out its "
-                                 f"operands")
+            if config.token_scales:  # per-token scale tensors: the torch op pads and maps them
+                raise UsageError("attention --token-scales must be off for fa4-emu (it draws tensor-wise scales), "
+                                 "got on: per-token fp8 scales run in the emulator through "
+                                 "torch.ops.fa4.flash_attention on CPU tensors (fa4_mlir.torch.emulated.emulator)")
             if shape["heads"] % config.group:
                 raise UsageError(f"attention H must be a multiple of the config's group ({config.group}: query "
                                  f"heads per K/V head), got {shape['heads']}")
@@ -235,21 +238,25 @@ def launch_gemm(kernel, config, a: np.ndarray, b: np.ndarray, c: np.ndarray, d: 
 
 
 def launch_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray,
-                     lse: np.ndarray | None, scale: float, *, seed: int = 0):
+                     lse: np.ndarray | None, scale: float, *, seed: int = 0, v_scale: float = 1.0):
     """``o = softmax(scale q k') v`` for (B, S, H, D) arrays of ``config.dtype`` bits, and the (B, H, Sq)
-    float32 ``lse`` unless None (as torch.ops.fa4.flash_attention launches it)."""
+    float32 ``lse`` unless None (as torch.ops.fa4.flash_attention launches it). fp8 (tensor-wise scales): q, k
+    and v e4m3 bytes, ``scale`` with the Q and K scales folded in, O bf16 bits times ``v_scale``; on sm_90a ``v``
+    is V^T (``v_transposed_bits``)."""
     from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, walk_arguments
     from fa4_mlir.runtime import GlobalTensor
 
     b, sq, h, _ = q.shape
     sk, hk = k.shape[1], k.shape[2]
     e = config.dtype
+    fp8 = {"v_scale": float(v_scale)} if config.is_fp8 else {}
     return kernel.launch(launch_geometry(config, b, sq, h, sk, kernel.resident_ctas),
                          {"q": GlobalTensor.host(q, e), "k": GlobalTensor.host(k, e), "v": GlobalTensor.host(v, e),
-                          "o": GlobalTensor.host(o, e), "lse": lse, "seq_q": sq, "seq_k": sk, "num_heads": h,
-                          **gqa_arguments(config, h, hk), **walk_arguments(config, b),
+                          "o": GlobalTensor.host(o, config.out_dtype), "lse": lse, "seq_q": sq, "seq_k": sk,
+                          "num_heads": h, **gqa_arguments(config, h, hk), **walk_arguments(config, b),
                           "scale_log2e": scale * math.log2(math.e),
-                          "write_lse": int(lse is not None)}, seed=seed)
+                          "write_lse": int(lse is not None), **fp8}, seed=seed)
+
 
 
 def _batch_of_one(t: np.ndarray) -> np.ndarray:
@@ -468,6 +475,13 @@ def _run_gemm(kernel, config, shape, rng, seed):
 
 
 def _run_attention(kernel, config, shape, rng, seed):
+    if config.is_fp8:  # e4m3 in, bf16 out, V^T on sm_90a: fa4_emu_fp8
+        from fa4_mlir.tools import fa4_emu_fp8
+
+        q, k, v, v_op, o, lse, scale, (qs, ks, vs) = fa4_emu_fp8.draw(config, shape, rng)
+        stats = launch_attention(kernel, config, q, k, v_op, o, lse, scale * qs * ks, seed=seed, v_scale=vs)
+        ref, ref_lse, yard, limit = fa4_emu_fp8.expected(config, q, k, v, scale, (qs, ks, vs))
+        return stats, {"o": _check(reference.compare(o, ref, yard, "bf16")), "lse": _lse_check(lse, ref_lse, limit)}
     bsz, sq, sk, h, e = shape["batch"], shape["seq_q"], shape["seq_k"], shape["heads"], config.dtype
     hk, dim = h // config.group, config.head_dim
     q = reference.random_bits(rng, (bsz, sq, h, dim), e, 1.0)
@@ -487,6 +501,7 @@ def _run_attention(kernel, config, shape, rng, seed):
                    "lse": {"max_abs": lse_err if math.isfinite(lse_err) else str(lse_err), "limit_max": limit,
                            "ok": lse_ok,
                            "summary": f"max abs error {lse_err:.3g} (limit {limit:.3g})"}}
+
 
 
 def _run_mla(kernel, config, shape, rng, seed):
@@ -522,15 +537,16 @@ def _run_mla_prefill(kernel, config, shape, rng, seed):
     return stats, {"o": _check(reference.compare(o, ref, yard, e)), "lse": _lse_check(lse, ref_lse)}
 
 
-def _lse_check(lse: np.ndarray, ref_lse: np.ndarray) -> dict:
-    """Within ``lse_tolerance`` of the reference's finite values; +inf exactly where it is +inf (a row that
-    saw no key)."""
+def _lse_check(lse: np.ndarray, ref_lse: np.ndarray, limit: float | None = None) -> dict:
+    """Within ``limit`` (default ``lse_tolerance``) of the reference's finite values; +inf exactly where it is
+    +inf (a row that saw no key)."""
     keyless = np.isposinf(ref_lse)
     if (np.isposinf(lse) != keyless).any():
         lse_err = math.inf
     else:
         lse_err = float(np.abs(lse[~keyless] - ref_lse[~keyless]).max(initial=0.0))
-    limit = reference.lse_tolerance(np.where(keyless, 0.0, ref_lse))
+    if limit is None:
+        limit = reference.lse_tolerance(np.where(keyless, 0.0, ref_lse))
     return {"max_abs": lse_err if math.isfinite(lse_err) else str(lse_err), "limit_max": limit,
             "ok": bool(lse_err <= limit),  # NaN (never written) fails
             "summary": f"max abs error {lse_err:.3g} (limit {limit:.3g})"}

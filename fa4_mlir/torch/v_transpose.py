@@ -20,11 +20,10 @@ import warnings
 
 import torch
 
+from fa4_mlir.reference import E4M3_ONE
+
 _KEYS, _COLS = 64, 64  # the Triton tile: keys (a multiple of 16) x head-dim columns
 _BROKEN: set = set()  # non-empty once the Triton kernel failed: it is not tried again
-
-
-E4M3_ONE = 0x38  # 1.0 in e4m3 (sign 0, exponent 7 = bias, mantissa 0)
 
 
 def v_transposed(v: torch.Tensor, sum_rows: int = 0) -> torch.Tensor:

@@ -293,6 +293,17 @@ def test_v_transposed_puts_each_key_where_the_accumulator_holds_it(sum_rows):
         v_transposed(v.to(torch.float8_e4m3fn), 4)
 
 
+def test_fa4_emu_v_transpose_matches_the_ops():
+    """fa4-emu's NumPy V^T (no torch) against the op's torch copy, with and without the rows of ones."""
+    from fa4_mlir.tools.fa4_emu_fp8 import v_transposed_bits
+    from fa4_mlir.torch import v_transpose as vt
+
+    v = (torch.randn(2, 37, 3, 64) * 8).to(torch.float8_e4m3fn)
+    for rows in (0, 8):
+        assert np.array_equal(v_transposed_bits(v.view(torch.uint8).numpy(), rows),
+                              vt._torch_transposed(v, rows).view(torch.uint8).numpy()), rows
+
+
 def test_hopper_tile_row_sums_are_fp8_and_named():
     from fa4_mlir.configs.attention import HopperTile
 
