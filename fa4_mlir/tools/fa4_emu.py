@@ -258,7 +258,6 @@ def launch_attention(kernel, config, q: np.ndarray, k: np.ndarray, v: np.ndarray
                           "write_lse": int(lse is not None), **fp8}, seed=seed)
 
 
-
 def _batch_of_one(t: np.ndarray) -> np.ndarray:
     """A packed (total, heads, D) array as a (1, total, heads, D) view: the kernels' TMA operand, whose batch
     stride is the whole tensor (``t[None]``'s is 0, which TMA rejects). A view, so O is written in place:
@@ -501,7 +500,6 @@ def _run_attention(kernel, config, shape, rng, seed):
                    "lse": {"max_abs": lse_err if math.isfinite(lse_err) else str(lse_err), "limit_max": limit,
                            "ok": lse_ok,
                            "summary": f"max abs error {lse_err:.3g} (limit {limit:.3g})"}}
-
 
 
 def _run_mla(kernel, config, shape, rng, seed):
