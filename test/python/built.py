@@ -36,6 +36,7 @@ def gathered(config):
     result = artifact(config)
     m = result.manifest
     assert (m["spill_stores"], m["spill_loads"]) == (0, 0), m
+    assert m["wgmma_serialized"] is False, m  # ptxas C7511: the wgmmas serialised
     source = attention.build(config)
     want = params(None, None, None, runtime_group=config.target == "sm_90a", varlen=config.varlen, paged=True,
                   split_kv=config.split_kv, gather=True, schedule=config.varlen)

@@ -45,6 +45,7 @@ def test_every_config_assembles_without_spills_on_its_layout(ctx, kwargs):
     result = compile_kernel(attention.build(config), stop="cubin", verify_protocol=False)
     m = result.manifest
     assert (m["spill_stores"], m["spill_loads"]) == (0, 0), m
+    assert m["wgmma_serialized"] is False, m  # ptxas C7511: the wgmmas serialised
     t = config.hopper
     assert m["threads"][0] == 128 * (t.consumers + 1) == (512 if config.num_q == 3 else 384)
     _, placed = place_layout(hopper_attention_layout(config), "sm_90a")

@@ -55,6 +55,7 @@ def test_paged_configs_assemble_without_spills(ctx, kwargs):
     result = artifact(config)  # the protocol verifier runs beside ptxas; the emulator tests load this build
     m = result.manifest
     assert (m["spill_stores"], m["spill_loads"]) == (0, 0), m
+    assert m["wgmma_serialized"] is False, m  # ptxas C7511: the wgmmas serialised
     names = [p.name for p in source.params]
     assert names == [p.name for p in params(None, None, None, runtime_group=True, varlen=config.varlen, paged=True,
                                             schedule=config.varlen)]

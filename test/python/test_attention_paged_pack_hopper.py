@@ -39,6 +39,7 @@ def test_packed_configs_assemble_without_spills(ctx, kwargs):
     result = artifact(config)  # the protocol verifier runs beside ptxas; the emulator tests load this build
     m = result.manifest
     assert (m["spill_stores"], m["spill_loads"]) == (0, 0), m
+    assert m["wgmma_serialized"] is False, m  # ptxas C7511: the wgmmas serialised
     g = config.pack_gqa
     boxes = {p.name: tuple(p.tensor_map.box) for p in source.params if p.tensor_map is not None}
     assert boxes["q"] == boxes["o"] == (64, g, 64 // g, 1)  # a warpgroup's 64 rows: 64 / G positions x G heads

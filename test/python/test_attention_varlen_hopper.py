@@ -43,6 +43,7 @@ def test_every_varlen_config_assembles_without_spills(ctx, kwargs):
     result = artifact(config)  # the protocol verifier runs beside ptxas; the emulator tests load this build
     m = result.manifest
     assert (m["spill_stores"], m["spill_loads"]) == (0, 0), m
+    assert m["wgmma_serialized"] is False, m  # ptxas C7511: the wgmmas serialised
     assert m["threads"][0] == 128 * (config.hopper.consumers + 1)
     _, placed = place_layout(hopper_attention_layout(config), "sm_90a")
     assert m["smem_bytes"] == placed.smem_bytes  # varlen adds no shared memory

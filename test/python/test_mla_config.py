@@ -195,6 +195,7 @@ def test_configs_assemble_without_spills(kwargs):
     result = compile_kernel(hopper_mla.build(config), stop="cubin")  # the protocol verifier runs by default
     m = result.manifest
     assert (m["spill_stores"], m["spill_loads"]) == (0, 0), m
+    assert m["wgmma_serialized"] is False, m  # ptxas C7511: the wgmmas serialised
     assert m["threads"][0] == 384 and m["smem_bytes"] <= 232448
     ptx = result.ptx
     # S = Q K' (576 deep: 36 SS wgmmas of n = BN; prefill 192: 12) and O += P V over each warpgroup's 256

@@ -73,6 +73,7 @@ def test_split_configs_assemble_without_spills(ctx, kwargs):
     result = compile_kernel(source, stop="cubin")  # the protocol verifier runs beside ptxas
     m = result.manifest
     assert (m["spill_stores"], m["spill_loads"]) == (0, 0), m
+    assert m["wgmma_serialized"] is False, m  # ptxas C7511: the wgmmas serialised
     kinds = {p.name: p.kind for p in source.params}
     assert kinds["o"] == kinds["lse"] == "ptr" and [p.name for p in source.params][-2:] == ["num_splits", "split_keys"]
     assert "* num_splits" in source.grid and "split_geometry" in source.grid
