@@ -20,6 +20,7 @@ import warnings
 
 import torch
 
+from fa4_mlir.configs.attention import FP8_SUM_ROWS
 from fa4_mlir.reference import E4M3_ONE
 
 _KEYS, _COLS = 64, 64  # the Triton tile: keys (a multiple of 16) x head-dim columns
@@ -29,8 +30,9 @@ _BROKEN: set = set()  # non-empty once the Triton kernel failed: it is not tried
 def v_transposed(v: torch.Tensor, sum_rows: int = 0) -> torch.Tensor:
     """V^T (B, Hk, D + sum_rows, Sk') of ``v`` (B, Sk, Hk, D), keys permuted within each 16, its last
     ``sum_rows`` rows ones (see the module docstring)."""
-    if sum_rows not in (0, 8):
-        raise ValueError(f"v_transposed: sum_rows must be 0 or 8 (one n8 wgmma's rows of ones), got {sum_rows!r}")
+    if sum_rows not in (0, FP8_SUM_ROWS):
+        raise ValueError(f"v_transposed: sum_rows must be 0 or {FP8_SUM_ROWS} (one n8 wgmma's rows of ones), got "
+                         f"{sum_rows!r}")
     kernel = _triton_kernel() if v.is_cuda else None
     if kernel is not None and v.shape[3] % _COLS == 0 and v.stride(3) == 1:
         try:

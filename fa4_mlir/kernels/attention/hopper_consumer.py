@@ -171,7 +171,7 @@ class Consumer:
                 o = ov.value
             if not self.row_sums:
                 sums = [fm.fma(lv[r].value, factors[r], sums[r]) for r in (0, 1)]
-            elif tile_sums is not None:  # "wgmma": l + P_{j-1}'s sums, then to m_j
+            elif self.row_sums == "wgmma":  # l + P_{j-1}'s sums, then to m_j
                 sums = [dsl.arith.mulf(dsl.arith.addf(lv[r].value, tile_sums[r]), factors[r]) for r in (0, 1)]
             else:  # "columns": l to m_j (O's sum columns are rescaled with O)
                 sums = [dsl.arith.mulf(lv[r].value, factors[r]) for r in (0, 1)]
