@@ -19,7 +19,10 @@ Every sm_90a attention configuration was fingerprinted again when the kernel too
 ``head / group`` read from it (``ld.param`` + ``div.u32`` where group 1 used the head and groups 4 and 8 a
 shift), and the config's ``"group": "runtime"``; configurations that differ only in group now share one
 PTX. Two sm_100a configurations over gathered pages (``AttentionConfig.page_gather``, issue 26) were added with
-their first PTX. ``--update`` rewrites only the selected configurations' entries.
+their first PTX. Every sm_90a attention configuration was fingerprinted again when the consumers took the
+K/V tiles no row masks in a loop of their own, without the mask's test, and head dim 256 rescaled O before
+the P V wgmma (issue 25; the persistent ones keep their PTX). ``--update`` rewrites only the selected
+configurations' entries.
 """
 
 from __future__ import annotations

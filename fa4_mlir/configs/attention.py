@@ -50,8 +50,14 @@ FP8_SUM_ROWS = 8  # the rows of ones after V^T's head-dim rows (one n8 wgmma's w
 ROW_SUMS = ("", "columns", "wgmma")  # ``HopperTile.row_sums``
 # sm_90a lazy rescale (``AttentionConfig.lazy_rescale``: the consumers rescale O only when a row of the warp
 # adopted a larger maximum, the same numbers): the head dims where it was faster in bench/attention.py
-# (docs/PERF.md: bf16 d256 and d512, fp8 d128; slower at d64, even at bf16 d128)
+# (docs/PERF.md: bf16 d256 and d512, fp8 d128; slower at d64, even at bf16 d128), where O is not rescaled
+# before the P V instead (below)
 SM90_LAZY_RESCALE = {"bf16": (256, 512), "fp16": (256, 512), "fp8_e4m3": (128,)}
+# sm_90a: head dims whose consumers rescale O by the last tile's factors while the next S = Q K' runs, before
+# the P V that adds the next P (``AttentionConfig.rescale_before_pv``, FlashAttention-4's RescaleOBeforeGemm,
+# which it takes above head dim 128): faster at 256 (+1..5% on 5 of 6 rows), level at 192 (docs/PERF.md);
+# not over gathered pages (``page_gather``), whose kernels spilled 8 bytes with it
+SM90_RESCALE_BEFORE_PV = {"bf16": (256,), "fp16": (256,)}
 SM90_KV_STAGES = 2
 SM90_SMS = 132  # the SMs of an H100 SXM: CTAs of the one-tile kernels at work at once
 # causal sections (``hopper.section_order``) from this many query tiles a head: below, each head's tiles in turn
@@ -378,8 +384,18 @@ class AttentionConfig(Checked):
     @property
     def lazy_rescale(self) -> bool:
         """sm_90a: whether the consumers skip O's rescale when no row of a warp adopted a larger maximum
-        (``SM90_LAZY_RESCALE``; sm_100a's softmax always does, through its correction warpgroup)."""
-        return self.target == "sm_90a" and self.head_dim in SM90_LAZY_RESCALE.get(self.dtype, ())
+        (``SM90_LAZY_RESCALE``, unless ``rescale_before_pv``; sm_100a's softmax always does, through its
+        correction warpgroup)."""
+        return (self.target == "sm_90a" and self.head_dim in SM90_LAZY_RESCALE.get(self.dtype, ())
+                and not self.rescale_before_pv)
+
+    @property
+    def rescale_before_pv(self) -> bool:
+        """sm_90a: whether the consumers rescale O by the last tile's factors while the next S = Q K' runs,
+        before the P V wgmma that reads O (``SM90_RESCALE_BEFORE_PV``; not over gathered pages), not after the
+        softmax."""
+        return (self.target == "sm_90a" and self.head_dim in SM90_RESCALE_BEFORE_PV.get(self.dtype, ())
+                and not self.page_gather)
 
     @property
     def out_dtype(self) -> str:

@@ -267,10 +267,13 @@ def test_every_fp8_config_verifies_and_assembles_without_spills_on_its_layout(ct
     assert m["wgmma_serialized"] is False  # ptxas did not serialise the wgmmas (C7511: too few registers)
     n = t.consumers
     assert n == config.num_q == kwargs.get("num_q", 3 if d == 64 else 2)  # the op's: 192-row tiles at 64
-    assert len(rs) == n * 2 * t.bn // 32  # O += P V^T (RS, K-major V^T): per warpgroup, the loop and the last tile
-    assert ptx.count("cvt.rn.satfinite.e4m3x2.f32") == n * 2 * t.bn // 4  # 4 probabilities per cvt pair
-    # the polynomial exp2 (one rounding-down add each): per warpgroup, tile 0 and the loop, two rows of bn / 4
-    assert ptx.count("add.rm.ftz.f32") == n * 2 * 2 * len(emulated(t.bn // 4, emulation))
+    # O += P V^T (RS, K-major V^T): per warpgroup, the K/V loops (the unmasked tiles', then the masked tiles'; one
+    # loop with per-token scales over three warpgroups, which spilled peeled) and the last tile
+    loops = 1 if config.token_scales and n == 3 else 2
+    assert len(rs) == n * (loops + 1) * t.bn // 32
+    assert ptx.count("cvt.rn.satfinite.e4m3x2.f32") == n * (loops + 1) * t.bn // 4  # 4 probabilities per cvt pair
+    # the polynomial exp2 (one rounding-down add each): per warpgroup, tile 0 and the loops, two rows of bn / 4
+    assert ptx.count("add.rm.ftz.f32") == n * (loops + 1) * 2 * len(emulated(t.bn // 4, emulation))
 
 
 @pytest.mark.parametrize("sum_rows", [0, 8])

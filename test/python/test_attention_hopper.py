@@ -60,7 +60,8 @@ def test_every_config_assembles_without_spills_on_its_layout(ctx, kwargs):
     assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{config.dtype.replace('fp', 'f')}" in ptx
     rs = re.findall(rf"wgmma.mma_async.sync.aligned.m64n{d}k16\S+ \{{[^}}]+\}}, \{{%r\d+, %r\d+, %r\d+, %r\d+\}}, "
                     r"%rd\d+, p, 1, 1, 1;", ptx)
-    assert len(rs) == t.consumers * 2 * bn // 16  # per consumer warpgroup: the loop and the last tile
+    loops = 1 if config.persistent else 2  # the unmasked tiles' loop and the masked tiles' (persistent: one)
+    assert len(rs) == t.consumers * (loops + 1) * bn // 16  # per consumer warpgroup: the loops and the last tile
     consumer, load = (160, 32) if t.consumers == 3 else (240, 24)
     assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{consumer};", ptx)
     assert re.search(rf"setmaxnreg.dec.sync.aligned.u32\s+{load};", ptx)
@@ -362,20 +363,22 @@ def test_the_persistent_tile_walk_matches_f64_reference_in_the_emulator(dtype, d
     _check_in_emulator(config, q, k, v, 1 / math.sqrt(d))
 
 
-# (dtype, head_dim, causal, seq_q, seq_k): head dims with the lazy rescale, many K/V tiles (BN 80)
-RISING = [("bf16", 256, False, 64, 1600), ("fp16", 256, True, 1000, 1000)]
+# (dtype, head_dim, causal, seq_q, seq_k): many K/V tiles, O rescaled by each tile's factors before the next P V
+# (head dim 256: BN 80, rescale_before_pv) or where a warp's maxima grew (512: BN 32, the lazy rescale)
+RISING = [("bf16", 256, False, 64, 1600), ("fp16", 256, True, 1000, 1000), ("bf16", 512, False, 64, 640)]
 
 
-# CI: the non-causal case (the causal one takes twice as long; the H100 runs both); FA4_EMU_FULL_MATRIX=1: both
-@pytest.mark.parametrize("dtype, d, causal, sq, sk", ci_sample.in_ci(RISING, [0]))
-def test_the_lazy_rescale_in_the_emulator(dtype, d, causal, sq, sk):
+# CI: the non-causal cases (the causal one takes twice as long; the H100 runs both); FA4_EMU_FULL_MATRIX=1: all
+@pytest.mark.parametrize("dtype, d, causal, sq, sk", ci_sample.in_ci(RISING, [0, 2]))
+def test_rising_maxima_rescale_o_in_the_emulator(dtype, d, causal, sq, sk):
     """Many key tiles, the last 160 keys scaled x3: a warp's 16 rows see a larger maximum in some tiles
-    (it rescales O) and in none in others (it skips the rescale); O and the LSE against float64 within
-    twice the error of the computation at the kernel's precision, as every attention test."""
+    (O is rescaled: before the next P V at head dim 256, after the softmax where the warp votes so at 512) and
+    in none in others (512: the warp skips the rescale); O and the LSE against float64 within twice the
+    error of the computation at the kernel's precision, as every attention test."""
     from fa4_mlir import reference
 
     config = AttentionConfig(target="sm_90a", head_dim=d, causal=causal, dtype=dtype)
-    assert config.lazy_rescale and not AttentionConfig(target="sm_90a", head_dim=128, dtype=dtype).lazy_rescale
+    assert (config.rescale_before_pv, config.lazy_rescale) == (d == 256, d == 512)
     rng = np.random.default_rng(sk)
     ramp = np.where(np.arange(sk) >= sk - 160, 3.0, 1.0).astype(np.float32)[None, :, None, None]
     q = reference.random_bits(rng, (1, sq, 1, d), dtype, 1.0)
@@ -392,3 +395,75 @@ def test_the_lazy_rescale_in_the_emulator(dtype, d, causal, sq, sk):
     warps = (growth[..., :rows].reshape(*growth.shape[:-1], -1, 16) > 0).any(-1)  # 16 rows a warp
     assert warps.any() and not warps.all()  # both branches of the warps' vote
     _check_in_emulator(config, q, k, v, scale)
+
+
+def _loop_text(mlir: str, induction: str) -> str:
+    """The text of the ``scf.for`` whose induction variable is ``induction``, to its closing brace."""
+    lines = mlir.split("\n")
+    start = next(i for i, line in enumerate(lines) if f"scf.for %{induction} = " in line)
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(" " * indent + "}"))
+    return "\n".join(lines[start:end + 1])
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(causal=True), dict(head_dim=64, num_q=3, causal=True)])
+def test_tiles_no_row_masks_run_in_a_loop_without_the_mask(kwargs):
+    """Each consumer warpgroup takes K/V tiles 1 .. n-1 in two loops: up to ``cW_unmasked`` (the first tile a
+    row of the warpgroup masks, from 1 to n_tiles) with no select of the mask, from it to n_tiles with the
+    mask's BN / 2 selects a thread."""
+    config = AttentionConfig(target="sm_90a", **kwargs)
+    mlir = attention.build(config).mlir
+    for w in range(config.hopper.consumers):
+        first, rest = _loop_text(mlir, f"c{w}_j"), _loop_text(mlir, f"c{w}_jm")
+        assert re.search(rf"scf.for %c{w}_j = %c1_i32\w* to %c{w}_unmasked ", first)
+        assert re.search(rf"scf.for %c{w}_jm = %c{w}_unmasked to %n_tiles ", rest)
+        assert first.count("arith.select") == 0
+        assert rest.count("arith.select") == config.hopper.bn // 2
+        assert re.search(rf"%c{w}_unmasked = arith.maxsi %\w+, %c1_i32", mlir)
+
+
+# (dtype, head_dim, causal, batch, seq_q, seq_k, heads, kv heads): K/V tiles in both loops, several in the
+# unmasked one (ragged keys: 530 = 4 tiles of 128 + 18; causal: the last CTA's rows 384.. see tiles 1 and 2
+# unmasked, 3 masked), GQA
+EMULATED_PEELED = [("bf16", 64, False, 1, 70, 530, 2, 1), ("fp16", 128, True, 1, 400, 400, 1, 1)]
+
+
+@pytest.mark.parametrize("dtype, d, causal, b, sq, sk, h, hk", EMULATED_PEELED)
+def test_the_unmasked_and_masked_loops_match_f64_reference_in_the_emulator(dtype, d, causal, b, sq, sk, h, hk):
+    from fa4_mlir import reference
+
+    config = AttentionConfig(target="sm_90a", head_dim=d, causal=causal, dtype=dtype, group=h // hk)
+    rng = np.random.default_rng(sq * sk + d + 11)
+    q = reference.random_bits(rng, (b, sq, h, d), dtype, 1.0)
+    k, v = (reference.random_bits(rng, (b, sk, hk, d), dtype, 1.0) for _ in range(2))
+    _check_in_emulator(config, q, k, v, 1 / math.sqrt(d))
+
+
+def test_the_persistent_walk_keeps_one_kv_loop():
+    """The tile walk spilled with the unmasked tiles' own loop (``peel_unmasked`` off): one K/V loop, the mask's
+    BN / 2 selects in it."""
+    config = AttentionConfig(target="sm_90a", persistent=True)
+    mlir = attention.build(config).mlir
+    assert "scf.for %c0_jm" not in mlir and "c0_unmasked" not in mlir
+    assert _loop_text(mlir, "c0_j").count("arith.select") == config.hopper.bn // 2
+
+
+@pytest.mark.parametrize("d, dtype", [(256, "bf16"), (256, "fp16"), (128, "bf16"), (192, "bf16")])
+def test_head_dim_256_rescales_o_while_s_is_computed(d, dtype):
+    """``rescale_before_pv`` (head dim 256): in each K/V loop step O's D / 2 values a thread are multiplied by the
+    last tile's factors between the S = Q K' group and the P V group (while S is computed), and none after the
+    softmax; elsewhere O's rescale follows the softmax (and no rescale sits between the groups)."""
+    config = AttentionConfig(target="sm_90a", head_dim=d, dtype=dtype)
+    assert config.rescale_before_pv == (d == 256) and not config.lazy_rescale
+    # over gathered pages (page_gather) head dim 256 keeps the lazy rescale (it spilled 8 bytes rescaling before)
+    gathered = AttentionConfig(target="sm_90a", head_dim=d, dtype=dtype, page_size=100)
+    assert gathered.page_gather and not gathered.rescale_before_pv and gathered.lazy_rescale == (d == 256)
+    mlir = attention.build(config).mlir
+    rescale = d // 2  # O's values a thread
+    for loop in (_loop_text(mlir, "c0_j"), _loop_text(mlir, "c0_jm")):
+        qk, between, after = re.split(r'"fa4.wgmma_commit"', loop)
+        assert len(re.findall(r'"fa4.wgmma"\(', qk)) == d // 16  # S = Q K': a k16 step a 16 columns of Q
+        assert len(re.findall(r'"fa4.wgmma"\(', between)) == config.hopper.bn // 16  # O += P V: 16 keys a step
+        # after the softmax: each row's exponent offset and rescale factor (4), and O's rescale unless before
+        assert between.count("arith.mulf") == (rescale if d == 256 else 0)
+        assert after.count("arith.mulf") == 4 + (0 if d == 256 else rescale)

@@ -254,7 +254,10 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         vring=vring,
         qbar=barriers["q_full"], kfull=barriers["k_full"], vfull=barriers["v_full"], kp=kp, vp=vp, qp=qp,
         persistent=t.persistent, place=_place, row_sums=t.row_sums,
-        exp2_emulation=c.exp2_emulation, lazy_rescale=c.lazy_rescale,
+        # the unmasked K/V tiles' own loop (hopper_consumer), but where ptxas spilled with it: the tile walk (24
+        # bytes at head dim 128) and per-token fp8 scales over three consumer warpgroups (8, non-causal)
+        peel_unmasked=not t.persistent and not (c.token_scales and t.consumers == 3),
+        exp2_emulation=c.exp2_emulation, lazy_rescale=c.lazy_rescale, rescale_before_pv=c.rescale_before_pv,
         shared_kv=False, kv_begin=None, kv_limit=arg.seq_k,  # the MLA kernel's consumer hooks off
         tile_heads=c.pack_gqa or 1,  # pack_gqa: rows of packed heads (the MLA kernel's hook)
         q_base=None, k_base=None, work=None)  # varlen: the sequence's first Q and K/V rows, whether the CTA works

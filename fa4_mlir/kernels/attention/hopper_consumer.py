@@ -14,8 +14,14 @@ Per K/V tile the warpgroup waits for its turn (named barrier ``sched{w}``), issu
 O += P_{j-1} V_{j-1}, hands the turn to the next warpgroup (round robin over ``g.consumers``: two, or
 three with a 192-row tile), and while the P@V runs takes the softmax of S_j; then it
 waits for the P@V, rescales O by ``exp2((m_old - m_new) * scale_log2e)`` and packs P_j to 16 bits
-as the next RS wgmma's A fragments. With ``g.lazy_rescale`` (``AttentionConfig.lazy_rescale``) a warp
-skips the rescale of a tile where none of its rows' maxima grew (a warp vote; the same numbers).
+as the next RS wgmma's A fragments. The K/V tiles after the first run in two loops: first those no row
+of the warpgroup masks (``_unmasked_end``), with no test of the mask, then the rest (``g.peel_unmasked``;
+off where ptxas spilled peeled: the persistent walk, the MLA kernel, per-token fp8 over three warpgroups). With
+``g.lazy_rescale`` (``AttentionConfig.lazy_rescale``) a warp skips the rescale of a tile where none of its
+rows' maxima grew (a warp vote; the same numbers). With ``g.rescale_before_pv``
+(``AttentionConfig.rescale_before_pv``) O is rescaled by tile j-1's factors after S = Q K_j' is issued,
+while it runs, and before the O += P_{j-1} V_{j-1} that reads O (the factors carried through the loop; the
+last P V's after the loop), not after the softmax.
 
 At head dim 512 (``g.split_o``, see ``hopper.py``) both warpgroups own the CTA's 64 rows and take the
 same S and softmax; warpgroup ``w``'s O is columns ``[256 w, 256 w + 256)`` (``g.o_cols / 2`` values a
@@ -40,7 +46,7 @@ masked from ``kv_limit`` on), and its own epilogue.
 The paged kernel with ``pack_gqa`` (``hopper``) sets ``tile_heads`` as well (its G heads of a K/V head): a
 warpgroup's first position is then ``q_start + w * 64 / tile_heads``.
 
-Packed sequences (``hopper_varlen.VarlenConsumer``) override the hooks ``_key_limits`` (bottom-right
+Packed sequences (``hopper_varlen.VarlenConsumer``) override the hooks ``_key_limit`` (bottom-right
 causal), ``_finite`` (rows that see no key) and the epilogue (``_normalizers``, ``_store_tile`` and
 stores per thread).
 """
@@ -120,70 +126,40 @@ class Consumer:
         s = self._qk(ks)
         self._sched("arrive")
         dsl.fa4.wgmma_wait(pending=0)
-        s = dsl.fa4.wgmma_fence_acc(s)
-        vals = self._key_scaled(s, ks)
-        if not self.shared_kv:  # shared K/V: the stage is V too, released after its P @ V
-            self._release(ks)
-        ks.step()
-        vals = self._mask(vals or self._values(s), dsl.Value(0))
+        vals = self._mask(self._scores(s, ks), dsl.Value(0))
         m, _, probs, sums = self._softmax(vals, None)
         frags = self._pack(probs)
 
-        # tiles 1 .. n-1: S_j = Q K_j' and O += P_{j-1} V_{j-1} in flight, then the softmax of S_j
+        # tiles 1 .. n-1: S_j = Q K_j' and O += P_{j-1} V_{j-1} in flight, then the softmax of S_j. Peeled, two
+        # loops as FlashAttention-4's: the tiles no row of the warpgroup masks, then the rest with the mask's test.
+        # A branch inside the first loop would end ptxas's scheduling region there: it then waits for the P @ V
+        # at the region's start, before the softmax it should overlap (docs/PERF.md).
         mv, lv = [dsl.Var(x) for x in m], [dsl.Var(x) for x in sums]
         ov, fv = dsl.Var(o_zero), [dsl.Var(f) for f in frags]
-        with k.range(1, g.n_tiles, carry=[*mv, *lv, ov, ks, vs, *fv]) as j:
-            name(j, f"{p}j")
-            name_all([*(v.value for v in mv + lv), ov.value, ks.stage, ks.phase, vs.stage, vs.phase,
-                      *(f.value for f in fv)],
-                     [f"{p}i_{n}" for n in ("m0", "m1", "l0", "l1", "o", "ks", "kph", "vs", "vph")]
-                     + [f"{p}i_fr{i}" for i in range(len(fv))])
-            o_in = ov.value
-            if self.row_sums == "columns":  # the sums of P_{j-2} (relative to m_{j-1}) before P_{j-1}'s are added
-                o_in, taken = self._column_sums(o_in, zero=True)
-                for r in (0, 1):
-                    lv[r].value = dsl.arith.addf(lv[r].value, taken[r])
-            self._sched("sync")
-            ks.consumer_wait()
-            s = self._qk(ks)
-            vs.consumer_wait()
-            o, sums_acc = self._pv(vs, o_in, [f.value for f in fv])
-            self._sched("arrive")
-            dsl.fa4.wgmma_wait(pending=1)
-            s = dsl.fa4.wgmma_fence_acc(s)
-            vals = self._key_scaled(s, ks)
-            if not self.shared_kv:  # shared K/V: the stage is V too, released after its P @ V
-                self._release(ks)
-            ks.step()
-            vals = self._mask(vals or self._values(s), j)
-            m, (factors, grew), probs, sums = self._softmax(vals, [mv[0].value, mv[1].value])
-            dsl.fa4.wgmma_wait(pending=0)
-            o = dsl.fa4.wgmma_fence_acc(o)
-            tile_sums = self._wgmma_sums(sums_acc)  # "wgmma": P_{j-1}'s sums (relative to m_{j-1})
-            self._release(vs)
-            vs.step()
-            if grew is None:
-                o = self._rescale(o, factors)
-            else:
-                ov.value = o
-                with k.if_(grew, carry=[ov]):  # only when some row of the warp adopted a larger maximum
-                    ov.value = self._rescale(ov.value, factors)
-                o = ov.value
-            if not self.row_sums:
-                sums = [fm.fma(lv[r].value, factors[r], sums[r]) for r in (0, 1)]
-            elif self.row_sums == "wgmma":  # l + P_{j-1}'s sums, then to m_j
-                sums = [dsl.arith.mulf(dsl.arith.addf(lv[r].value, tile_sums[r]), factors[r]) for r in (0, 1)]
-            else:  # "columns": l to m_j (O's sum columns are rescaled with O)
-                sums = [dsl.arith.mulf(lv[r].value, factors[r]) for r in (0, 1)]
-            frags = self._pack(probs)
-            for var, new in zip([*mv, *lv, ov, *fv], [*m, *sums, o, *frags]):
-                var.value = new
+        # rescale_before_pv: tile j-1's rescale factors, applied to O in tile j's step (exp2(0) = 1 before tile 1)
+        self.pending = [dsl.Var(fm.constant(1.0)) for _ in (0, 1)] if g.rescale_before_pv else []
+        carry = [*mv, *lv, ov, ks, vs, *fv, *self.pending]
+        loops = [(1, g.n_tiles, True)]  # g.peel_unmasked off: one loop, each tile tested
+        if g.peel_unmasked:
+            unmasked = self._unmasked_end()
+            loops = [(1, unmasked, False), (unmasked, g.n_tiles, True)]
+        for lo, hi, masked in loops:
+            with k.range(lo, hi, carry=carry) as j:
+                suffix = "m" if masked and g.peel_unmasked else ""
+                q = f"{p}i{suffix}_"
+                name(j, f"{p}j{suffix}")
+                name_all([*(v.value for v in mv + lv), ov.value, ks.stage, ks.phase, vs.stage, vs.phase,
+                          *(f.value for f in fv)],
+                         [f"{q}{n}" for n in ("m0", "m1", "l0", "l1", "o", "ks", "kph", "vs", "vph")]
+                         + [f"{q}fr{i}" for i in range(len(fv))])
+                self._kv_step(j, masked, mv, lv, ov, ks, vs, fv)
         name(ov.value, f"{p}lp")
 
         # the last P@V, then the epilogue
         self._sched("sync")
+        o_last = self._rescale(ov.value, [f.value for f in self.pending]) if self.pending else ov.value
         vs.consumer_wait()
-        o, sums_acc = self._pv(vs, ov.value, [f.value for f in fv])
+        o, sums_acc = self._pv(vs, o_last, [f.value for f in fv])
         if not last:  # the last warpgroup's last turn hands nothing over: each sched0 sync has its arrival
             self._sched("arrive")
         dsl.fa4.wgmma_wait(pending=0)
@@ -198,6 +174,53 @@ class Consumer:
             qs.step()
             vs.step()
         self._epilogue(o, [v.value for v in lv], [v.value for v in mv])
+
+    def _kv_step(self, j, masked: bool, mv, lv, ov, ks, vs, fv) -> None:
+        """K/V tile ``j`` >= 1 of the loop: S_j = Q K_j' and O += P_{j-1} V_{j-1}, the softmax of S_j (with the
+        mask's test where ``masked``), O rescaled, P_j packed; the loop's states (``mv`` .. ``fv``) updated."""
+        g, k = self.g, self.k
+        o_in = ov.value
+        if self.row_sums == "columns":  # the sums of P_{j-2} (relative to m_{j-1}) before P_{j-1}'s are added
+            o_in, taken = self._column_sums(o_in, zero=True)
+            for r in (0, 1):
+                lv[r].value = dsl.arith.addf(lv[r].value, taken[r])
+        self._sched("sync")
+        ks.consumer_wait()
+        s = self._qk(ks)
+        if self.pending:  # O to m_{j-1} while S = Q K_j' runs, before the P V that adds P_{j-1} (relative to it)
+            o_in = self._rescale(o_in, [f.value for f in self.pending])
+        vs.consumer_wait()
+        o, sums_acc = self._pv(vs, o_in, [f.value for f in fv])
+        self._sched("arrive")
+        dsl.fa4.wgmma_wait(pending=1)
+        vals = self._scores(s, ks)
+        if masked:
+            vals = self._mask(vals, j)
+        m, (factors, grew), probs, sums = self._softmax(vals, [mv[0].value, mv[1].value])
+        dsl.fa4.wgmma_wait(pending=0)
+        o = dsl.fa4.wgmma_fence_acc(o)
+        tile_sums = self._wgmma_sums(sums_acc)  # "wgmma": P_{j-1}'s sums (relative to m_{j-1})
+        self._release(vs)
+        vs.step()
+        if self.pending:  # the next step's (or the last P V's)
+            for var, factor in zip(self.pending, factors):
+                var.value = factor
+        elif grew is None:
+            o = self._rescale(o, factors)
+        else:
+            ov.value = o
+            with k.if_(grew, carry=[ov]):  # only when some row of the warp adopted a larger maximum
+                ov.value = self._rescale(ov.value, factors)
+            o = ov.value
+        if not self.row_sums:
+            sums = [fm.fma(lv[r].value, factors[r], sums[r]) for r in (0, 1)]
+        elif self.row_sums == "wgmma":  # l + P_{j-1}'s sums, then to m_j
+            sums = [dsl.arith.mulf(dsl.arith.addf(lv[r].value, tile_sums[r]), factors[r]) for r in (0, 1)]
+        else:  # "columns": l to m_j (O's sum columns are rescaled with O)
+            sums = [dsl.arith.mulf(lv[r].value, factors[r]) for r in (0, 1)]
+        frags = self._pack(probs)
+        for var, new in zip([*mv, *lv, ov, *fv], [*m, *sums, o, *frags]):
+            var.value = new
 
     def _setup_thread(self) -> None:
         """The thread's place in the warpgroup."""
@@ -247,12 +270,28 @@ class Consumer:
             self.heads = [(g.head + r % self.tile_heads).named(f"{p}head{i}") for i, r in enumerate(rows)]
 
     def _key_limits(self, seq_k) -> list:
-        """Rows r0's and r0 + 8's key limits (keys at or past one are masked): ``seq_k`` (``g.kv_limit``:
-        seq_k, or with split KV (MLA) the end of the CTA's keys); causal, top-left: the row's position + 1
-        (``hopper_varlen`` aligns it bottom-right)."""
+        """Rows r0's and r0 + 8's key limits (keys at or past one are masked)."""
+        return [self._key_limit(seq_k, pos) for pos in self.pos]
+
+    def _key_limit(self, seq_k, pos):
+        """The key limit of the row at position ``pos``: ``seq_k`` (``g.kv_limit``: seq_k, or with split KV
+        (MLA) the end of the CTA's keys); causal, top-left: ``pos`` + 1 (``hopper_varlen`` aligns it
+        bottom-right). Never decreasing in ``pos``, so the warpgroup's first row has its lowest."""
         if self.g.c.causal:
-            return [dsl.Value(dsl.arith.minsi(seq_k.value, (pos + 1).value)) for pos in self.pos]
-        return [seq_k, seq_k]
+            return dsl.Value(dsl.arith.minsi(seq_k.value, (pos + 1).value))
+        return seq_k
+
+    def _unmasked_end(self) -> dsl.Value:
+        """The first K/V tile, from 1 to ``n_tiles``, that a row of the warpgroup masks: the warpgroup's
+        first position has the lowest key limit, and tile j holds keys ``kv_begin + j BN ..``. Uniform over
+        the warpgroup, as its wgmmas (``.aligned``) need."""
+        g = self.g
+        span = self._key_limit(g.kv_limit, self.row0)
+        if g.kv_begin is not None:
+            span = span - g.kv_begin
+        whole = dsl.Value(dsl.arith.divsi(dsl.Value(span).value, dsl.Value(g.bn).value))
+        within = dsl.arith.minsi(whole.value, dsl.Value(g.n_tiles).value)
+        return name(dsl.Value(dsl.arith.maxsi(within, dsl.Value(1).value)), f"{self.p}unmasked")
 
     # -- MMAs and turns ------------------------------------------------------------------------------
     def _qk(self, state):
@@ -310,6 +349,16 @@ class Consumer:
         else:
             following = (self.w + 1) % self.g.consumers
             dsl.fa4.named_barrier(sym_name=f"sched{following}", threads=2 * WG_THREADS, kind="arrive")
+
+    def _scores(self, s, ks) -> list:
+        """The retired S's values (per-token: times the keys' k scales), its K stage released (shared K/V: the
+        stage is V too, released after its P @ V) and K's ring stepped."""
+        s = dsl.fa4.wgmma_fence_acc(s)
+        vals = self._key_scaled(s, ks)
+        if not self.shared_kv:
+            self._release(ks)
+        ks.step()
+        return vals or self._values(s)
 
     def _release(self, state) -> None:
         """Lane 0 of each warp frees the state's stage (its wgmma group retired)."""

@@ -155,11 +155,11 @@ class VarlenConsumer(Consumer):
             self._store_tile(dsl.llvm.mlir_zero(self.oacc), [zero, zero], self.row0)
         self._write_lse([fm.constant(POS_INF)] * 2)
 
-    def _key_limits(self, seq_k) -> list:
+    def _key_limit(self, seq_k, pos):
         """Causal, bottom-right: min(Sk_b, position + 1 + Sk_b - Sq_b) (<= 0: the row sees no key)."""
         if self.g.c.causal:
-            return [dsl.Value(dsl.arith.minsi(seq_k.value, (pos + self.g.diagonal).value)) for pos in self.pos]
-        return [seq_k, seq_k]
+            return dsl.Value(dsl.arith.minsi(seq_k.value, (pos + self.g.diagonal).value))
+        return seq_k
 
     def _finite(self, m):
         """Causal: 0 for a row without a visible key (its maximum -inf), so its exponents are exp2(-inf)
