@@ -56,7 +56,7 @@ SM90_LAZY_RESCALE = {"bf16": (256, 512), "fp16": (256, 512), "fp8_e4m3": (128,)}
 # sm_90a: head dims whose consumers rescale O by the last tile's factors while the next S = Q K' runs, before
 # the P V that adds the next P (``AttentionConfig.rescale_before_pv``, FlashAttention-4's RescaleOBeforeGemm,
 # which it takes above head dim 128): faster at 256 (+1..5% on 5 of 6 rows), level at 192 (docs/PERF.md);
-# not over gathered pages (``page_gather``), whose kernels spilled 8 bytes with it
+# the dense kernel only: the serving kernels (varlen, paged) spilled 4-8 bytes with it
 SM90_RESCALE_BEFORE_PV = {"bf16": (256,), "fp16": (256,)}
 SM90_KV_STAGES = 2
 SM90_SMS = 132  # the SMs of an H100 SXM: CTAs of the one-tile kernels at work at once
@@ -392,10 +392,10 @@ class AttentionConfig(Checked):
     @property
     def rescale_before_pv(self) -> bool:
         """sm_90a: whether the consumers rescale O by the last tile's factors while the next S = Q K' runs,
-        before the P V wgmma that reads O (``SM90_RESCALE_BEFORE_PV``; not over gathered pages), not after the
+        before the P V wgmma that reads O (``SM90_RESCALE_BEFORE_PV``; the dense kernel), not after the
         softmax."""
         return (self.target == "sm_90a" and self.head_dim in SM90_RESCALE_BEFORE_PV.get(self.dtype, ())
-                and not self.page_gather)
+                and not self.serving)
 
     @property
     def out_dtype(self) -> str:
