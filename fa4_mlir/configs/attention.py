@@ -77,12 +77,17 @@ SM90_NUM_Q3_MAX_BN = 128  # num_q 3: the most keys per tile whose S fits (ptxas 
 SM90_NUM_Q: dict[tuple[str, int, bool], int] = {("bf16", 64, False): 3, ("fp16", 64, False): 3,
                                                 ("bf16", 64, True): 3, ("fp16", 64, True): 3,
                                                 ("fp8_e4m3", 64, False): 3, ("fp8_e4m3", 64, True): 3}
-# sm_90a tiles (num_q, block_n) the torch op takes instead for at most SM90_SHORT_KEYS keys, per (dtype, head dim,
-# causal): the faster in bench/attention.py --seqlens 1024,2048,4096,8192 --block-n 128 (docs/PERF.md, H100: d64
-# causal 128 keys a tile +13% at 1k, +3% at 2k, level at 4k; the default's 192 keys waste more on the diagonal)
+# sm_90a tiles (num_q, block_n) the torch op takes instead for at most SM90_SHORT_KEYS keys (SM90_SHORT_TILE_KEYS
+# where it names its own), per (dtype, head dim, causal): the faster in bench/attention.py --seqlens
+# 1024,2048,4096,8192 --block-n 128 (docs/PERF.md, H100: d64 causal 128 keys a tile +13% at 1k, +3% at 2k, level at
+# 4k; the default's 192 keys waste more on the diagonal; fp8 d128, 128 keys against 192, up to 4k keys: causal
+# +3..46% at 2k, +1..9% at 4k, non-causal level at 2k, +1..4% at 4k; from 8k level causal, 4-6% slower non-causal)
 SM90_SHORT_KEYS = 2048
 SM90_SHORT_TILE: dict[tuple[str, int, bool], tuple[int, int]] = {("bf16", 64, True): (2, 128),
-                                                                 ("fp16", 64, True): (2, 128)}
+                                                                 ("fp16", 64, True): (2, 128),
+                                                                 ("fp8_e4m3", 128, False): (2, 128),
+                                                                 ("fp8_e4m3", 128, True): (2, 128)}
+SM90_SHORT_TILE_KEYS = {("fp8_e4m3", 128, False): 4096, ("fp8_e4m3", 128, True): 4096}  # absent: SM90_SHORT_KEYS
 PAGE_MULTIPLE = 16  # TMA loads a paged K/V tile in chunks of whole multiples of this (sm_100a: powers of two)
 BLOCK_COLS = 64  # sm_90a: 16-bit columns of one 128-byte swizzle block
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
@@ -510,13 +515,19 @@ def default_num_q(target: str, dtype: str, head_dim: int, causal: bool) -> int:
 
 def default_tile(target: str, dtype: str, head_dim: int, causal: bool, seq_k: int) -> tuple[int, int]:
     """The (``num_q``, ``block_n``) the torch op uses for ``seq_k`` keys: ``SM90_SHORT_TILE`` up to
-    ``SM90_SHORT_KEYS`` keys where it has the (dtype, head dim, causal), else ``default_num_q`` and the head
+    ``short_keys`` keys where it has the (dtype, head dim, causal), else ``default_num_q`` and the head
     dim's default keys (0)."""
-    if target == "sm_90a" and seq_k <= SM90_SHORT_KEYS:
+    if target == "sm_90a" and seq_k <= short_keys(dtype, head_dim, causal):
         short = SM90_SHORT_TILE.get((dtype, head_dim, bool(causal)))
         if short is not None:
             return short
     return default_num_q(target, dtype, head_dim, causal), 0
+
+
+def short_keys(dtype: str, head_dim: int, causal: bool) -> int:
+    """The most keys for which the sm_90a op takes ``SM90_SHORT_TILE``'s tile (``SM90_SHORT_TILE_KEYS``, else
+    ``SM90_SHORT_KEYS``)."""
+    return SM90_SHORT_TILE_KEYS.get((dtype, head_dim, bool(causal)), SM90_SHORT_KEYS)
 
 
 def default_exp2_emulation(target: str, dtype: str, head_dim: int) -> int:

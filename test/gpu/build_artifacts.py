@@ -77,10 +77,12 @@ def keys() -> list[ArtifactKey]:
         num_q=default_num_q("sm_90a", "fp8_e4m3", d, c),
         exp2_emulation=default_exp2_emulation("sm_90a", "fp8_e4m3", d)))
                for d in FP8_HEAD_DIMS["sm_90a"] for c in (False, True) for t in (False, True)]
-    # the op's tiles for short sequences (SM90_SHORT_TILE: at most SM90_SHORT_KEYS keys)
-    wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype=dt, head_dim=d, causal=c,
-                                                                   num_q=nq, block_n=bn))
-               for (dt, d, c), (nq, bn) in SM90_SHORT_TILE.items()]
+    # the op's tiles for short sequences (SM90_SHORT_TILE: at most short_keys keys); fp8 with both kinds of scales
+    wanted += [ArtifactKey.for_config("attention", AttentionConfig(
+        target="sm_90a", dtype=dt, head_dim=d, causal=c, num_q=nq, block_n=bn, token_scales=t,
+        exp2_emulation=default_exp2_emulation("sm_90a", dt, d)))
+               for (dt, d, c), (nq, bn) in SM90_SHORT_TILE.items() for t in (False, True)
+               if dt == "fp8_e4m3" or not t]
     # torch.ops.fa4.flash_attn_varlen and test_varlen_gpu.py: the packed kernels of every varlen head dim, both
     # masks, both dtypes, for short and long max_seqlen_k (the op's tile: varlen_config); every group, as above
     wanted += list(dict.fromkeys(

@@ -28,7 +28,7 @@ import pytest
 
 from fa4_mlir import reference
 from fa4_mlir.configs import attention as attention_configs
-from fa4_mlir.configs.attention import AttentionConfig, default_exp2_emulation, default_num_q
+from fa4_mlir.configs.attention import AttentionConfig, default_exp2_emulation, default_tile
 from fa4_mlir.errors import ConfigError, LaunchError
 from fa4_mlir.kernels.attention import hopper_fp8
 
@@ -64,10 +64,12 @@ def _compiled(config):
     return _COMPILED[config]
 
 
-def _op_config(d: int, causal: bool, group: int, tokens: bool, num_q: int = 0) -> AttentionConfig:
-    """The config ``flash_attention`` runs for these fp8 inputs on sm_90a (``num_q`` 0: the op's choice)."""
+def _op_config(d: int, causal: bool, group: int, tokens: bool, num_q: int = 0, seq_k: int = 1 << 20) -> AttentionConfig:
+    """The config ``flash_attention`` runs for these fp8 inputs of ``seq_k`` keys on sm_90a (``num_q`` 0: the op's
+    choice; its tile by length, ``default_tile``)."""
+    op_num_q, block_n = default_tile("sm_90a", "fp8_e4m3", d, causal, seq_k)
     return AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=causal, group=group,
-                           token_scales=tokens, num_q=num_q or default_num_q("sm_90a", "fp8_e4m3", d, causal),
+                           token_scales=tokens, num_q=num_q or op_num_q, block_n=block_n,
                            exp2_emulation=default_exp2_emulation("sm_90a", "fp8_e4m3", d))
 
 
@@ -108,6 +110,20 @@ def test_head_dim_64_tiles_match_f64_reference(case, num_q, monkeypatch):
     _check_case(case, num_q=num_q)
 
 
+@pytest.mark.parametrize("short", [True, False], ids=["128-keys", "192-keys"])
+def test_head_dim_128_takes_128_keys_up_to_4k_and_matches_f64_reference(short, monkeypatch):
+    """fp8 head dim 128: the op runs 128 keys a tile up to 4096 keys (``SM90_SHORT_TILE``), 192 above; both tiles
+    in the emulator (the long one forced at few keys), causal over two query tiles and three K/V tiles."""
+    key = ("fp8_e4m3", 128, True)
+    assert default_tile("sm_90a", *key, 4096) == (2, 128) == default_tile("sm_90a", "fp8_e4m3", 128, False, 4096)
+    assert default_tile("sm_90a", *key, 4097) == (2, 0) and AttentionConfig(
+        target="sm_90a", dtype="fp8_e4m3", head_dim=128).hopper.bn == 192
+    if not short:
+        monkeypatch.setitem(attention_configs.SM90_SHORT_TILE_KEYS, key, 0)
+    assert _op_config(128, True, 2, False, seq_k=300).hopper.bn == (128 if short else 192)
+    _check_case((1, 200, 300, 2, 1, 128, True, False))
+
+
 def _check_case(case, num_q: int = 0):
     from fa4_mlir.torch import flash_attention
     from fa4_mlir.torch.emulated import emulator
@@ -121,7 +137,7 @@ def _check_case(case, num_q: int = 0):
     vs = float(torch.rand(1, generator=gen)) * 4 + 0.1
     q, k, v = _quantized(gen, (b, sq, h, d), qs), _quantized(gen, (b, sk, hk, d), ks), _quantized(gen, (b, sk, hk, d), vs)
     scale = 1 / math.sqrt(d)
-    config = _op_config(d, causal, h // hk, tokens)
+    config = _op_config(d, causal, h // hk, tokens, seq_k=sk)
     assert not num_q or config.num_q == num_q
     m = _compiled(config).manifest
     assert (m["spill_stores"], m["spill_loads"], m.get("stack_frame", 0)) == (0, 0, 0), m
@@ -233,6 +249,7 @@ COPIED:
 
 FP8_CONFIGS = [dict(d=d, tokens=t, causal=c) for d in (64, 128, 256) for t in (False, True) for c in (False, True)]
 FP8_CONFIGS += [dict(d=64, tokens=t, causal=c, num_q=2) for t, c in ((False, False), (True, True))]  # 128-row tiles
+FP8_CONFIGS += [dict(d=128, tokens=t, causal=c, seq_k=4096) for t, c in ((False, True), (True, False))]  # short tile
 
 
 # CI compiles each value of the sweep once (sm_90a: the H100 session builds the op's artifacts, and CI's

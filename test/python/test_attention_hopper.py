@@ -448,6 +448,18 @@ def test_the_persistent_walk_keeps_one_kv_loop():
     assert _loop_text(mlir, "c0_j").count("arith.select") == config.hopper.bn // 2
 
 
+@pytest.mark.parametrize("d, causal", [(96, True), (128, True), (64, False)])
+def test_the_persistent_walk_assembles_without_spills(ctx, d, causal):
+    """The tile walk's values are each role's own (``hopper.walk``): made before the roles' dispatch, they lived
+    across it and ptxas spilled 20 bytes at head dims 96 and 128, causal; the load warp computing its own then
+    spilled 4 at 64 under 24 registers (it holds 40: ``PAGED_REGISTERS``)."""
+    from fa4_mlir.core.compiler import compile_kernel
+
+    config = AttentionConfig(target="sm_90a", head_dim=d, causal=causal, persistent=True)
+    m = compile_kernel(attention.build(config), stop="cubin", verify_protocol=False).manifest
+    assert (m["spill_stores"], m["spill_loads"], m["wgmma_serialized"]) == (0, 0, False), m
+
+
 @pytest.mark.parametrize("d, dtype", [(256, "bf16"), (256, "fp16"), (128, "bf16"), (192, "bf16")])
 def test_head_dim_256_rescales_o_while_s_is_computed(d, dtype):
     """``rescale_before_pv`` (head dim 256): in each K/V loop step O's D / 2 values a thread are multiplied by the

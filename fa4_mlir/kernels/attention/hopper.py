@@ -116,7 +116,8 @@ PRODUCER_REGISTERS = 24
 # (consumer, load warpgroup) setmaxnreg budgets by consumer warpgroups: 3 x 128 x 160 + 128 x 32 = 65536, the
 # 512 threads' pool (a setmaxnreg.inc past the pool waits forever: fa4.warp_specialize checks it)
 REGISTERS = {2: (CONSUMER_REGISTERS, PRODUCER_REGISTERS), 3: (160, 32)}
-# the paged load warp (``hopper_paged``) spills at 24: 2 x 128 x 232 + 128 x 40 = 64512, the launch pool
+# the paged load warp (``hopper_paged``) and the 16-bit tile walk's spill at 24: 2 x 128 x 232 + 128 x 40 = 64512, the
+# launch pool
 PAGED_REGISTERS = {2: (232, 40), 3: (160, 32)}
 # split KV: the load warp's key range (its first tile, the range's last page) spilled at 40 at head dim 192
 # (4-8 spill stores; ptxas 13.0, 2026-11-26): 2 x 128 x 224 + 128 x 56 = 64512; no consumer spills at 224
@@ -160,7 +161,10 @@ def build(config: AttentionConfig) -> KernelSource:
             from fa4_mlir.kernels.attention.hopper_split import SplitConsumer as consumer
     with k.body() as arg:
         g = _prologue(dsl, k, config, arg)
-        budgets = SPLIT_REGISTERS if config.split_kv else PAGED_REGISTERS if config.page_size else REGISTERS
+        # the 16-bit tile walk's load warp computes its walk (``walk``) and spilled at 24 (4 bytes, head dim 64)
+        walk_budget = t.persistent and not t.fp8
+        budgets = SPLIT_REGISTERS if config.split_kv else PAGED_REGISTERS if config.page_size or walk_budget \
+            else REGISTERS
         consumer_registers, load_registers = budgets[n]
         for w in range(n):
             with k.role(f"consumer{w}", warps=range(4 * w, 4 * w + 4), registers=consumer_registers):
@@ -261,11 +265,7 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         shared_kv=False, kv_begin=None, kv_limit=arg.seq_k,  # the MLA kernel's consumer hooks off
         tile_heads=c.pack_gqa or 1,  # pack_gqa: rows of packed heads (the MLA kernel's hook)
         q_base=None, k_base=None, work=None)  # varlen: the sequence's first Q and K/V rows, whether the CTA works
-    if t.persistent:  # the tile walk: this CTA's first tile, its stride and the number of tiles
-        q_tiles = name(dsl.Value(dsl.arith.divsi((arg.seq_q + (t.bm - 1)).value, dsl.Value(t.bm).value)), "q_tiles")
-        g.q_tiles, g.heads_batch = q_tiles, name(arg.num_heads * arg.batch, "hb")
-        g.first, g.stride = name(dsl.ctaid("x"), "first"), dsl.Value(dsl.nvvm.read_ptx_sreg_nctaid_x(dsl.i32()))
-        g.total = name(q_tiles * g.heads_batch, "total")
+    if t.persistent:  # each role sets the tile walk's values (``walk``)
         return g
     if c.varlen:  # packed Q: each role places its slot and finds its tile (hopper_varlen.set_tile)
         return g
@@ -284,6 +284,19 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         qt = name(dsl.ctaid("x"), "qt")
     _set_tile(dsl, g, qt, name(dsl.ctaid("y"), "head"), name(dsl.ctaid("z"), "bz"))
     return g
+
+
+def walk(dsl, g) -> None:
+    """Persistent: set ``g``'s tile walk, this CTA's first tile, its stride and the number of tiles. Each role
+    computes it in its own code: values made before the roles' dispatch live across it, and the load warp's 24
+    registers could not hold them (ptxas spilled 20 bytes at head dim 128, causal)."""
+    from fa4_mlir.dsl.names import name
+
+    arg, bm = g.arg, g.t.bm
+    q_tiles = name(dsl.Value(dsl.arith.divsi((arg.seq_q + (bm - 1)).value, dsl.Value(bm).value)), "q_tiles")
+    g.q_tiles, g.heads_batch = q_tiles, name(arg.num_heads * arg.batch, "hb")
+    g.first, g.stride = name(dsl.ctaid("x"), "first"), dsl.Value(dsl.nvvm.read_ptx_sreg_nctaid_x(dsl.i32()))
+    g.total = name(q_tiles * g.heads_batch, "total")
 
 
 def section_order(slot, q_tiles, heads_batch, section, minimum=min):
@@ -394,6 +407,7 @@ def _load(dsl, k, g) -> None:
         name(vs.stage, "ld_vi")
         _load_kv(dsl, k, g, ks, vs)
         return
+    walk(dsl, g)
     qs, ks, vs = g.qp.producer(), g.kp.producer(), g.vp.producer()
     with k.range(g.first, g.total, g.stride, carry=[qs, ks, vs]) as tile:
         name(tile, "ld_tile")
