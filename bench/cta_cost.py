@@ -4,11 +4,12 @@
 
 Short sequences are where cuDNN leads (docs/PERF.md): each CTA there runs few K/V tiles, so what a CTA
 costs besides its tiles weighs. This times the op (bf16, non-causal) on ``--sq`` query rows a head and
-Sk = 128 .. 4096 keys, B x H = 2^20 / (Sq x D) heads, and reports the time per wave of CTAs (the kernel time
-over ceil(CTAs / 132): one CTA an SM, the 128-row tile) for fa4-mlir and for cuDNN (torch SDPA) on the same
-inputs. A straight line through the longer rows' points (1k-4k keys) gives each kernel's cost per 128 keys
-(its slope) and per CTA besides (its intercept). With Sq = 128 every CTA streams a K/V of its own from
-memory (a bandwidth test rather than a CTA's); the default 512 shares each head's K/V over four CTAs.
+Sk = 128 .. 4096 keys, B x H = 2^26 / (Sq x D) heads (H = 2048 / D), and reports the time per wave of CTAs
+(the kernel time over ceil(CTAs / 132): one CTA an SM, the op's tile of 128 rows, 192 at head dim 64) for
+fa4-mlir and for cuDNN (torch SDPA) on the same inputs, and their difference: what our CTA costs beyond
+cuDNN's at each number of K/V tiles (cuDNN's time is not one line in the keys: it changes its kernel with the
+length). With Sq = 128 every CTA streams a K/V of its own from memory (a bandwidth test rather than a CTA's);
+the default 512 shares each head's K/V over the query tiles of a head.
 """
 
 from __future__ import annotations
@@ -25,21 +26,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from fa4_mlir.torch import flash_attention
 
 SMS = 132  # H100 SXM
-BM = 128  # the rows of the op's CTA (head dims 64 and 128 non-causal: 192 at 64, counted as such below)
-TOKENS = 1 << 20  # Sq x B x H x D / 64: a constant amount of Q across the rows
+ELEMENTS = 1 << 26  # Sq x B x H x D: Q's elements, the same in every row
 
 
 def per_wave(ms: float, ctas: int) -> float:
     return ms * 1e3 / math.ceil(ctas / SMS)
-
-
-def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """(intercept, slope per 128 keys) of the least-squares line through (keys, us)."""
-    n = len(points)
-    xs, ys = [k / 128 for k, _ in points], [y for _, y in points]
-    mx, my = sum(xs) / n, sum(ys) / n
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    return my - slope * mx, slope
 
 
 def main() -> None:
@@ -50,14 +41,13 @@ def main() -> None:
     args = p.parse_args()
     torch.manual_seed(0)
     rows = []
-    print("| D | Sq | B | H | Sk | fa4-mlir us | cuDNN us | fa4-mlir us / wave | cuDNN us / wave |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| D | Sq | B | H | Sk | fa4-mlir us | cuDNN us | fa4-mlir us / wave | cuDNN us / wave | difference |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for d in map(int, args.head_dims.split(",")):
         h = 2048 // d
-        b = max(1, TOKENS * 64 // (args.sq * h * d))
-        bm = 192 if d == 64 else BM  # the op's non-causal tile (SM90_NUM_Q: three warpgroups at 64)
+        b = max(1, ELEMENTS // (args.sq * h * d))
+        bm = 192 if d == 64 else 128  # the op's non-causal tile (SM90_NUM_Q: three warpgroups at 64)
         ctas = b * h * math.ceil(args.sq / bm)
-        fits = {"fa4-mlir": [], "cudnn": []}
         for sk in (128, 256, 512, 1024, 2048, 4096):
             q = torch.randn(b, args.sq, h, d, device="cuda", dtype=torch.bfloat16)
             k, v = (torch.randn(b, sk, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
@@ -71,14 +61,8 @@ def main() -> None:
                                                                                         "cudnn": theirs * 1e3})
             rows.append(row)
             a, c = per_wave(ours, ctas), per_wave(theirs, ctas)
-            if sk >= 1024:
-                fits["fa4-mlir"].append((sk, a))
-                fits["cudnn"].append((sk, c))
-            print(f"| {d} | {args.sq} | {b} | {h} | {sk} | {ours * 1e3:.1f} | {theirs * 1e3:.1f} | {a:.2f} | {c:.2f} |",
-                  flush=True)
-        for name, points in fits.items():
-            intercept, slope = fit(points)
-            print(f"d{d} {name}: {slope:.2f} us per 128 keys, {intercept:.2f} us a CTA besides (1k-4k keys)")
+            print(f"| {d} | {args.sq} | {b} | {h} | {sk} | {ours * 1e3:.1f} | {theirs * 1e3:.1f} | {a:.2f} | {c:.2f} "
+                  f"| {a - c:+.2f} |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
