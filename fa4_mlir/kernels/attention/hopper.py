@@ -161,7 +161,8 @@ def build(config: AttentionConfig) -> KernelSource:
             from fa4_mlir.kernels.attention.hopper_split import SplitConsumer as consumer
     with k.body() as arg:
         g = _prologue(dsl, k, config, arg)
-        # the 16-bit tile walk's load warp computes its walk (``walk``) and spilled at 24 (4 bytes, head dim 64)
+        # the 16-bit tile walk's load warp computes its walk (``walk``) and spilled at 24 (4 bytes, head dim 64); the
+        # fp8 walk (bench-only) spills either way, more at 40
         walk_budget = t.persistent and not t.fp8
         budgets = SPLIT_REGISTERS if config.split_kv else PAGED_REGISTERS if config.page_size or walk_budget \
             else REGISTERS
@@ -257,7 +258,7 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         elem="e4m3" if t.fp8 else "bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs, o=os_, kring=kring,
         vring=vring,
         qbar=barriers["q_full"], kfull=barriers["k_full"], vfull=barriers["v_full"], kp=kp, vp=vp, qp=qp,
-        persistent=t.persistent, place=_place, row_sums=t.row_sums,
+        persistent=t.persistent, walk=walk, place=_place, row_sums=t.row_sums,
         # the unmasked K/V tiles' own loop (hopper_consumer), but where ptxas spilled with it: the tile walk (24
         # bytes at head dim 128) and per-token fp8 scales over three consumer warpgroups (8, non-causal)
         peel_unmasked=not t.persistent and not (c.token_scales and t.consumers == 3),

@@ -102,9 +102,7 @@ class Consumer:
             name(vs.stage, f"{p}vi")
             self._tile(ks, vs, None)
             return
-        from fa4_mlir.kernels.attention.hopper import walk
-
-        walk(dsl, g)
+        g.walk(dsl, g)
         qs, ks, vs = g.qp.consumer(), g.kp.consumer(), g.vp.consumer()
         with k.range(g.first, g.total, g.stride, carry=[qs, ks, vs]) as tile:
             name(tile, f"{p}tile")
