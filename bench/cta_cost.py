@@ -23,14 +23,14 @@ import torch.nn.functional as F
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from fa4_mlir.configs.attention import SM90_SMS, AttentionConfig, default_tile
 from fa4_mlir.torch import flash_attention
 
-SMS = 132  # H100 SXM
 ELEMENTS = 1 << 26  # Sq x B x H x D: Q's elements, the same in every row
 
 
 def per_wave(ms: float, ctas: int) -> float:
-    return ms * 1e3 / math.ceil(ctas / SMS)
+    return ms * 1e3 / math.ceil(ctas / SM90_SMS)
 
 
 def main() -> None:
@@ -46,9 +46,10 @@ def main() -> None:
     for d in map(int, args.head_dims.split(",")):
         h = 2048 // d
         b = max(1, ELEMENTS // (args.sq * h * d))
-        bm = 192 if d == 64 else 128  # the op's non-causal tile (SM90_NUM_Q: three warpgroups at 64)
-        ctas = b * h * math.ceil(args.sq / bm)
         for sk in (128, 256, 512, 1024, 2048, 4096):
+            num_q, block_n = default_tile("sm_90a", "bf16", d, False, sk)  # the op's tile: its rows a CTA
+            bm = AttentionConfig(target="sm_90a", head_dim=d, num_q=num_q, block_n=block_n).hopper.bm
+            ctas = b * h * math.ceil(args.sq / bm)
             q = torch.randn(b, args.sq, h, d, device="cuda", dtype=torch.bfloat16)
             k, v = (torch.randn(b, sk, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
             ours = triton.testing.do_bench(lambda: flash_attention(q, k, v), warmup=30, rep=100,
