@@ -21,8 +21,10 @@ shift), and the config's ``"group": "runtime"``; configurations that differ only
 PTX. Two sm_100a configurations over gathered pages (``AttentionConfig.page_gather``, issue 26) were added with
 their first PTX. Every sm_90a attention configuration was fingerprinted again when the consumers took the
 K/V tiles no row masks in a loop of their own, without the mask's test, and head dim 256 rescaled O before
-the P V wgmma (issue 25; the persistent ones keep their PTX). ``--update`` rewrites only the selected
-configurations' entries.
+the P V wgmma (issue 25; the persistent ones keep their PTX). The two persistent configurations were
+fingerprinted again when a store warp took the walk's O stores, Q became a ring of two stages released by
+every consumer thread, the walk took the unmasked tiles' loop and its causal order rotated (issue 25).
+``--update`` rewrites only the selected configurations' entries.
 """
 
 from __future__ import annotations

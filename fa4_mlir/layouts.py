@@ -276,20 +276,30 @@ def hopper_attention_barriers(c: AttentionConfig) -> list[BarrierArray]:
     once the wgmma group that read the stage retired."""
     n = c.hopper.stages
     warps = 4 * c.hopper.consumers
-    q_empty = [BarrierArray("q_empty", (warps,), "threads", "lane 0 of each consumer warp once its tile's last "
-                            "S = Q K' retired (persistent: the next tile's Q may load)", "load warp")] \
-        if c.hopper.persistent else []
+    # persistent: every consumer thread releases Q, and O goes out through the store warp (``o_full{w}`` /
+    # ``o_empty{w}``): a lane-0 Q release and a TMA store in the consumers' tile loop made ptxas compute the
+    # wgmma descriptors of the K/V loop in vector registers (docs/PERF.md)
+    q_stages = c.hopper.q_stages
+    persistent = [BarrierArray("q_empty", (32 * warps,) * q_stages, "threads", "every consumer thread once its "
+                               "tile's last S = Q K' retired (a later tile's Q may load)", "load warp")] \
+        + [b for w in range(c.hopper.consumers) for b in (
+            BarrierArray(f"o_full{w}", (128,), "threads", f"every thread of consumer warpgroup {w} once its O rows "
+                         "are in shared memory (fenced for the async proxy)", "store warp"),
+            BarrierArray(f"o_empty{w}", (1,), "threads", f"the store warp's elected lane once the TMA store of "
+                         f"warpgroup {w}'s O read it", f"consumer warpgroup {w}"))] if c.hopper.persistent else []
     # a gathered paged cache (``page_gather``): the load warp's 32 lanes arrive once their cp.async rows landed
     full = ((32,) * n, "threads", "every lane of the load warp once its cp.async rows of the {} tile landed") \
         if c.page_gather else ((1,) * n, "tx", "load warp expect_tx ({} tile bytes) + TMA")
-    return [BarrierArray("q_full", (1,), "tx", "load warp expect_tx (Q bytes) + TMA", "consumer warpgroups"),
-            *q_empty,
+    return [BarrierArray("q_full", (1,) * q_stages, "tx", "load warp expect_tx (Q bytes) + TMA",
+                         "consumer warpgroups"),
+            *persistent[:1],
             BarrierArray("k_full", full[0], full[1], full[2].format("K"), "consumer warpgroups"),
             BarrierArray("k_empty", (warps,) * n, "threads", "lane 0 of each consumer warp once S = Q K' retired",
                          "load warp"),
             BarrierArray("v_full", full[0], full[1], full[2].format("V"), "consumer warpgroups"),
             BarrierArray("v_empty", (warps,) * n, "threads", "lane 0 of each consumer warp once O += P V retired",
-                         "load warp")]
+                         "load warp"),
+            *persistent[1:]]
 
 
 def hopper_attention_layout(c: AttentionConfig) -> Layout:
@@ -299,7 +309,7 @@ def hopper_attention_layout(c: AttentionConfig) -> Layout:
     # fp8: rows of min(128, D) bytes, V^T blocks of 64 or 128 keys (and the rows of ones), scale buffers; O its own
     if t.fp8 or t.persistent:
         row, vrow = t.row_bytes, t.v_row_bytes
-        regions = [SmemRegion("q", t.q_bytes, TILE_ALIGN, f"{row}B"),
+        regions = [SmemRegion("q", t.q_stages * t.q_bytes, TILE_ALIGN, f"{row}B"),
                    SmemRegion("o", t.o_bytes, TILE_ALIGN, "128B"),
                    SmemRegion("k", t.stages * t.kv_stage_bytes, TILE_ALIGN, f"{row}B"),
                    SmemRegion("v", t.stages * t.v_stage_bytes, TILE_ALIGN, f"{vrow}B")]

@@ -88,6 +88,14 @@ SM90_SHORT_TILE: dict[tuple[str, int, bool], tuple[int, int]] = {("bf16", 64, Tr
                                                                  ("fp8_e4m3", 128, False): (2, 128),
                                                                  ("fp8_e4m3", 128, True): (2, 128)}
 SM90_SHORT_TILE_KEYS = {("fp8_e4m3", 128, False): 4096, ("fp8_e4m3", 128, True): 4096}  # absent: SM90_SHORT_KEYS
+# the sm_90a kernels the torch op takes as the persistent tile walk (``AttentionConfig.persistent``) for at most
+# this many keys, per (dtype, head dim, causal): a CTA's start and its end overlap the next tile's loads
+# (docs/PERF.md, H100, against the grid of tiles: head dim 128 +15% at 512 keys, +9% at 1k, +4% at 2k, +1% at 4k,
+# -5% at 16k; causal +2..5% at 512, +8% at 1k, +7% at 2k, -7% at 4k; head dim 64 non-causal, three consumer
+# warpgroups, +11% at 512, +3% at 1k, -2% at 2k). Not at head dim 96 (0.97-0.99 up to 2k) nor 64 causal (slower)
+SM90_PERSISTENT_KEYS: dict[tuple[str, int, bool], int] = {
+    (dt, d, c): keys for dt in ("bf16", "fp16") for d, c, keys in ((64, False, 1024), (128, False, 2048),
+                                                                   (128, True, 2048))}
 PAGE_MULTIPLE = 16  # TMA loads a paged K/V tile in chunks of whole multiples of this (sm_100a: powers of two)
 BLOCK_COLS = 64  # sm_90a: 16-bit columns of one 128-byte swizzle block
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
@@ -166,6 +174,14 @@ class HopperTile:
         return self.bm * self.head_dim * self.elem_bytes
 
     @property
+    def q_stages(self) -> int:
+        """Q's buffers: 2 in the persistent walk where they fit (the next tile's Q loads while this one's last
+        S = Q K' is computed; per-token scales keep one, their q scales ride on Q's barrier), else 1."""
+        one = self.q_bytes + self.o_bytes + self.stages * (self.kv_stage_bytes + self.v_stage_bytes) + 1024
+        two = self.persistent and not self.token_scales and one + self.q_bytes <= SM90_SMEM_BYTES
+        return 2 if two else 1
+
+    @property
     def kv_stage_bytes(self) -> int:
         return self.bn * self.head_dim * self.elem_bytes
 
@@ -181,10 +197,11 @@ class HopperTile:
 
     @property
     def smem_bytes(self) -> int:
-        """Q, the K and V rings and the barriers (with the 1024-byte alignment of each tile); fp8: O and
-        the scale buffers."""
+        """Q (``q_stages`` buffers), the K and V rings and the barriers (with the 1024-byte alignment of each
+        tile); fp8 and persistent: O; per-token scales: the scale buffers."""
         scales = self.q_scale_bytes + self.stages * self.k_scale_bytes
-        return self.q_bytes + self.o_bytes + self.stages * (self.kv_stage_bytes + self.v_stage_bytes) + scales + 1024
+        return self.q_stages * self.q_bytes + self.o_bytes + self.stages * (self.kv_stage_bytes + self.v_stage_bytes) \
+            + scales + 1024
 
     def supported(self) -> Support:
         if self.smem_bytes > SM90_SMEM_BYTES:
@@ -522,6 +539,11 @@ def default_tile(target: str, dtype: str, head_dim: int, causal: bool, seq_k: in
         if short is not None:
             return short
     return default_num_q(target, dtype, head_dim, causal), 0
+
+
+def default_persistent(target: str, dtype: str, head_dim: int, causal: bool, seq_k: int) -> bool:
+    """Whether the torch op takes the persistent tile walk for ``seq_k`` keys (``SM90_PERSISTENT_KEYS``)."""
+    return target == "sm_90a" and seq_k <= SM90_PERSISTENT_KEYS.get((dtype, head_dim, bool(causal)), 0)
 
 
 def short_keys(dtype: str, head_dim: int, causal: bool) -> int:

@@ -60,8 +60,8 @@ def test_every_config_assembles_without_spills_on_its_layout(ctx, kwargs):
     assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{config.dtype.replace('fp', 'f')}" in ptx
     rs = re.findall(rf"wgmma.mma_async.sync.aligned.m64n{d}k16\S+ \{{[^}}]+\}}, \{{%r\d+, %r\d+, %r\d+, %r\d+\}}, "
                     r"%rd\d+, p, 1, 1, 1;", ptx)
-    loops = 1 if config.persistent else 2  # the unmasked tiles' loop and the masked tiles' (persistent: one)
-    assert len(rs) == t.consumers * (loops + 1) * bn // 16  # per consumer warpgroup: the loops and the last tile
+    # per consumer warpgroup: the unmasked tiles' loop, the masked tiles' and the last tile
+    assert len(rs) == t.consumers * 3 * bn // 16
     consumer, load = (160, 32) if t.consumers == 3 else (232, 40) if t.persistent else (240, 24)  # the walk: 40
     assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{consumer};", ptx)
     assert re.search(rf"setmaxnreg.dec.sync.aligned.u32\s+{load};", ptx)
@@ -439,23 +439,42 @@ def test_the_unmasked_and_masked_loops_match_f64_reference_in_the_emulator(dtype
     _check_in_emulator(config, q, k, v, 1 / math.sqrt(d))
 
 
-def test_the_persistent_walk_keeps_one_kv_loop():
-    """The tile walk spilled with the unmasked tiles' own loop (``peel_unmasked`` off): one K/V loop, the mask's
-    BN / 2 selects in it."""
+def test_the_persistent_consumers_store_no_o_and_release_q_from_every_thread():
+    """In the tile walk the consumers write O to shared memory and hand it to the store warp (``op{w}``), which
+    TMA-stores it and frees the region; they release Q from every thread. With a thread-0 TMA store and a lane-0 Q
+    release in their tile loop, ptxas computed the K/V loop's wgmma descriptors in vector registers (620 SASS
+    instructions a tile against 454 at head dim 128, and spills peeled; docs/PERF.md). The K/V tiles run in the
+    unmasked and masked loops, as in the one-tile kernel."""
     config = AttentionConfig(target="sm_90a", persistent=True)
     mlir = attention.build(config).mlir
-    assert "scf.for %c0_jm" not in mlir and "c0_unmasked" not in mlir
-    assert _loop_text(mlir, "c0_j").count("arith.select") == config.hopper.bn // 2
+    roles = mlir.split('"fa4.warp_role"() ({')[1:]
+    assert len(roles) == config.hopper.consumers + 2  # the consumers, the load warp, the store warp
+    blocks = config.head_dim // 64
+    for w in range(config.hopper.consumers):
+        body = roles[w]
+        assert "fa4.tma_store" not in body and f"scf.for %c{w}_jm = %c{w}_unmasked to %n_tiles " in body
+        release = re.search(r'\n( *)"fa4.pipeline_consumer_release"\(%qp, ', body)
+        assert release and "scf.if" not in body[:release.start()].rsplit("\n", 2)[-1]  # not under a lane test
+        assert len(re.findall(rf'"fa4.pipeline_producer_commit"\(%op{w}, ', body)) == 1
+        assert len(re.findall(rf'"fa4.pipeline_producer_acquire"\(%op{w}, ', body)) == 1
+    store = roles[-1]
+    assert store.count('"fa4.tma_store"(%o_map, ') == config.hopper.consumers * blocks
+    for w in range(config.hopper.consumers):
+        wait, release = (store.index(f'"fa4.pipeline_{op}"(%op{w}, ') for op in ("consumer_wait", "consumer_release"))
+        assert wait < store.index(f'"fa4.tma_store"(%o_map, %o{w}, ') < store.index("fa4.tma_store_wait", wait) \
+            < release
 
 
-@pytest.mark.parametrize("d, causal", [(96, True), (128, True), (64, False)])
-def test_the_persistent_walk_assembles_without_spills(ctx, d, causal):
+@pytest.mark.parametrize("d, causal, dtype", [(96, True, "bf16"), (128, True, "bf16"), (64, False, "bf16"),
+                                               (128, False, "fp8_e4m3"), (64, False, "fp8_e4m3")])
+def test_the_persistent_walk_assembles_without_spills(ctx, d, causal, dtype):
     """The tile walk's values are each role's own (``hopper.walk``): made before the roles' dispatch, they lived
     across it and ptxas spilled 20 bytes at head dims 96 and 128, causal; the load warp computing its own then
-    spilled 4 at 64 under 24 registers (it holds 40: ``PAGED_REGISTERS``)."""
+    spilled 4 at 64 under 24 registers (it holds 40: ``PAGED_REGISTERS``). fp8 spilled 44 bytes at 128 and 24 at 64
+    before the store warp took O's store (8 and 4 with it at 24 load registers)."""
     from fa4_mlir.core.compiler import compile_kernel
 
-    config = AttentionConfig(target="sm_90a", head_dim=d, causal=causal, persistent=True)
+    config = AttentionConfig(target="sm_90a", head_dim=d, causal=causal, dtype=dtype, persistent=True)
     m = compile_kernel(attention.build(config), stop="cubin", verify_protocol=False).manifest
     assert (m["spill_stores"], m["spill_loads"], m["wgmma_serialized"]) == (0, 0, False), m
 

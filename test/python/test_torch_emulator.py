@@ -84,6 +84,42 @@ def test_sm90a_attention_takes_the_short_tile_and_matches_float64(monkeypatch):
     assert result.ok and result.unwritten == 0, result.summary()
 
 
+def test_sm90a_attention_takes_the_persistent_walk_for_short_sequences_and_matches_float64(monkeypatch):
+    """sm_90a 16-bit at head dim 128 and non-causal 64, up to ``SM90_PERSISTENT_KEYS`` keys: the op runs the
+    persistent tile walk (a CTA's start and end overlap the next tile's loads), the grid of tiles above it; the
+    walk's numbers through the op (GQA, ragged rows: several tiles a CTA) against float64, both masks."""
+    from fa4_mlir.configs.attention import SM90_PERSISTENT_KEYS, default_persistent
+    from fa4_mlir.torch import attention
+
+    assert sorted({(d, c) for _, d, c in SM90_PERSISTENT_KEYS}) == [(64, False), (128, False), (128, True)]
+    for (dtype, d, causal), keys in SM90_PERSISTENT_KEYS.items():
+        assert default_persistent("sm_90a", dtype, d, causal, keys) and attention._config(
+            "sm_90a", dtype, d, causal, 4, False, keys).persistent
+        assert not default_persistent("sm_90a", dtype, d, causal, keys + 1)
+        assert not default_persistent("sm_100a", dtype, d, causal, keys)
+    for d, causal in ((64, True), (96, False), (256, False)):  # slower (64 causal, 96); 256: O would not fit
+        assert not default_persistent("sm_90a", "bf16", d, causal, 512)
+    real, loaded = attention.launch, []
+
+    def spy(config, *args, **kwargs):  # the config each launch ran
+        loaded.append(config)
+        return real(config, *args, **kwargs)
+    monkeypatch.setattr(attention, "launch", spy)
+    rng = np.random.default_rng(13)
+    q = _random(rng, (2, 150, 4, 128), "bf16")
+    k, v = (_random(rng, (2, 210, 2, 128), "bf16") for _ in range(2))
+    qf, kf, vf = (reference.to_f64(_bits(t), "bf16") for t in (q, k, v))
+    kf, vf = (np.repeat(t, 2, axis=2) for t in (kf, vf))  # query head h reads K/V head h // 2
+    for causal in (False, True):
+        with emulator(target="sm_90a", seed=2):
+            out = fa4_torch.flash_attention(q, k, v, causal=causal, softmax_scale=0.125)
+        assert (loaded[-1].persistent, loaded[-1].num_q, loaded[-1].causal) == (True, 2, causal)
+        ref, _ = reference.attention(qf, kf, vf, causal, 0.125)
+        yardstick = reference.attention_yardstick(qf, kf, vf, causal, 0.125, "bf16")
+        result = reference.compare(_bits(out), ref, yardstick, "bf16")
+        assert result.ok and result.unwritten == 0, result.summary()
+
+
 def test_gemm_residual_sm100a_in_the_emulator_matches_float64():
     rng = np.random.default_rng(7)
     a, c = _random(rng, (130, 72), "fp16"), _random(rng, (130, 40), "fp16")

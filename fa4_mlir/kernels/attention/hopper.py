@@ -49,14 +49,17 @@ fp8 e4m3 (``config.is_fp8``, head dims 64/128/256): Q, K and V^T tiles of bytes 
 op: fp8 wgmma reads K-major operands only), P cast to e4m3 in registers, O (bf16) in a region of its own,
 per-token scales TMA-loaded with Q and K; ``hopper_fp8`` says how and why.
 
-Persistent (``AttentionConfig.persistent``, off in the op: slower on the H100, docs/PERF.md): a grid of
-one CTA per resident slot, each walking tiles ``ctaid.x, ctaid.x + nctaid.x, ...`` of the
-``ceil(Sq / BM) x H x B`` (causal: the longest rows first over every head; else tile-major within a
-head), every role looping over them: Q through a one-stage ring (``q_full`` / ``q_empty``: the load
-warp loads the next tile's Q once the consumers' last S = Q K' of the tile retired), the K and V
-rings going on from tile to tile, O in a region of its own (written and TMA-stored while the next Q
-loads; thread 0 waits for the last store's read before the region is written again). The batch is a
-parameter (``batch``).
+Persistent (``AttentionConfig.persistent``; the op's at head dim 128 and non-causal 64 up to 1-2k keys,
+``SM90_PERSISTENT_KEYS``; docs/PERF.md): a grid of one CTA per resident slot, each walking tiles
+``ctaid.x, ctaid.x + nctaid.x, ...`` of the ``ceil(Sq / BM) x H x B``, tile-major within a head (causal: a
+head's query tiles rotated by its index, ``_place``), every role looping over them: Q through a ring
+(``q_full`` / ``q_empty``, ``HopperTile.q_stages``: the load warp loads a later tile's Q once the consumers'
+last S = Q K' of the stage's tile retired), the K and V rings going on from tile to tile, O in a region of
+its own, written while the next Q loads and TMA-stored by a store warp (the load warpgroup's second:
+``o_full{w}`` / ``o_empty{w}``, a one-stage ring a consumer warpgroup; it frees the region once the store
+read it). The consumers release Q from every thread and issue no TMA store: with a lane-0 release and a
+thread-0 store in their tile loop, ptxas computed the K/V loop's wgmma descriptors in vector registers
+(docs/PERF.md). The batch is a parameter (``batch``).
 
 Packed variable-length sequences (``AttentionConfig.varlen``, ``hopper_varlen``): the grid's z is the
 sequence b; each role reads cu_seqlens_q/k[b] and [b + 1] (read-only loads) and derives its tile from
@@ -105,7 +108,7 @@ import types
 from fa4_mlir.configs.attention import (SM90_SECTION_MIN_HEAD_DIM, SM90_SECTION_MIN_TILES, SM90_SMS,
                                         AttentionConfig)
 from fa4_mlir.kernels.attention.abi import CONFIG_FIELDS, declare
-from fa4_mlir.kernels.attention.dims import BLOCK
+from fa4_mlir.kernels.attention.dims import BLOCK, ROW_BYTES
 from fa4_mlir.kernels.source import KernelSource, TensorMapSpec
 from fa4_mlir.layouts import hopper_attention_barriers
 
@@ -161,10 +164,8 @@ def build(config: AttentionConfig) -> KernelSource:
             from fa4_mlir.kernels.attention.hopper_split import SplitConsumer as consumer
     with k.body() as arg:
         g = _prologue(dsl, k, config, arg)
-        # the 16-bit tile walk's load warp computes its walk (``walk``) and spilled at 24 (4 bytes, head dim 64); the
-        # fp8 walk (bench-only) spills either way, more at 40
-        walk_budget = t.persistent and not t.fp8
-        budgets = SPLIT_REGISTERS if config.split_kv else PAGED_REGISTERS if config.page_size or walk_budget \
+        # the tile walk's load warp computes its walk (``walk``) and spilled at 24 (4 bytes, head dim 64)
+        budgets = SPLIT_REGISTERS if config.split_kv else PAGED_REGISTERS if config.page_size or t.persistent \
             else REGISTERS
         consumer_registers, load_registers = budgets[n]
         for w in range(n):
@@ -183,6 +184,9 @@ def build(config: AttentionConfig) -> KernelSource:
             else:
                 with _only(k, g.work), k.elect_one():
                     _load(dsl, k, g)
+        if t.persistent:  # the next warp of the load warpgroup stores each tile's O
+            with k.role("store", warps=[4 * n + 1], registers=load_registers), k.elect_one():
+                _store(dsl, k, g)
     grid = "(min(ceil(Sq / {bm}) * H * B, resident CTAs), 1, 1)" if t.persistent else "(ceil(Sq / {bm}), H, B)"
     extra = {"persistent": True} if t.persistent else {}
     if config.pack_gqa:  # a CTA: cta_positions positions of the pack_gqa heads of K/V head ctaid.y; the group
@@ -218,7 +222,7 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     wgs = range(t.consumers)
     part = t.q_bytes // t.consumers  # a warpgroup's 64 rows: its Q, then its O (split O: its half of O's blocks)
     row, vrow = t.row_bytes, t.v_row_bytes  # bytes of a swizzled row of Q/K and of V (fp8: V^T) tiles
-    q = name(k.smem_region("q", bytes=t.q_bytes, align=1024, swizzle=f"{row}B"), "q")
+    q = name(k.smem_region("q", bytes=t.q_stages * t.q_bytes, align=1024, swizzle=f"{row}B"), "q")
     if t.fp8 or t.persistent:  # O in a region of its own: fp8's (bf16) is twice Q's bytes; persistent, the
         # next tile's Q loads while this one's O is written and stored
         qs = [name(dsl.fa4.smem_alias(q, sym_name=f"q{w}", bytes=part, offset=w * part), f"q{w}") for w in wgs]
@@ -244,24 +248,28 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
     vp = k.pipeline("vp", t.stages, barriers["v_full"], barriers["v_empty"])
     name(kp.value, "kp")
     name(vp.value, "vp")
-    qp = None
-    if t.persistent:  # Q is a one-stage ring: loaded per tile, released once the tile's last S = Q K' retired
-        qp = k.pipeline("qp", 1, barriers["q_full"], barriers["q_empty"])
+    qp, op = None, []
+    if t.persistent:  # Q is a ring of ``q_stages``: loaded per tile, released once the tile's last S = Q K'
+        # retired; each warpgroup's O a one-stage ring to the store warp
+        qp = k.pipeline("qp", t.q_stages, barriers["q_full"], barriers["q_empty"])
         name(qp.value, "qp")
+        op = [k.pipeline(f"op{w}", 1, barriers[f"o_full{w}"], barriers[f"o_empty{w}"]) for w in wgs]
+        for w, pipe in enumerate(op):
+            name(pipe.value, f"op{w}")
     for b in barriers.values():
         dsl.fa4.mbarrier_init(b)
     g = types.SimpleNamespace(
         c=c, t=t, d=t.head_dim, bn=t.bn, wg_rows=WG_ROWS, consumers=t.consumers,
         blocks=t.head_dim * t.elem_bytes // row,
         split_o=t.split_o, o_cols=t.head_dim // 2 if t.split_o else t.head_dim, row=row, vrow=vrow,
-        qscale=qscale, kscale=kscale,
+        qscale=qscale, kscale=kscale, q_region=q, q_part=part,
         elem="e4m3" if t.fp8 else "bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs, o=os_, kring=kring,
         vring=vring,
-        qbar=barriers["q_full"], kfull=barriers["k_full"], vfull=barriers["v_full"], kp=kp, vp=vp, qp=qp,
+        qbar=barriers["q_full"], kfull=barriers["k_full"], vfull=barriers["v_full"], kp=kp, vp=vp, qp=qp, op=op,
         persistent=t.persistent, walk=walk, place=_place, row_sums=t.row_sums,
-        # the unmasked K/V tiles' own loop (hopper_consumer), but where ptxas spilled with it: the tile walk (24
-        # bytes at head dim 128) and per-token fp8 scales over three consumer warpgroups (8, non-causal)
-        peel_unmasked=not t.persistent and not (c.token_scales and t.consumers == 3),
+        # the unmasked K/V tiles' own loop (hopper_consumer), but where ptxas spilled with it: per-token fp8 scales
+        # over three consumer warpgroups (8 bytes, non-causal)
+        peel_unmasked=not (c.token_scales and t.consumers == 3),
         exp2_emulation=c.exp2_emulation, lazy_rescale=c.lazy_rescale, rescale_before_pv=c.rescale_before_pv,
         shared_kv=False, kv_begin=None, kv_limit=arg.seq_k,  # the MLA kernel's consumer hooks off
         tile_heads=c.pack_gqa or 1,  # pack_gqa: rows of packed heads (the MLA kernel's hook)
@@ -353,15 +361,16 @@ def _pow2_floor(dsl, value, most: int):
 
 
 def _place(dsl, g, tile) -> None:
-    """Persistent: set ``g``'s tile values (``_set_tile``) for tile ``tile`` of the walk. Causal, the
-    longest rows first over every head and batch (the longest processing time first: the last tiles
-    are the short ones); else tile-major within a head, so the CTAs at work at once share a head's K/V
-    in L2 (and a GQA group's, whose heads are adjacent)."""
+    """Persistent: set ``g``'s tile values (``_set_tile``) for tile ``tile`` of the walk: tile-major within a
+    head, so the CTAs at work at once share a head's K/V in L2 (and a GQA group's, whose heads are adjacent).
+    Causal, a head's query tiles are rotated by the head's index: a CTA's tiles at a stride of the grid would
+    otherwise sit at one place in their heads whenever the grid is a multiple of the query tiles (at 512 rows,
+    a quarter of the CTAs taking only the longest rows). The longest rows first over every head (tried first)
+    balanced the CTAs but read each head's K/V once a level: 20-30% slower at 512-2k rows (docs/PERF.md)."""
+    hb = tile // g.q_tiles
+    qt = tile - hb * g.q_tiles
     if g.c.causal:
-        level = tile // g.heads_batch
-        qt, hb = g.q_tiles - 1 - level, tile % g.heads_batch
-    else:
-        qt, hb = tile % g.q_tiles, tile // g.q_tiles
+        qt = (qt + hb) % g.q_tiles
     _set_tile(dsl, g, qt, hb % g.arg.num_heads, hb // g.arg.num_heads)
 
 
@@ -395,7 +404,7 @@ def _set_tile(dsl, g, qt, head, bz) -> None:
 def _load(dsl, k, g) -> None:
     """Q (every warpgroup's rows on one barrier), K_0, then per tile j K_j ahead of V_{j-1} (S = Q K_j' is
     issued before O += P V_{j-1}), then the last V. Persistent: that for each tile of the walk, Q
-    through its one-stage ring (the next tile's Q waits for the consumers' release), the K and V
+    through its ring (a tile's Q waits for the consumers' release of its stage), the K and V
     rings going on from tile to tile."""
     from fa4_mlir.dsl.names import name
 
@@ -420,6 +429,31 @@ def _load(dsl, k, g) -> None:
         _load_kv(dsl, k, g, ks, vs)
 
 
+def _store(dsl, k, g) -> None:
+    """Persistent: for each tile of the walk and each consumer warpgroup, wait for its O rows in shared memory
+    (``o_full{w}``), TMA-store them (the store clips rows past the tensor's end) and free the region once the
+    store read it (``o_empty{w}``)."""
+    from fa4_mlir.dsl.names import name
+
+    walk(dsl, g)
+    states = [pipe.consumer() for pipe in g.op]
+    positions = WG_ROWS // g.tile_heads
+    blocks = g.o_cols // BLOCK  # a warpgroup's 64-column blocks of O
+    with k.range(g.first, g.total, g.stride, carry=states) as tile:
+        name(tile, "st_tile")
+        g.place(dsl, g, tile)
+        for w, state in enumerate(states):
+            state.consumer_wait()
+            row = g.q_start + w * positions
+            for blk in range(blocks):
+                coords = [dsl.Value(blk * BLOCK).value, g.head.value, row.value, g.bz.value]
+                dsl.fa4.tma_store(g.arg.o, g.o[w], coords, bytes=WG_ROWS * ROW_BYTES,
+                                  src_offset=blk * WG_ROWS * ROW_BYTES)
+            dsl.fa4.tma_store_wait(pending=0)
+            state.consumer_release()
+            state.step()
+
+
 def _load_q(dsl, g, index) -> None:
     """The tile's Q (and q scales) on barrier ``index`` of the Q ring."""
     positions = WG_ROWS // g.tile_heads  # a warpgroup's Q box: positions x tile_heads heads (pack_gqa)
@@ -427,11 +461,14 @@ def _load_q(dsl, g, index) -> None:
     if g.q_base is not None:  # varlen: rows of the packed Q
         starts = [g.q_base + s for s in starts]
     per_block = g.row // g.t.elem_bytes  # elements of a swizzled row
+    # persistent: the Q ring's stage ``index``, a warpgroup's rows at ``q_part`` bytes apart
+    stage = dsl.fa4.smem_stage(g.q_region, index, bytes=g.t.q_bytes) if g.t.q_stages > 1 else None
     for blk in range(g.blocks):
         column = dsl.Value(blk * per_block).value
         for w in range(len(starts)):
-            dsl.fa4.tma_load(g.arg.q, g.q[w], g.qbar, index, [column, g.head.value, starts[w].value, g.bz.value],
-                             bytes=WG_ROWS * g.row, dst_offset=blk * WG_ROWS * g.row)
+            dst, base = (g.q[w], 0) if stage is None else (stage, w * g.q_part)
+            dsl.fa4.tma_load(g.arg.q, dst, g.qbar, index, [column, g.head.value, starts[w].value, g.bz.value],
+                             bytes=WG_ROWS * g.row, dst_offset=base + blk * WG_ROWS * g.row)
     if g.qscale is not None:
         dsl.fa4.tma_load(g.arg.q_scale, g.qscale, g.qbar, index, [g.q_start.value, g.head.value, g.bz.value],
                          bytes=g.t.q_scale_bytes)

@@ -16,7 +16,7 @@ three with a 192-row tile), and while the P@V runs takes the softmax of S_j; the
 waits for the P@V, rescales O by ``exp2((m_old - m_new) * scale_log2e)`` and packs P_j to 16 bits
 as the next RS wgmma's A fragments. The K/V tiles after the first run in two loops: first those no row
 of the warpgroup masks (``_unmasked_end``), with no test of the mask, then the rest (``g.peel_unmasked``;
-off where ptxas spilled peeled: the persistent walk, the MLA kernel, per-token fp8 over three warpgroups). With
+off where ptxas spilled peeled: the MLA kernel, per-token fp8 over three warpgroups). With
 ``g.lazy_rescale`` (``AttentionConfig.lazy_rescale``) a warp skips the rescale of a tile where none of its
 rows' maxima grew (a warp vote; the same numbers). With ``g.rescale_before_pv``
 (``AttentionConfig.rescale_before_pv``) O is rescaled by tile j-1's factors after S = Q K_j' is issued,
@@ -92,7 +92,7 @@ class Consumer:
     # -- the role ------------------------------------------------------------------------------------
     def build(self) -> None:
         """The role: one tile (the CTA's), or with ``g.persistent`` each tile of the CTA's walk, the K
-        and V rings and Q's one-stage ring going on from tile to tile."""
+        and V rings and Q's ring going on from tile to tile."""
         g, k, p = self.g, self.k, self.p
         self._setup_thread()
         if not g.persistent:
@@ -103,14 +103,13 @@ class Consumer:
             self._tile(ks, vs, None)
             return
         g.walk(dsl, g)
-        qs, ks, vs = g.qp.consumer(), g.kp.consumer(), g.vp.consumer()
-        with k.range(g.first, g.total, g.stride, carry=[qs, ks, vs]) as tile:
+        # O's ring to the store warp: this warpgroup is its producer
+        qs, ks, vs, self.os = g.qp.consumer(), g.kp.consumer(), g.vp.consumer(), g.op[self.w].producer()
+        with k.range(g.first, g.total, g.stride, carry=[qs, ks, vs, self.os]) as tile:
             name(tile, f"{p}tile")
             g.place(dsl, g, tile)
             self._setup_tile(qs)
             self._tile(ks, vs, qs)
-        with k.if_(self.t == 0):  # the last tile's O store has read its shared memory before the CTA ends
-            dsl.fa4.tma_store_wait(pending=0)
 
     def _tile(self, ks, vs, qs) -> None:
         """One tile's S, softmax and O over its K/V tiles, then its epilogue; ``qs`` (persistent): Q's
@@ -155,6 +154,9 @@ class Consumer:
                          + [f"{q}fr{i}" for i in range(len(fv))])
                 self._kv_step(j, masked, mv, lv, ov, ks, vs, fv)
         name(ov.value, f"{p}lp")
+        if qs is not None:  # every S = Q K' of the tile retired: a later tile's Q may load (every thread arrives:
+            qs.consumer_release()  # a lane-0 release in the tile loop cost the K/V loop its uniform descriptors)
+            qs.step()
 
         # the last P@V, then the epilogue
         self._sched("sync")
@@ -170,9 +172,7 @@ class Consumer:
             for r in (0, 1):
                 lv[r].value = dsl.arith.addf(lv[r].value, tile_sums[r])
         self._release(vs)
-        if qs is not None:  # every S = Q K' of the tile retired: the next tile's Q may load; the V ring
-            self._release(qs)  # goes on with the next tile
-            qs.step()
+        if qs is not None:  # the V ring goes on with the next tile
             vs.step()
         self._epilogue(o, [v.value for v in lv], [v.value for v in mv])
 
@@ -245,11 +245,16 @@ class Consumer:
         self.ninf = fm.constant(fm.NEG_INF)
         self.neg_scale = dsl.arith.negf(g.arg.scale_log2e)
         self.lim = self._key_limits(g.kv_limit)
+        # the warpgroup's Q: its rows of the Q ring's stage (persistent, ``q_stages`` 2), else its own region
+        self.q_tile, self.q_base = g.q[self.w], 0
         if qs is None:
             zero = dsl.Value(0).value
             dsl.fa4.mbarrier_try_wait_parity(g.qbar, zero, zero)
         else:
             qs.consumer_wait()
+            if g.t.q_stages > 1:
+                self.q_tile = dsl.fa4.smem_stage(g.q_region, qs.stage, bytes=g.t.q_bytes)
+                self.q_base = self.w * g.q_part
         # per-token scales: each row's softmax scale (else scale_log2e for all)
         self.row_scale = fp8.row_scales(self) if g.qscale is not None else None
         self.neg_row_scale = [dsl.arith.negf(x) for x in self.row_scale] if self.row_scale else None
@@ -302,8 +307,9 @@ class Consumer:
         acc = dsl.llvm.mlir_undef(self.sacc)
         for kk in range(g.d * g.t.elem_bytes // fp8.K_STEP_BYTES):  # K steps of 32 bytes (k16; fp8: k32)
             blk, sub = divmod(kk * fp8.K_STEP_BYTES, g.row)
-            acc = dsl.fa4.wgmma(g.q[self.w], kb, acc, n=g.bn, ab_type=g.elem, accumulate=int(kk > 0),
-                                a_offset=blk * g.wg_rows * g.row + sub, b_offset=blk * g.bn * g.row + sub)
+            acc = dsl.fa4.wgmma(self.q_tile, kb, acc, n=g.bn, ab_type=g.elem, accumulate=int(kk > 0),
+                                a_offset=self.q_base + blk * g.wg_rows * g.row + sub,
+                                b_offset=blk * g.bn * g.row + sub)
         dsl.fa4.wgmma_commit()
         return acc
 
@@ -526,7 +532,8 @@ class Consumer:
 
     def _store_tile(self, o, inv: list, row) -> None:
         """O times ``inv`` over the warpgroup's dead Q rows (128B swizzle), TMA-stored at row ``row``
-        (the store clips rows past the tensor's end)."""
+        (the store clips rows past the tensor's end); persistent: in O's region, handed to the store warp
+        (``hopper._store``) through the warpgroup's O ring."""
         g, w = self.g, self.w
         # row r0 (and r0 + 8, same swizzle phase) of block b: b * 64 * 128 + r * 128 bytes of the
         # warpgroup's O; the 16-byte chunk c of a row sits at chunk c ^ (r % 8)
@@ -537,10 +544,8 @@ class Consumer:
         oa = dsl.fa4.smem_address(g.o[w])
         if g.split_o:  # O goes over Q's blocks: the other warpgroup's last S = Q K' must have retired
             dsl.fa4.named_barrier(sym_name="q_dead", threads=2 * WG_THREADS)
-        if g.persistent:  # the last tile's O store must have read the region before it is written again
-            with self.k.if_(self.t == 0):
-                dsl.fa4.tma_store_wait(pending=0)
-            dsl.fa4.named_barrier(sym_name=f"epilogue{w}", threads=WG_THREADS)
+        if g.persistent:  # the store warp's store of the last tile's O must have read the region
+            self.os.producer_acquire()
         for i in range(g.o_cols // 8):
             blk, ch = divmod(i, 8)
             cx = dsl.arith.xori(sw.value, dsl.Value(ch).value)
@@ -552,6 +557,10 @@ class Consumer:
                 pair = dsl.arith.truncf(self.pair16, dsl.vector.from_elements(self.pair, [a, b]))
                 dsl.llvm.store(pair, dsl.byte_offset(oa, rb[r] + cc), alignment=4)
         dsl.nvvm.fence_proxy(dsl.nvvm.ProxyKind.async_shared, space=dsl.nvvm.SharedSpace.shared_cta)
+        if g.persistent:  # the store warp stores it (``hopper._store``)
+            self.os.producer_commit()
+            self.os.step()
+            return
         dsl.fa4.named_barrier(sym_name=f"epilogue{w}", threads=WG_THREADS)
         blocks = g.o_cols // BLOCK  # the warpgroup's 64-column blocks of O, from block ``w * blocks`` if split
         first = w * blocks if g.split_o else 0
@@ -560,8 +569,7 @@ class Consumer:
                 coords = [dsl.Value((first + blk) * BLOCK).value, g.head.value, row.value, g.bz.value]
                 dsl.fa4.tma_store(g.arg.o, g.o[w], coords, bytes=g.wg_rows * ROW,
                                   src_offset=blk * g.wg_rows * ROW)
-            if not g.persistent:  # persistent: the wait is the next tile's (or the role's end)
-                dsl.fa4.tma_store_wait(pending=0)
+            dsl.fa4.tma_store_wait(pending=0)
 
     def _write_lse(self, lse: list) -> None:
         """Lane q = 0 of each quad writes its two rows' log-sum-exp, for rows below ``seq_q``."""
