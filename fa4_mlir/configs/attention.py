@@ -92,10 +92,15 @@ SM90_SHORT_TILE_KEYS = {("fp8_e4m3", 128, False): 4096, ("fp8_e4m3", 128, True):
 # this many keys, per (dtype, head dim, causal): a CTA's start and its end overlap the next tile's loads
 # (docs/PERF.md, H100, against the grid of tiles: head dim 128 +15% at 512 keys, +9% at 1k, +4% at 2k, +1% at 4k,
 # -5% at 16k; causal +2..5% at 512, +8% at 1k, +7% at 2k, -7% at 4k; head dim 64 non-causal, three consumer
-# warpgroups, +11% at 512, +3% at 1k, -2% at 2k). Not at head dim 96 (0.97-0.99 up to 2k) nor 64 causal (slower)
+# warpgroups, +11% at 512, +3% at 1k, -2% at 2k; causal, its 128-key tile, -2% at 512, +7% at 1k, +4% at 2k).
+# Not at head dim 96 (0.97-0.99 up to 2k)
 SM90_PERSISTENT_KEYS: dict[tuple[str, int, bool], int] = {
-    (dt, d, c): keys for dt in ("bf16", "fp16") for d, c, keys in ((64, False, 1024), (128, False, 2048),
-                                                                   (128, True, 2048))}
+    (dt, d, c): keys for dt in ("bf16", "fp16") for d, c, keys in ((64, False, 1024), (64, True, 2048),
+                                                                   (128, False, 2048), (128, True, 2048))}
+# the walk's own (num_q, block_n) for at most this many keys, where it differs from ``default_tile``'s: head dim
+# 128 causal, 64 keys a tile up to 512 keys (+8..9% at 512 keys, -2% at 1k; the serving kernels keep theirs)
+SM90_WALK_SHORT_TILE: dict[tuple[str, int, bool], tuple[int, tuple[int, int]]] = {
+    (dt, 128, True): (512, (2, 64)) for dt in ("bf16", "fp16")}
 PAGE_MULTIPLE = 16  # TMA loads a paged K/V tile in chunks of whole multiples of this (sm_100a: powers of two)
 BLOCK_COLS = 64  # sm_90a: 16-bit columns of one 128-byte swizzle block
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
@@ -530,10 +535,14 @@ def default_num_q(target: str, dtype: str, head_dim: int, causal: bool) -> int:
     return SM90_NUM_Q.get((dtype, head_dim, bool(causal)), 2) if target == "sm_90a" else 2
 
 
-def default_tile(target: str, dtype: str, head_dim: int, causal: bool, seq_k: int) -> tuple[int, int]:
-    """The (``num_q``, ``block_n``) the torch op uses for ``seq_k`` keys: ``SM90_SHORT_TILE`` up to
-    ``short_keys`` keys where it has the (dtype, head dim, causal), else ``default_num_q`` and the head
-    dim's default keys (0)."""
+def default_tile(target: str, dtype: str, head_dim: int, causal: bool, seq_k: int,
+                 persistent: bool = False) -> tuple[int, int]:
+    """The (``num_q``, ``block_n``) the torch op uses for ``seq_k`` keys: in the persistent walk
+    ``SM90_WALK_SHORT_TILE`` up to its keys; ``SM90_SHORT_TILE`` up to ``short_keys`` keys where it has the
+    (dtype, head dim, causal), else ``default_num_q`` and the head dim's default keys (0)."""
+    walk = SM90_WALK_SHORT_TILE.get((dtype, head_dim, bool(causal))) if persistent else None
+    if target == "sm_90a" and walk is not None and seq_k <= walk[0]:
+        return walk[1]
     if target == "sm_90a" and seq_k <= short_keys(dtype, head_dim, causal):
         short = SM90_SHORT_TILE.get((dtype, head_dim, bool(causal)))
         if short is not None:

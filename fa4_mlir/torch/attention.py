@@ -62,17 +62,17 @@ def _config(target: str, dtype: str, head_dim: int, causal: bool, group: int, to
             seq_k: int) -> AttentionConfig:
     """The kernel the op runs for these inputs: the tile by head dim, mask and length (``default_tile``), the
     persistent tile walk where it is the faster (``default_persistent``)."""
-    num_q, block_n = default_tile(target, dtype, head_dim, causal, seq_k)
+    persistent = default_persistent(target, dtype, head_dim, causal, seq_k)
+    num_q, block_n = default_tile(target, dtype, head_dim, causal, seq_k, persistent)
     return AttentionConfig(target=target, dtype=dtype, head_dim=head_dim, causal=causal, group=group,
                            token_scales=token_scales, num_q=num_q, block_n=block_n,
-                           exp2_emulation=default_exp2_emulation(target, dtype, head_dim),
-                           persistent=default_persistent(target, dtype, head_dim, causal, seq_k))
+                           exp2_emulation=default_exp2_emulation(target, dtype, head_dim), persistent=persistent)
 
 
 def _kernel(device: int, target: str, dtype: str, head_dim: int, causal: bool, group: int, token_scales: bool,
             seq_k: int):
-    tile = (default_tile(target, dtype, head_dim, causal, seq_k),
-            default_persistent(target, dtype, head_dim, causal, seq_k))
+    persistent = default_persistent(target, dtype, head_dim, causal, seq_k)
+    tile = (default_tile(target, dtype, head_dim, causal, seq_k, persistent), persistent)
     key = (device, dtype, head_dim, causal, group, token_scales, tile, knobs.debug_timeout_ms())
     found = _kernels.get(key)
     if found is None:

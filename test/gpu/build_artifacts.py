@@ -16,8 +16,8 @@ import sys
 
 from fa4_mlir import knobs
 from fa4_mlir.configs.attention import (FP8_HEAD_DIMS, SM90_PERSISTENT_KEYS, SM90_SHORT_KEYS, SM90_SHORT_TILE,
-                                       AttentionConfig, default_exp2_emulation, default_num_q, paged_config,
-                                       varlen_config, varlen_head_dims)
+                                       AttentionConfig, default_exp2_emulation, default_num_q, default_tile,
+                                       paged_config, varlen_config, varlen_head_dims)
 from fa4_mlir.configs.combine import CombineConfig
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.configs.gemm import GemmConfig
@@ -83,10 +83,11 @@ def keys() -> list[ArtifactKey]:
         exp2_emulation=default_exp2_emulation("sm_90a", dt, d)))
                for (dt, d, c), (nq, bn) in SM90_SHORT_TILE.items() for t in (False, True)
                if dt == "fp8_e4m3" or not t]
-    # the op's persistent tile walk (SM90_PERSISTENT_KEYS: at most that many keys)
-    wanted += [ArtifactKey.for_config("attention", AttentionConfig(
-        target="sm_90a", dtype=dt, head_dim=d, causal=c, num_q=default_num_q("sm_90a", dt, d, c), persistent=True))
-               for dt, d, c in SM90_PERSISTENT_KEYS]
+    # the op's persistent tile walk (SM90_PERSISTENT_KEYS: at most that many keys), with its tiles by length
+    wanted += list(dict.fromkeys(ArtifactKey.for_config("attention", AttentionConfig(
+        target="sm_90a", dtype=dt, head_dim=d, causal=c, num_q=nq, block_n=bn, persistent=True))
+        for (dt, d, c), most in SM90_PERSISTENT_KEYS.items()
+        for nq, bn in {default_tile("sm_90a", dt, d, c, sk, persistent=True) for sk in (1, most)}))
     # torch.ops.fa4.flash_attn_varlen and test_varlen_gpu.py: the packed kernels of every varlen head dim, both
     # masks, both dtypes, for short and long max_seqlen_k (the op's tile: varlen_config); every group, as above
     wanted += list(dict.fromkeys(

@@ -26,7 +26,9 @@ SUPPORTED += [dict(group=4), dict(group=8, causal=True, head_dim=64), dict(head_
               dict(head_dim=128, block_n=96, causal=True), dict(head_dim=256, block_n=64),
               dict(head_dim=512, group=8, causal=True), dict(head_dim=64, num_q=3),
               dict(head_dim=64, num_q=3, causal=True, dtype="fp16", block_n=96), dict(head_dim=128, persistent=True),
-              dict(head_dim=64, causal=True, dtype="fp16", persistent=True)]
+              dict(head_dim=64, causal=True, dtype="fp16", persistent=True),
+              dict(head_dim=128, causal=True, block_n=64, persistent=True),
+              dict(head_dim=64, causal=True, block_n=128, persistent=True)]  # the op's short causal walks
 
 
 def _ids(kw):

@@ -55,28 +55,35 @@ def test_attention_sm100a_in_the_emulator_matches_float64(seed):
     assert float(np.abs(lse.numpy() - ref_lse).max()) <= reference.lse_tolerance(ref_lse)
 
 
+def _launched_configs(monkeypatch) -> list:
+    """The configs the attention op launches from now on, in order (``attention.launch`` spied on)."""
+    from fa4_mlir.torch import attention
+
+    real, loaded = attention.launch, []
+
+    def spy(config, *args, **kwargs):
+        loaded.append(config)
+        return real(config, *args, **kwargs)
+    monkeypatch.setattr(attention, "launch", spy)
+    return loaded
+
+
 def test_sm90a_attention_takes_the_short_tile_and_matches_float64(monkeypatch):
     """sm_90a head dim 64 causal, at most SM90_SHORT_KEYS keys: the op runs 128 keys a tile (its short tile,
-    ``default_tile``), from 4k keys 192 rows of 128 keys (three consumer warpgroups); the short tile's numbers
-    against float64."""
+    ``default_tile``; in the persistent walk, ``SM90_PERSISTENT_KEYS``), from 4k keys 192 rows of 128 keys (three
+    consumer warpgroups); the short tile's numbers against float64."""
     from fa4_mlir.configs.attention import SM90_SHORT_KEYS, default_tile
-    from fa4_mlir.torch import attention
 
     assert default_tile("sm_90a", "bf16", 64, True, SM90_SHORT_KEYS) == (2, 128)
     assert default_tile("sm_90a", "bf16", 64, True, SM90_SHORT_KEYS + 1) == (3, 0)  # num_q 3's 128 keys
     assert default_tile("sm_90a", "bf16", 64, False, 1000) == (3, 0)  # non-causal: 192 rows at every length
     assert default_tile("sm_100a", "bf16", 64, True, 1000) == (2, 0)
-    real, loaded = attention.launch, []
-
-    def spy(config, *args, **kwargs):  # the config each launch ran
-        loaded.append(config)
-        return real(config, *args, **kwargs)
-    monkeypatch.setattr(attention, "launch", spy)
+    loaded = _launched_configs(monkeypatch)
     rng = np.random.default_rng(11)
     q, k, v = (_random(rng, (1, 300, 2, 64), "bf16") for _ in range(3))
     with emulator(target="sm_90a", seed=1):
         out = fa4_torch.flash_attention(q, k, v, causal=True, softmax_scale=0.125)
-    assert [(c.num_q, c.hopper.bn) for c in loaded] == [(2, 128)]
+    assert [(c.num_q, c.hopper.bn, c.persistent) for c in loaded] == [(2, 128, True)]  # in the walk
     qf, kf, vf = (reference.to_f64(_bits(t), "bf16") for t in (q, k, v))
     ref, _ = reference.attention(qf, kf, vf, True, 0.125)
     result = reference.compare(_bits(out), ref, reference.attention_yardstick(qf, kf, vf, True, 0.125, "bf16"),
@@ -88,23 +95,24 @@ def test_sm90a_attention_takes_the_persistent_walk_for_short_sequences_and_match
     """sm_90a 16-bit at head dim 128 and non-causal 64, up to ``SM90_PERSISTENT_KEYS`` keys: the op runs the
     persistent tile walk (a CTA's start and end overlap the next tile's loads), the grid of tiles above it; the
     walk's numbers through the op (GQA, ragged rows: several tiles a CTA) against float64, both masks."""
-    from fa4_mlir.configs.attention import SM90_PERSISTENT_KEYS, default_persistent
+    from fa4_mlir.configs.attention import SM90_PERSISTENT_KEYS, default_persistent, default_tile, paged_config
     from fa4_mlir.torch import attention
 
-    assert sorted({(d, c) for _, d, c in SM90_PERSISTENT_KEYS}) == [(64, False), (128, False), (128, True)]
+    assert sorted({(d, c) for _, d, c in SM90_PERSISTENT_KEYS}) == [(64, False), (64, True), (128, False),
+                                                                     (128, True)]
     for (dtype, d, causal), keys in SM90_PERSISTENT_KEYS.items():
         assert default_persistent("sm_90a", dtype, d, causal, keys) and attention._config(
             "sm_90a", dtype, d, causal, 4, False, keys).persistent
         assert not default_persistent("sm_90a", dtype, d, causal, keys + 1)
         assert not default_persistent("sm_100a", dtype, d, causal, keys)
-    for d, causal in ((64, True), (96, False), (256, False)):  # slower (64 causal, 96); 256: O would not fit
+    for d, causal in ((96, False), (96, True), (256, False)):  # slower (96); 256: O would not fit
         assert not default_persistent("sm_90a", "bf16", d, causal, 512)
-    real, loaded = attention.launch, []
-
-    def spy(config, *args, **kwargs):  # the config each launch ran
-        loaded.append(config)
-        return real(config, *args, **kwargs)
-    monkeypatch.setattr(attention, "launch", spy)
+    # the walk's 64-key tile is its own: the serving kernels' configs keep the dense tile (128 keys)
+    assert default_tile("sm_90a", "bf16", 128, True, 512, persistent=True) == (2, 64)
+    assert default_tile("sm_90a", "bf16", 128, True, 513, persistent=True) == default_tile(
+        "sm_90a", "bf16", 128, True, 512) == (2, 0)
+    assert paged_config("sm_90a", "bf16", 128, True, 1, 64, 512, 1).block_n == 0
+    loaded = _launched_configs(monkeypatch)
     rng = np.random.default_rng(13)
     q = _random(rng, (2, 150, 4, 128), "bf16")
     k, v = (_random(rng, (2, 210, 2, 128), "bf16") for _ in range(2))
@@ -113,7 +121,9 @@ def test_sm90a_attention_takes_the_persistent_walk_for_short_sequences_and_match
     for causal in (False, True):
         with emulator(target="sm_90a", seed=2):
             out = fa4_torch.flash_attention(q, k, v, causal=causal, softmax_scale=0.125)
-        assert (loaded[-1].persistent, loaded[-1].num_q, loaded[-1].causal) == (True, 2, causal)
+        # causal at 210 keys: the walk's short tile, 64 keys (SM90_WALK_SHORT_TILE)
+        assert (loaded[-1].persistent, loaded[-1].num_q, loaded[-1].causal, loaded[-1].hopper.bn) \
+            == (True, 2, causal, 64 if causal else 128)
         ref, _ = reference.attention(qf, kf, vf, causal, 0.125)
         yardstick = reference.attention_yardstick(qf, kf, vf, causal, 0.125, "bf16")
         result = reference.compare(_bits(out), ref, yardstick, "bf16")

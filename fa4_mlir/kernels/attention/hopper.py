@@ -49,7 +49,7 @@ fp8 e4m3 (``config.is_fp8``, head dims 64/128/256): Q, K and V^T tiles of bytes 
 op: fp8 wgmma reads K-major operands only), P cast to e4m3 in registers, O (bf16) in a region of its own,
 per-token scales TMA-loaded with Q and K; ``hopper_fp8`` says how and why.
 
-Persistent (``AttentionConfig.persistent``; the op's at head dim 128 and non-causal 64 up to 1-2k keys,
+Persistent (``AttentionConfig.persistent``; the op's at head dims 64 and 128 up to 1-2k keys,
 ``SM90_PERSISTENT_KEYS``; docs/PERF.md): a grid of one CTA per resident slot, each walking tiles
 ``ctaid.x, ctaid.x + nctaid.x, ...`` of the ``ceil(Sq / BM) x H x B``, tile-major within a head (causal: a
 head's query tiles rotated by its index, ``_place``), every role looping over them: Q through a ring
