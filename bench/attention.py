@@ -18,8 +18,9 @@ SDPA first. ``--dtype fp16`` runs the same in fp16.
 ``AttentionConfig.block_n``) or ``NQxBN`` (``num_q`` consumer warpgroups of 64 rows; BN 0: the default),
 either prefixed ``P`` for the persistent kernel (``AttentionConfig.persistent``; ``P`` alone: the default
 tile) or ``H`` for the causal tiles in each head's order (``AttentionConfig.causal_order="heads"``, the
-order before the sections; ``H`` alone: the default tile, causal rows only); their artifacts come from
-``test/gpu/build_artifacts.py --bench``. With ``--dtype fp8``,
+order before the sections; ``H`` alone: the default tile, causal rows only), and suffixed ``sN`` for N K and V
+stages (``AttentionConfig.kv_stages``) or ``L`` for one K/V loop (``AttentionConfig.single_kv_loop``); their
+artifacts come from ``test/gpu/build_artifacts.py --bench``. With ``--dtype fp8``,
 ``--exp2-emulation 0,8`` times those ``AttentionConfig.exp2_emulation`` counts (columns ``fp8_ex<n>``).
 
 ``--dtype fp8`` times our kernel in fp8 e4m3 against the same kernel in bf16 on the same inputs (quantized
@@ -36,6 +37,7 @@ import datetime
 import json
 import statistics
 import sys
+from typing import NamedTuple
 
 import torch
 import triton.testing
@@ -72,27 +74,41 @@ def peers(d: int):
 ORDERS = {"H": "heads"}  # --block-n prefixes: AttentionConfig.causal_order
 
 
-def parse_tiles(text: str) -> list[tuple[int, int, bool, str]]:
+class Tile(NamedTuple):
+    """A ``--block-n`` entry: the sm_90a kernel's ``AttentionConfig`` fields it sets."""
+    num_q: int = 2
+    block_n: int = 0
+    persistent: bool = False
+    order: str = ""  # causal_order, "" for the default
+    kv_stages: int = 0
+    single_kv_loop: bool = False
+
+    @property
+    def name(self) -> str:
+        return ("p" if self.persistent else self.order[:1]) \
+            + (f"bn{self.block_n}" if self.num_q == 2 else f"q{self.num_q}bn{self.block_n}") \
+            + (f"s{self.kv_stages}" if self.kv_stages else "") + ("L" if self.single_kv_loop else "")
+
+    @property
+    def fields(self) -> dict:
+        return dict(num_q=self.num_q, block_n=self.block_n, persistent=self.persistent, kv_stages=self.kv_stages,
+                    single_kv_loop=self.single_kv_loop, **({"causal_order": self.order} if self.order else {}))
+
+
+def parse_tiles(text: str) -> list[Tile]:
     """``--block-n`` entries: ``BN`` (keys per tile, two consumer warpgroups), ``NQxBN`` (``num_q``
     consumer warpgroups of 64 rows; BN 0: the head dim's default), either prefixed with ``P`` for the
-    persistent kernel or with ``H`` for a causal order (``ORDERS``; alone: the default tile), as
-    (num_q, block_n, persistent, causal order or "") tuples."""
+    persistent kernel or with ``H`` for a causal order (``ORDERS``; alone: the default tile), optionally
+    suffixed ``sN`` for N K and V stages each (``AttentionConfig.kv_stages``) and ``L`` for one K/V loop
+    (``AttentionConfig.single_kv_loop``)."""
     tiles = []
     for entry in filter(None, text.split(",")):
+        single = entry.endswith("L")
+        entry, _, stages = entry.removesuffix("L").partition("s")
         persistent, order = entry.startswith("P"), ORDERS.get(entry[:1], "")
         nq, _, bn = entry.lstrip("P" + "".join(ORDERS)).rpartition("x")
-        tiles.append((int(nq or 2), int(bn or 0), persistent, order))
+        tiles.append(Tile(int(nq or 2), int(bn or 0), persistent, order, int(stages or 0), single))
     return tiles
-
-
-def tile_name(num_q: int, block_n: int, persistent: bool = False, order: str = "", prefix: str = "") -> str:
-    return prefix + ("p" if persistent else order[:1]) + (f"bn{block_n}" if num_q == 2 else f"q{num_q}bn{block_n}")
-
-
-def tile_fields(tile: tuple[int, int, bool, str]) -> dict:
-    """The ``AttentionConfig`` fields of a ``parse_tiles`` entry."""
-    num_q, block_n, persistent, order = tile
-    return dict(num_q=num_q, block_n=block_n, persistent=persistent, **({"causal_order": order} if order else {}))
 
 
 def load_variant(**fields):
@@ -109,11 +125,11 @@ def load_variant(**fields):
         return None
 
 
-def variant(d: int, causal: bool, tile: tuple[int, int, bool, str], dtype: str = "bf16"):
+def variant(d: int, causal: bool, tile: Tile, dtype: str = "bf16"):
     """fn(q, k, v) running the 16-bit kernel with ``tile`` (``parse_tiles``); None where ``load_variant``
     finds none."""
-    found = load_variant(dtype=dtype, head_dim=d, causal=causal, **tile_fields(tile)) \
-        if causal or not tile[3] else None  # a causal order is a causal kernel's
+    found = load_variant(dtype=dtype, head_dim=d, causal=causal, **tile.fields) \
+        if causal or not tile.order else None  # a causal order is a causal kernel's
     if found is None:
         return None
     config, kernel = found
@@ -169,7 +185,7 @@ def measure(d: int, s: int, causal: bool, repeats: int, tiles=(), b: int = 0, h:
     for tile in tiles:  # other tiles of the kernel (GQA too: the group is a launch argument)
         fn = variant(d, causal, tile, dtype)
         if fn is not None:
-            name = tile_name(*tile)
+            name = tile.name
             errors[name] = float((fn(q, k, v).float() - ours.float()).norm() / ours.float().norm())
             cases[name] = (lambda fn=fn: fn(q, k, v))
     if torch.isnan(ours).any() or any(e > 2e-2 for e in errors.values()):
@@ -188,7 +204,7 @@ def _quantize(t: torch.Tensor, dim=None):
     return (t.float() / div).to(torch.float8_e4m3fn), scale
 
 
-def fp8_variant(d: int, causal: bool, tile: tuple[int, int, bool, str], softmax_scale: float, v_scale: float,
+def fp8_variant(d: int, causal: bool, tile: Tile, softmax_scale: float, v_scale: float,
                 exp2_emulation: int = -1):
     """fn(q8, k8, v8) running the fp8 kernel (tensor-wise scales) with ``tile`` (``parse_tiles``) and
     ``exp2_emulation`` exponentials per 32 by polynomial (-1: the op's default), V^T made per call as the
@@ -196,8 +212,8 @@ def fp8_variant(d: int, causal: bool, tile: tuple[int, int, bool, str], softmax_
     from fa4_mlir.torch.attention import Fp8Scales
 
     emulation = default_exp2_emulation("sm_90a", "fp8_e4m3", d) if exp2_emulation < 0 else exp2_emulation
-    fields = dict(dtype="fp8_e4m3", head_dim=d, causal=causal, exp2_emulation=emulation, **tile_fields(tile))
-    found = load_variant(**fields) if causal or not tile[3] else None  # a causal order is a causal kernel's
+    fields = dict(dtype="fp8_e4m3", head_dim=d, causal=causal, exp2_emulation=emulation, **tile.fields)
+    found = load_variant(**fields) if causal or not tile.order else None  # a causal order is a causal kernel's
     if found is None:
         return None
     config, kernel = found
@@ -232,10 +248,10 @@ def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, 
     for tile in tiles:  # fp8 tiles other than the head dim's default
         fn = fp8_variant(d, causal, tile, qs * ks / d ** 0.5, vs)
         if fn is not None:
-            cases[tile_name(*tile, prefix="fp8_")] = (lambda fn=fn: fn(q8, k8, v8))
-            outs[tile_name(*tile, prefix="fp8_")] = fn(q8, k8, v8)
+            cases["fp8_" + tile.name] = (lambda fn=fn: fn(q8, k8, v8))
+            outs["fp8_" + tile.name] = fn(q8, k8, v8)
     for e in emulations:  # exp2 emulation counts (the head dim's default tile)
-        fn = fp8_variant(d, causal, (default_num_q("sm_90a", "fp8_e4m3", d, causal), 0, False, ""), qs * ks / d ** 0.5,
+        fn = fp8_variant(d, causal, Tile(default_num_q("sm_90a", "fp8_e4m3", d, causal)), qs * ks / d ** 0.5,
                          vs, e)
         if fn is not None:
             cases[f"fp8_ex{e}"] = (lambda fn=fn: fn(q8, k8, v8))
@@ -266,7 +282,7 @@ def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, 
 
 
 def print_fp8(rows: list[dict], tiles=(), emulations=()) -> None:
-    names = [n for n in ("bf16", "fp8", "fp8_tokens", "cudnn_fp8", *(tile_name(*t, prefix="fp8_") for t in tiles),
+    names = [n for n in ("bf16", "fp8", "fp8_tokens", "cudnn_fp8", *("fp8_" + t.name for t in tiles),
                          *(f"fp8_ex{e}" for e in emulations))
              if any(n in r["tflops"] for r in rows)]
     print("| D | S | causal | " + " | ".join(f"{n} TFLOP/s" for n in names) + " | fp8 / bf16 | "
@@ -282,7 +298,7 @@ def print_fp8(rows: list[dict], tiles=(), emulations=()) -> None:
 
 
 def print_rows(rows: list[dict], tiles=()) -> None:
-    names = [n for n in ("fa4-mlir", "cudnn", "flash", "fa4_cute", "efficient", "math", *(tile_name(*t) for t in tiles))
+    names = [n for n in ("fa4-mlir", "cudnn", "flash", "fa4_cute", "efficient", "math", *(t.name for t in tiles))
              if any(n in r["tflops"] for r in rows)]
     versus = [n for n in ("fa4_cute", "cudnn", "flash", "efficient", "math") if n in names]
     print("| dtype | D | B | S | H/Hkv | causal | " + " | ".join(f"{n} TFLOP/s" for n in names) + " | "
@@ -308,6 +324,7 @@ def main() -> int:
     parser.add_argument("--block-n", default="",
                         help="also time these sm_90a tiles: BN (keys per tile) or NQxBN (num_q consumer warpgroups, "
                              "0: the default keys), either prefixed P (persistent) or H (causal, each head's order), "
+                             "suffixed sN (N K/V stages) or L (one K/V loop), "
                              "comma-separated")
     parser.add_argument("--shapes", default="fa3", help="row sets, comma-separated: fa3 (--head-dims x --seqlens), "
                                                         "gqa (64/8 heads, d128, 8k and 16k), short (B32 S512 d128)")

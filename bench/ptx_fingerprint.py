@@ -23,7 +23,9 @@ their first PTX. Every sm_90a attention configuration was fingerprinted again wh
 K/V tiles no row masks in a loop of their own, without the mask's test, and head dim 256 rescaled O before
 the P V wgmma (issue 25; the persistent ones keep their PTX). The two persistent configurations were
 fingerprinted again when a store warp took the walk's O stores, Q became a ring of two stages released by
-every consumer thread, the walk took the unmasked tiles' loop and its causal order rotated (issue 25).
+every consumer thread, the walk took the unmasked tiles' loop and its causal order rotated (issue 25). The
+causal walks of one K/V loop (``AttentionConfig.single_kv_loop``) and two configurations of more K/V stages
+(``kv_stages``) were added with their first PTX.
 ``--update`` rewrites only the selected configurations' entries.
 """
 

@@ -59,6 +59,7 @@ SM90_LAZY_RESCALE = {"bf16": (256, 512), "fp16": (256, 512), "fp8_e4m3": (128,)}
 # the dense kernel only: the serving kernels (varlen, paged) spilled 4-8 bytes with it
 SM90_RESCALE_BEFORE_PV = {"bf16": (256,), "fp16": (256,)}
 SM90_KV_STAGES = 2
+SM90_MAX_KV_STAGES = 8  # AttentionConfig.kv_stages: K and V buffers each (shared memory bounds them first)
 SM90_SMS = 132  # the SMs of an H100 SXM: CTAs of the one-tile kernels at work at once
 # causal sections (``hopper.section_order``) from this many query tiles a head: below, each head's tiles in turn
 # (bench/attention.py --block-n H, docs/PERF.md: sections +2..8% at 4k rows, -4..17% at 512-1k in the runs that
@@ -97,10 +98,19 @@ SM90_SHORT_TILE_KEYS = {("fp8_e4m3", 128, False): 4096, ("fp8_e4m3", 128, True):
 SM90_PERSISTENT_KEYS: dict[tuple[str, int, bool], int] = {
     (dt, d, c): keys for dt in ("bf16", "fp16") for d, c, keys in ((64, False, 1024), (64, True, 2048),
                                                                    (128, False, 2048), (128, True, 2048))}
-# the walk's own (num_q, block_n) for at most this many keys, where it differs from ``default_tile``'s: head dim
-# 128 causal, 64 keys a tile up to 512 keys (+8..9% at 512 keys, -2% at 1k; the serving kernels keep theirs)
-SM90_WALK_SHORT_TILE: dict[tuple[str, int, bool], tuple[int, tuple[int, int]]] = {
-    (dt, 128, True): (512, (2, 64)) for dt in ("bf16", "fp16")}
+# the walk's own (num_q, block_n) by length, where it differs from ``default_tile``'s: steps of (at most this many
+# keys, tile) per (dtype, head dim, causal). docs/PERF.md, H100 (64 keys at head dim 128: +8..9% at 512 keys, -2%
+# at 1k) and H200 with one K/V loop: head dim 128 causal 64 keys +5% at 512 keys (the B32 H16 batch), 128 keys +4%
+# at 1k (level at 2k); head dim 64 causal 64 keys +4% at 512. The serving kernels keep theirs
+SM90_WALK_SHORT_TILE: dict[tuple[str, int, bool], tuple[tuple[int, tuple[int, int]], ...]] = {
+    **{(dt, 128, True): ((512, (2, 64)), (1024, (2, 128))) for dt in ("bf16", "fp16")},
+    **{(dt, 64, True): ((512, (2, 64)),) for dt in ("bf16", "fp16")}}
+# the walks that take one K/V loop, the mask tested each tile (``AttentionConfig.single_kv_loop``): the causal ones.
+# docs/PERF.md, H200, against the unmasked tiles' own loop: head dim 64 +21% at 512 keys, +10% at 1k, +1% at 2k;
+# head dim 128 +2..5% at 512, +4% at 1k, level at 2k (the consumers' code a third smaller: ncu counted 12% of
+# their cycles waiting for instructions, 24% in the first tile's softmax). Not non-causal (-2..3%), nor the grid
+# (head dim 256 causal at 1k: -8%)
+SM90_WALK_SINGLE_LOOP = frozenset((dt, d, True) for dt in ("bf16", "fp16") for d in (64, 128))
 PAGE_MULTIPLE = 16  # TMA loads a paged K/V tile in chunks of whole multiples of this (sm_100a: powers of two)
 BLOCK_COLS = 64  # sm_90a: 16-bit columns of one 128-byte swizzle block
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
@@ -274,6 +284,8 @@ class AttentionConfig(Checked):
     group: int = 1
     exp2_emulation: int = 0
     block_n: int = 0  # sm_90a: keys per K/V tile (0: SM90_KV_TILE of the head dim)
+    kv_stages: int = 0  # sm_90a: K and V buffers each, the load warp's lead (0: SM90_KV_STAGES)
+    single_kv_loop: bool = False  # sm_90a: one K/V loop testing the mask each tile, no loop of the unmasked tiles
     token_scales: bool = False  # fp8: per-token Q and K dequantization scales (else tensor-wise)
     persistent: bool = False  # sm_90a: one CTA per resident slot walks the tiles (``HopperTile.persistent``)
     varlen: bool = False  # packed variable-length sequences (``cu_seqlens_q`` / ``cu_seqlens_k``; see below)
@@ -309,6 +321,16 @@ class AttentionConfig(Checked):
              else self.block_n == 0,
              f"0 (the head dim's default) or a multiple of 16 in [{min_bn}, 256] on sm_90a" if hopper
              else "0 on sm_100a (the reference layout picks BN)"),
+            ("kv_stages", type(self.kv_stages) is int and (self.kv_stages == 0 or hopper and 2 <= self.kv_stages
+                                                            <= SM90_MAX_KV_STAGES),
+             f"0 (the default, {SM90_KV_STAGES}) or in [2, {SM90_MAX_KV_STAGES}] on sm_90a (K and V buffers each)"
+             if hopper else "0 on sm_100a (the reference layout picks the stages)"),
+            ("single_kv_loop", isinstance(self.single_kv_loop, bool) and (hopper or not self.single_kv_loop),
+             "False unless target is sm_90a (its consumers' K/V loops)"),
+            ("kv_stages", not (self.kv_stages and (self.varlen or self.page_size)),
+             "0 with varlen or a paged K/V cache (the serving kernels keep their stages)"),
+            ("single_kv_loop", not (self.single_kv_loop and (self.varlen or self.page_size)),
+             "False with varlen or a paged K/V cache (the serving kernels keep their loops)"),
             ("block_n", not (hopper and self.num_q == 3) or self.block_n <= SM90_NUM_Q3_MAX_BN,
              f"<= {SM90_NUM_Q3_MAX_BN} with num_q 3 on sm_90a (160 registers a consumer thread: larger S tiles spill)"),
             ("persistent", isinstance(self.persistent, bool) and (hopper or not self.persistent),
@@ -463,14 +485,15 @@ class AttentionConfig(Checked):
         bm = 64 if self.head_dim >= SM90_SPLIT_O_HEAD_DIM else 64 * self.num_q
         default_bn = SM90_NUM_Q3_MAX_BN if self.num_q == 3 else \
             (SM90_FP8_KV_TILE if self.is_fp8 else SM90_KV_TILE)[self.head_dim]
+        stages = self.kv_stages or SM90_KV_STAGES
         if self.is_fp8:
-            return HopperTile(self.head_dim, self.block_n or default_bn, bm, elem_bytes=1,
+            return HopperTile(self.head_dim, self.block_n or default_bn, bm, stages, elem_bytes=1,
                               token_scales=self.token_scales, persistent=self.persistent,
                               row_sums="" if self.persistent else SM90_FP8_ROW_SUMS.get(self.head_dim, ""))
         # Q, K, V and O tiles are whole 64-column blocks: head dim 96 is computed as 128, TMA zero-filling
         # the columns past the tensors' 96 on loads and clipping them on O's store
         padded = -(-self.head_dim // BLOCK_COLS) * BLOCK_COLS
-        return HopperTile(padded, self.block_n or default_bn, bm, persistent=self.persistent)
+        return HopperTile(padded, self.block_n or default_bn, bm, stages, persistent=self.persistent)
 
     @property
     def runtime_group(self) -> bool:
@@ -526,7 +549,9 @@ class AttentionConfig(Checked):
                 + (" varlen" if self.varlen else "") + (f" paged {self.page_size}" if self.page_size else "")
                 + (f" pack_gqa {self.pack_gqa}" if self.pack_gqa else "") + (" split_kv" if self.split_kv else "")
                 + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else "")
-                + (f" {self.causal_order} order" if self.causal_order != "sections" else ""))
+                + (f" {self.causal_order} order" if self.causal_order != "sections" else "")
+                + (f" {self.kv_stages} K/V stages" if self.kv_stages else "")
+                + (" one K/V loop" if self.single_kv_loop else ""))
 
 
 def default_num_q(target: str, dtype: str, head_dim: int, causal: bool) -> int:
@@ -538,16 +563,28 @@ def default_num_q(target: str, dtype: str, head_dim: int, causal: bool) -> int:
 def default_tile(target: str, dtype: str, head_dim: int, causal: bool, seq_k: int,
                  persistent: bool = False) -> tuple[int, int]:
     """The (``num_q``, ``block_n``) the torch op uses for ``seq_k`` keys: in the persistent walk
-    ``SM90_WALK_SHORT_TILE`` up to its keys; ``SM90_SHORT_TILE`` up to ``short_keys`` keys where it has the
-    (dtype, head dim, causal), else ``default_num_q`` and the head dim's default keys (0)."""
-    walk = SM90_WALK_SHORT_TILE.get((dtype, head_dim, bool(causal))) if persistent else None
-    if target == "sm_90a" and walk is not None and seq_k <= walk[0]:
-        return walk[1]
+    ``SM90_WALK_SHORT_TILE``'s first step that holds them; ``SM90_SHORT_TILE`` up to ``short_keys`` keys where it
+    has the (dtype, head dim, causal), else ``default_num_q`` and the head dim's default keys (0)."""
+    steps = SM90_WALK_SHORT_TILE.get((dtype, head_dim, bool(causal)), ()) if persistent else ()
+    for most, tile in steps if target == "sm_90a" else ():
+        if seq_k <= most:
+            return tile
     if target == "sm_90a" and seq_k <= short_keys(dtype, head_dim, causal):
         short = SM90_SHORT_TILE.get((dtype, head_dim, bool(causal)))
         if short is not None:
             return short
     return default_num_q(target, dtype, head_dim, causal), 0
+
+
+def op_fields(target: str, dtype: str, head_dim: int, causal: bool, seq_k: int) -> dict:
+    """The ``AttentionConfig`` fields the torch op chooses for ``seq_k`` keys besides the call's own (target,
+    dtype, head dim, mask, group, scales): the persistent walk (``default_persistent``), the tile
+    (``default_tile``), one K/V loop in the walks of ``SM90_WALK_SINGLE_LOOP`` and the exp2 emulation."""
+    persistent = default_persistent(target, dtype, head_dim, causal, seq_k)
+    num_q, block_n = default_tile(target, dtype, head_dim, causal, seq_k, persistent)
+    return dict(num_q=num_q, block_n=block_n, persistent=persistent,
+                single_kv_loop=persistent and (dtype, head_dim, bool(causal)) in SM90_WALK_SINGLE_LOOP,
+                exp2_emulation=default_exp2_emulation(target, dtype, head_dim))
 
 
 def default_persistent(target: str, dtype: str, head_dim: int, causal: bool, seq_k: int) -> bool:

@@ -35,7 +35,7 @@ import torch
 
 from fa4_mlir import knobs, runtime
 from fa4_mlir.configs.attention import (DEPTH512_HEAD_DIMS, FP8_HEAD_DIMS, HEAD_DIMS, AttentionConfig,
-                                       default_exp2_emulation, default_persistent, default_tile)
+                                       op_fields)
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, walk_arguments
 from fa4_mlir.runtime.launcher import libcuda
@@ -59,24 +59,21 @@ _SLOTS = ("q", "k", "v", "o", "lse")  # the order of a plan's addresses
 
 
 def _config(target: str, dtype: str, head_dim: int, causal: bool, group: int, token_scales: bool,
-            seq_k: int) -> AttentionConfig:
-    """The kernel the op runs for these inputs: the tile by head dim, mask and length (``default_tile``), the
-    persistent tile walk where it is the faster (``default_persistent``)."""
-    persistent = default_persistent(target, dtype, head_dim, causal, seq_k)
-    num_q, block_n = default_tile(target, dtype, head_dim, causal, seq_k, persistent)
+            seq_k: int, fields: dict | None = None) -> AttentionConfig:
+    """The kernel the op runs for these inputs: the tile by head dim, mask and length, the persistent tile walk
+    where it is the faster (``op_fields``, or the ``fields`` it gave)."""
+    fields = fields or op_fields(target, dtype, head_dim, causal, seq_k)
     return AttentionConfig(target=target, dtype=dtype, head_dim=head_dim, causal=causal, group=group,
-                           token_scales=token_scales, num_q=num_q, block_n=block_n,
-                           exp2_emulation=default_exp2_emulation(target, dtype, head_dim), persistent=persistent)
+                           token_scales=token_scales, **fields)
 
 
 def _kernel(device: int, target: str, dtype: str, head_dim: int, causal: bool, group: int, token_scales: bool,
             seq_k: int):
-    persistent = default_persistent(target, dtype, head_dim, causal, seq_k)
-    tile = (default_tile(target, dtype, head_dim, causal, seq_k, persistent), persistent)
-    key = (device, dtype, head_dim, causal, group, token_scales, tile, knobs.debug_timeout_ms())
+    fields = op_fields(target, dtype, head_dim, causal, seq_k)
+    key = (device, dtype, head_dim, causal, group, token_scales, tuple(fields.values()), knobs.debug_timeout_ms())
     found = _kernels.get(key)
     if found is None:
-        config = _config(target, dtype, head_dim, causal, group, token_scales, seq_k)
+        config = _config(target, dtype, head_dim, causal, group, token_scales, seq_k, fields)
         found = _kernels[key] = (config, runtime.load("attention", config, device=device, debug=key[-1] or False))
     return found
 

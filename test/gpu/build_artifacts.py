@@ -16,8 +16,8 @@ import sys
 
 from fa4_mlir import knobs
 from fa4_mlir.configs.attention import (FP8_HEAD_DIMS, SM90_PERSISTENT_KEYS, SM90_SHORT_KEYS, SM90_SHORT_TILE,
-                                       AttentionConfig, default_exp2_emulation, default_num_q, default_tile,
-                                       paged_config, varlen_config, varlen_head_dims)
+                                       SM90_WALK_SHORT_TILE, AttentionConfig, default_exp2_emulation, default_num_q,
+                                       op_fields, paged_config, varlen_config, varlen_head_dims)
 from fa4_mlir.configs.combine import CombineConfig
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.configs.gemm import GemmConfig
@@ -84,10 +84,11 @@ def keys() -> list[ArtifactKey]:
                for (dt, d, c), (nq, bn) in SM90_SHORT_TILE.items() for t in (False, True)
                if dt == "fp8_e4m3" or not t]
     # the op's persistent tile walk (SM90_PERSISTENT_KEYS: at most that many keys), with its tiles by length
+    # (SM90_WALK_SHORT_TILE's steps) and its K/V loops (op_fields)
     wanted += list(dict.fromkeys(ArtifactKey.for_config("attention", AttentionConfig(
-        target="sm_90a", dtype=dt, head_dim=d, causal=c, num_q=nq, block_n=bn, persistent=True))
+        target="sm_90a", dtype=dt, head_dim=d, causal=c, **op_fields("sm_90a", dt, d, c, sk)))
         for (dt, d, c), most in SM90_PERSISTENT_KEYS.items()
-        for nq, bn in {default_tile("sm_90a", dt, d, c, sk, persistent=True) for sk in (1, most)}))
+        for sk in (1, most, *(keys for keys, _ in SM90_WALK_SHORT_TILE.get((dt, d, c), ())))))
     # torch.ops.fa4.flash_attn_varlen and test_varlen_gpu.py: the packed kernels of every varlen head dim, both
     # masks, both dtypes, for short and long max_seqlen_k (the op's tile: varlen_config); every group, as above
     wanted += list(dict.fromkeys(
@@ -150,6 +151,12 @@ def keys() -> list[ArtifactKey]:
             exp2_emulation=default_exp2_emulation("sm_90a", dt, d)))
                    for dt, dims in PERSISTENT_SWEEP.items() for d, nqs in dims.items() for nq in nqs
                    for c in (False, True)]
+    if "--bench" in sys.argv:  # the op's causal walks with the unmasked tiles' own loop (--block-n P2x64,P2x128,P)
+        wanted += list(dict.fromkeys(ArtifactKey.for_config("attention", AttentionConfig(
+            target="sm_90a", dtype=dt, head_dim=d, causal=c, **{**op_fields("sm_90a", dt, d, c, sk),
+                                                                 "single_kv_loop": False}))
+            for (dt, d, c), most in SM90_PERSISTENT_KEYS.items() if c
+            for sk in (1, most, *(keys for keys, _ in SM90_WALK_SHORT_TILE.get((dt, d, c), ())))))
     if "--bench" in sys.argv:  # the causal tiles in each head's order (bench/attention.py --block-n H,H2x128,H3x0)
         wanted += [ArtifactKey.for_config("attention", AttentionConfig(
             target="sm_90a", dtype=dt, head_dim=d, causal=True, num_q=nq, block_n=bn, causal_order="heads",

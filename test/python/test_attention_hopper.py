@@ -28,7 +28,12 @@ SUPPORTED += [dict(group=4), dict(group=8, causal=True, head_dim=64), dict(head_
               dict(head_dim=64, num_q=3, causal=True, dtype="fp16", block_n=96), dict(head_dim=128, persistent=True),
               dict(head_dim=64, causal=True, dtype="fp16", persistent=True),
               dict(head_dim=128, causal=True, block_n=64, persistent=True),
-              dict(head_dim=64, causal=True, block_n=128, persistent=True)]  # the op's short causal walks
+              dict(head_dim=64, causal=True, block_n=128, persistent=True),
+              dict(head_dim=64, num_q=3, kv_stages=4), dict(head_dim=128, causal=True, block_n=64, kv_stages=3)]
+# the op's causal walks: one K/V loop (SM90_WALK_SINGLE_LOOP), their tiles by length (SM90_WALK_SHORT_TILE)
+SUPPORTED += [dict(head_dim=d, causal=True, block_n=bn, persistent=True, single_kv_loop=True, dtype=dt)
+              for d, bn, dt in ((128, 64, "bf16"), (128, 128, "fp16"), (128, 0, "bf16"), (64, 64, "fp16"),
+                                (64, 128, "bf16"))]
 
 
 def _ids(kw):
@@ -62,8 +67,8 @@ def test_every_config_assembles_without_spills_on_its_layout(ctx, kwargs):
     assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{config.dtype.replace('fp', 'f')}" in ptx
     rs = re.findall(rf"wgmma.mma_async.sync.aligned.m64n{d}k16\S+ \{{[^}}]+\}}, \{{%r\d+, %r\d+, %r\d+, %r\d+\}}, "
                     r"%rd\d+, p, 1, 1, 1;", ptx)
-    # per consumer warpgroup: the unmasked tiles' loop, the masked tiles' and the last tile
-    assert len(rs) == t.consumers * 3 * bn // 16
+    # per consumer warpgroup: the unmasked tiles' loop, the masked tiles' (or one loop of both) and the last tile
+    assert len(rs) == t.consumers * (2 if config.single_kv_loop else 3) * bn // 16
     consumer, load = (160, 32) if t.consumers == 3 else (232, 40) if t.persistent else (240, 24)  # the walk: 40
     assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{consumer};", ptx)
     assert re.search(rf"setmaxnreg.dec.sync.aligned.u32\s+{load};", ptx)
@@ -226,6 +231,16 @@ def test_causal_sections_take_every_tile_once_longest_first(q_tiles, heads_batch
                                  r"sm_90a kernel that is not persistent, paged or varlen, got 'heads'"),
     (dict(causal_order="heads", causal=True, persistent=True), r"AttentionConfig.causal_order must be .*, got 'heads'"),
     (dict(causal_order="rows", causal=True), r"AttentionConfig.causal_order must be .*, got 'rows'"),
+    (dict(kv_stages=1), r"AttentionConfig.kv_stages must be 0 \(the default, 2\) or in \[2, 8\] on sm_90a \(K and V "
+                        r"buffers each\), got 1"),
+    (dict(kv_stages=9), r"AttentionConfig.kv_stages must be 0 \(the default, 2\) or in \[2, 8\] .* got 9"),
+    (dict(kv_stages=2.0), r"AttentionConfig.kv_stages must be .* got 2.0"),
+    (dict(single_kv_loop=1), r"AttentionConfig.single_kv_loop must be False unless target is sm_90a \(its "
+                             r"consumers' K/V loops\), got 1"),
+    (dict(kv_stages=3, varlen=True), r"AttentionConfig.kv_stages must be 0 with varlen or a paged K/V cache \(the "
+                                     r"serving kernels keep their stages\), got 3"),
+    (dict(single_kv_loop=True, page_size=64), r"AttentionConfig.single_kv_loop must be False with varlen or a paged "
+                                              r"K/V cache \(the serving kernels keep their loops\), got True"),
 ])
 def test_config_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):
@@ -245,6 +260,10 @@ def test_unsupported_tile_is_named():
     with pytest.raises(ConfigError, match=r"AttentionConfig sm_90a bf16 d256 2Q persistent: shared memory must be "
                                           r"<= 232448 bytes, got 295936"):
         AttentionConfig(target="sm_90a", head_dim=256, persistent=True).validate()
+    # K/V stages: shared memory bounds them (head dim 128, 128 keys: 65536 bytes a K and V stage)
+    with pytest.raises(ConfigError, match=r"AttentionConfig sm_90a bf16 d128 2Q 4 K/V stages: shared memory must be "
+                                          r"<= 232448 bytes, got 295936"):
+        AttentionConfig(target="sm_90a", head_dim=128, kv_stages=4).validate()
     with pytest.raises(ConfigError, match=r"AttentionConfig.fa4 is the sm_100a layout; target must be sm_100a"):
         config.fa4
     with pytest.raises(ConfigError, match=r"AttentionConfig.hopper is the sm_90a tile; target must be sm_90a"):
@@ -344,19 +363,22 @@ def test_three_consumer_warpgroups_match_f64_reference_in_the_emulator(dtype, ca
     _check_in_emulator(config, q, k, v, 0.125)
 
 
-# (dtype, head_dim, causal, batch, seq_q, seq_k, heads, kv heads): the persistent tile walk (two CTAs in the
-# emulator, each walking several tiles: the Q ring, the K/V rings and the O stores going on across tiles),
-# ragged lengths, batches, GQA, causal (the longest rows first)
-EMULATED_PERSISTENT = [("bf16", 128, False, 2, 130, 200, 2, 1), ("fp16", 64, True, 1, 300, 300, 2, 2),
-                       ("bf16", 96, True, 2, 129, 77, 1, 1)]
+# (dtype, head_dim, causal, batch, seq_q, seq_k, heads, kv heads, other fields): the persistent tile walk (two CTAs
+# in the emulator, each walking several tiles: the Q ring, the K/V rings and the O stores going on across tiles),
+# ragged lengths, batches, GQA, causal (the longest rows first); the op's causal walk at head dim 64 (one K/V
+# loop, 64 keys a tile) with three K/V stages
+EMULATED_PERSISTENT = [("bf16", 128, False, 2, 130, 200, 2, 1, {}), ("fp16", 64, True, 1, 300, 300, 2, 2, {}),
+                       ("bf16", 96, True, 2, 129, 77, 1, 1, {}),
+                       ("bf16", 64, True, 1, 200, 260, 2, 1, dict(block_n=64, single_kv_loop=True, kv_stages=3))]
 
 
-@pytest.mark.parametrize("dtype, d, causal, b, sq, sk, h, hk", EMULATED_PERSISTENT)
-def test_the_persistent_tile_walk_matches_f64_reference_in_the_emulator(dtype, d, causal, b, sq, sk, h, hk):
+@pytest.mark.parametrize("dtype, d, causal, b, sq, sk, h, hk, extra", EMULATED_PERSISTENT)
+def test_the_persistent_tile_walk_matches_f64_reference_in_the_emulator(dtype, d, causal, b, sq, sk, h, hk, extra):
     from fa4_mlir import reference
     from fa4_mlir.kernels.attention import launch_geometry
 
-    config = AttentionConfig(target="sm_90a", head_dim=d, causal=causal, dtype=dtype, group=h // hk, persistent=True)
+    config = AttentionConfig(target="sm_90a", head_dim=d, causal=causal, dtype=dtype, group=h // hk, persistent=True,
+                             **extra)
     tiles = -(-sq // config.cta_positions) * h * b
     assert launch_geometry(config, b, sq, h, sk, 2) == (2, 1, 1) and tiles >= 4  # each CTA walks >= 2 tiles
     rng = np.random.default_rng(sq * sk + d + 7)

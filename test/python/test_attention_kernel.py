@@ -120,6 +120,10 @@ def test_launch_geometry_errors(args, message):
     (dict(exp2_emulation=3), r"AttentionConfig.exp2_emulation must be even and in \[0, 32\]"),
     (dict(block_n=128), r"AttentionConfig.block_n must be 0 on sm_100a \(the reference layout picks BN\), got 128"),
     (dict(causal=1), r"AttentionConfig.causal must be True or False, got 1"),
+    (dict(kv_stages=3), r"AttentionConfig.kv_stages must be 0 on sm_100a \(the reference layout picks the stages\), "
+                        r"got 3"),
+    (dict(single_kv_loop=True), r"AttentionConfig.single_kv_loop must be False unless target is sm_90a \(its "
+                                r"consumers' K/V loops\), got True"),
 ])
 def test_config_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):

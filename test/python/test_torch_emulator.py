@@ -95,7 +95,8 @@ def test_sm90a_attention_takes_the_persistent_walk_for_short_sequences_and_match
     """sm_90a 16-bit at head dim 128 and non-causal 64, up to ``SM90_PERSISTENT_KEYS`` keys: the op runs the
     persistent tile walk (a CTA's start and end overlap the next tile's loads), the grid of tiles above it; the
     walk's numbers through the op (GQA, ragged rows: several tiles a CTA) against float64, both masks."""
-    from fa4_mlir.configs.attention import SM90_PERSISTENT_KEYS, default_persistent, default_tile, paged_config
+    from fa4_mlir.configs.attention import (SM90_PERSISTENT_KEYS, default_persistent, default_tile, op_fields,
+                                           paged_config)
     from fa4_mlir.torch import attention
 
     assert sorted({(d, c) for _, d, c in SM90_PERSISTENT_KEYS}) == [(64, False), (64, True), (128, False),
@@ -107,10 +108,16 @@ def test_sm90a_attention_takes_the_persistent_walk_for_short_sequences_and_match
         assert not default_persistent("sm_100a", dtype, d, causal, keys)
     for d, causal in ((96, False), (96, True), (256, False)):  # slower (96); 256: O would not fit
         assert not default_persistent("sm_90a", "bf16", d, causal, 512)
-    # the walk's 64-key tile is its own: the serving kernels' configs keep the dense tile (128 keys)
+    # the walk's tiles by length are its own: the serving kernels' configs keep the dense tile (128 keys)
     assert default_tile("sm_90a", "bf16", 128, True, 512, persistent=True) == (2, 64)
-    assert default_tile("sm_90a", "bf16", 128, True, 513, persistent=True) == default_tile(
+    assert default_tile("sm_90a", "bf16", 128, True, 1024, persistent=True) == (2, 128)
+    assert default_tile("sm_90a", "bf16", 128, True, 1025, persistent=True) == default_tile(
         "sm_90a", "bf16", 128, True, 512) == (2, 0)
+    assert default_tile("sm_90a", "fp16", 64, True, 512, persistent=True) == (2, 64)
+    assert default_tile("sm_90a", "fp16", 64, True, 513, persistent=True) == (2, 128)
+    # the causal walks take one K/V loop (SM90_WALK_SINGLE_LOOP); the grid and the non-causal walks two
+    for causal, keys, single in ((True, 2048, True), (True, 2049, False), (False, 2048, False)):
+        assert op_fields("sm_90a", "bf16", 128, causal, keys)["single_kv_loop"] is single
     assert paged_config("sm_90a", "bf16", 128, True, 1, 64, 512, 1).block_n == 0
     loaded = _launched_configs(monkeypatch)
     rng = np.random.default_rng(13)
@@ -121,9 +128,9 @@ def test_sm90a_attention_takes_the_persistent_walk_for_short_sequences_and_match
     for causal in (False, True):
         with emulator(target="sm_90a", seed=2):
             out = fa4_torch.flash_attention(q, k, v, causal=causal, softmax_scale=0.125)
-        # causal at 210 keys: the walk's short tile, 64 keys (SM90_WALK_SHORT_TILE)
-        assert (loaded[-1].persistent, loaded[-1].num_q, loaded[-1].causal, loaded[-1].hopper.bn) \
-            == (True, 2, causal, 64 if causal else 128)
+        # causal at 210 keys: the walk's short tile, 64 keys (SM90_WALK_SHORT_TILE), and one K/V loop
+        assert (loaded[-1].persistent, loaded[-1].num_q, loaded[-1].causal, loaded[-1].hopper.bn,
+                loaded[-1].single_kv_loop) == (True, 2, causal, 64 if causal else 128, causal)
         ref, _ = reference.attention(qf, kf, vf, causal, 0.125)
         yardstick = reference.attention_yardstick(qf, kf, vf, causal, 0.125, "bf16")
         result = reference.compare(_bits(out), ref, yardstick, "bf16")

@@ -16,7 +16,9 @@ three with a 192-row tile), and while the P@V runs takes the softmax of S_j; the
 waits for the P@V, rescales O by ``exp2((m_old - m_new) * scale_log2e)`` and packs P_j to 16 bits
 as the next RS wgmma's A fragments. The K/V tiles after the first run in two loops: first those no row
 of the warpgroup masks (``_unmasked_end``), with no test of the mask, then the rest (``g.peel_unmasked``;
-off where ptxas spilled peeled: the MLA kernel, per-token fp8 over three warpgroups). With
+off where ptxas spilled peeled: the MLA kernel, per-token fp8 over three warpgroups; and with
+``AttentionConfig.single_kv_loop``: one loop is a third less code, which the causal walk's short rows run
+faster, their consumers waiting less for instructions). With
 ``g.lazy_rescale`` (``AttentionConfig.lazy_rescale``) a warp skips the rescale of a tile where none of its
 rows' maxima grew (a warp vote; the same numbers). With ``g.rescale_before_pv``
 (``AttentionConfig.rescale_before_pv``) O is rescaled by tile j-1's factors after S = Q K_j' is issued,
