@@ -70,8 +70,9 @@ def _launched_configs(monkeypatch) -> list:
 
 def test_sm90a_attention_takes_the_short_tile_and_matches_float64(monkeypatch):
     """sm_90a head dim 64 causal, at most SM90_SHORT_KEYS keys: the op runs 128 keys a tile (its short tile,
-    ``default_tile``; in the persistent walk, ``SM90_PERSISTENT_KEYS``), from 4k keys 192 rows of 128 keys (three
-    consumer warpgroups); the short tile's numbers against float64."""
+    ``default_tile``; in the persistent walk, ``SM90_PERSISTENT_KEYS``, 64 keys up to 512: the walk's own step,
+    ``SM90_WALK_SHORT_TILE``, and one K/V loop), from 4k keys 192 rows of 128 keys (three consumer warpgroups);
+    both walk tiles' numbers against float64."""
     from fa4_mlir.configs.attention import SM90_SHORT_KEYS, default_tile
 
     assert default_tile("sm_90a", "bf16", 64, True, SM90_SHORT_KEYS) == (2, 128)
@@ -80,15 +81,17 @@ def test_sm90a_attention_takes_the_short_tile_and_matches_float64(monkeypatch):
     assert default_tile("sm_100a", "bf16", 64, True, 1000) == (2, 0)
     loaded = _launched_configs(monkeypatch)
     rng = np.random.default_rng(11)
-    q, k, v = (_random(rng, (1, 300, 2, 64), "bf16") for _ in range(3))
-    with emulator(target="sm_90a", seed=1):
-        out = fa4_torch.flash_attention(q, k, v, causal=True, softmax_scale=0.125)
-    assert [(c.num_q, c.hopper.bn, c.persistent) for c in loaded] == [(2, 128, True)]  # in the walk
-    qf, kf, vf = (reference.to_f64(_bits(t), "bf16") for t in (q, k, v))
-    ref, _ = reference.attention(qf, kf, vf, True, 0.125)
-    result = reference.compare(_bits(out), ref, reference.attention_yardstick(qf, kf, vf, True, 0.125, "bf16"),
-                               "bf16")
-    assert result.ok and result.unwritten == 0, result.summary()
+    for keys, heads, block_n in ((300, 2, 64), (600, 1, 128)):
+        q, k, v = (_random(rng, (1, keys, heads, 64), "bf16") for _ in range(3))
+        with emulator(target="sm_90a", seed=1):
+            out = fa4_torch.flash_attention(q, k, v, causal=True, softmax_scale=0.125)
+        got = loaded[-1]
+        assert (got.num_q, got.hopper.bn, got.persistent, got.single_kv_loop) == (2, block_n, True, True)  # the walk
+        qf, kf, vf = (reference.to_f64(_bits(t), "bf16") for t in (q, k, v))
+        ref, _ = reference.attention(qf, kf, vf, True, 0.125)
+        result = reference.compare(_bits(out), ref, reference.attention_yardstick(qf, kf, vf, True, 0.125, "bf16"),
+                                   "bf16")
+        assert result.ok and result.unwritten == 0, result.summary()
 
 
 def test_sm90a_attention_takes_the_persistent_walk_for_short_sequences_and_matches_float64(monkeypatch):
