@@ -51,6 +51,15 @@ KV_PACKED_GROUPS = (4, 8)  # test_kvcache_gpu.py's and bench/decode.py's GQA gro
 FP8_EXP2_SWEEP = (0, 2, 4, 6, 8, 12)  # fp8 exponentials per 32 by polynomial (bench/attention.py --exp2-emulation)
 
 
+def _walks(causal_only: bool = False, **override) -> list[ArtifactKey]:
+    """The op's persistent tile walks (SM90_PERSISTENT_KEYS: at most that many keys) at each length where its
+    choice changes (SM90_WALK_SHORT_TILE's steps), with the op's fields (op_fields) but ``override``'s."""
+    return list(dict.fromkeys(ArtifactKey.for_config("attention", AttentionConfig(
+        target="sm_90a", dtype=dt, head_dim=d, causal=c, **{**op_fields("sm_90a", dt, d, c, sk), **override}))
+        for (dt, d, c), most in SM90_PERSISTENT_KEYS.items() if c or not causal_only
+        for sk in (1, most, *(keys for keys, _ in SM90_WALK_SHORT_TILE.get((dt, d, c), ())))))
+
+
 def keys() -> list[ArtifactKey]:
     debug = knobs.DEFAULT_DEBUG_TIMEOUT_MS
     wanted = [ArtifactKey.for_config("copy-pipeline", CopyPipelineConfig(dtype=d, target=t))
@@ -83,12 +92,7 @@ def keys() -> list[ArtifactKey]:
         exp2_emulation=default_exp2_emulation("sm_90a", dt, d)))
                for (dt, d, c), (nq, bn) in SM90_SHORT_TILE.items() for t in (False, True)
                if dt == "fp8_e4m3" or not t]
-    # the op's persistent tile walk (SM90_PERSISTENT_KEYS: at most that many keys), with its tiles by length
-    # (SM90_WALK_SHORT_TILE's steps) and its K/V loops (op_fields)
-    wanted += list(dict.fromkeys(ArtifactKey.for_config("attention", AttentionConfig(
-        target="sm_90a", dtype=dt, head_dim=d, causal=c, **op_fields("sm_90a", dt, d, c, sk)))
-        for (dt, d, c), most in SM90_PERSISTENT_KEYS.items()
-        for sk in (1, most, *(keys for keys, _ in SM90_WALK_SHORT_TILE.get((dt, d, c), ())))))
+    wanted += _walks()  # the op's persistent tile walks, with their tiles by length and their K/V loops
     # torch.ops.fa4.flash_attn_varlen and test_varlen_gpu.py: the packed kernels of every varlen head dim, both
     # masks, both dtypes, for short and long max_seqlen_k (the op's tile: varlen_config); every group, as above
     wanted += list(dict.fromkeys(
@@ -152,11 +156,7 @@ def keys() -> list[ArtifactKey]:
                    for dt, dims in PERSISTENT_SWEEP.items() for d, nqs in dims.items() for nq in nqs
                    for c in (False, True)]
     if "--bench" in sys.argv:  # the op's causal walks with the unmasked tiles' own loop (--block-n P2x64,P2x128,P)
-        wanted += list(dict.fromkeys(ArtifactKey.for_config("attention", AttentionConfig(
-            target="sm_90a", dtype=dt, head_dim=d, causal=c, **{**op_fields("sm_90a", dt, d, c, sk),
-                                                                 "single_kv_loop": False}))
-            for (dt, d, c), most in SM90_PERSISTENT_KEYS.items() if c
-            for sk in (1, most, *(keys for keys, _ in SM90_WALK_SHORT_TILE.get((dt, d, c), ())))))
+        wanted += _walks(causal_only=True, single_kv_loop=False)
     if "--bench" in sys.argv:  # the causal tiles in each head's order (bench/attention.py --block-n H,H2x128,H3x0)
         wanted += [ArtifactKey.for_config("attention", AttentionConfig(
             target="sm_90a", dtype=dt, head_dim=d, causal=True, num_q=nq, block_n=bn, causal_order="heads",
