@@ -21,7 +21,8 @@ tile) or ``H`` for the causal tiles in each head's order (``AttentionConfig.caus
 order before the sections; ``H`` alone: the default tile, causal rows only), and suffixed ``sN`` for N K and V
 stages (``AttentionConfig.kv_stages``) or ``L`` for one K/V loop (``AttentionConfig.single_kv_loop``); their
 artifacts come from ``test/gpu/build_artifacts.py --bench``. With ``--dtype fp8``,
-``--exp2-emulation 0,8`` times those ``AttentionConfig.exp2_emulation`` counts (columns ``fp8_ex<n>``).
+``--exp2-emulation 0,8,8h`` times those ``AttentionConfig.exp2_emulation`` counts (columns ``fp8_ex<n>``; ``h``:
+with ``exp2_f16x2``, the packed f16 polynomial).
 
 ``--dtype fp8`` times our kernel in fp8 e4m3 against the same kernel in bf16 on the same inputs (quantized
 with one scale per tensor: amax / 448), the fp8 op as a user calls it (V^T made by the op included), the
@@ -44,7 +45,8 @@ import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from fa4_mlir import runtime
-from fa4_mlir.configs.attention import AttentionConfig, default_exp2_emulation, default_num_q
+from fa4_mlir.configs.attention import AttentionConfig
+from fa4_mlir.configs.attention_op import default_exp2, default_num_q
 from fa4_mlir.torch import flash_attention
 from fa4_mlir.torch.attention import launch
 
@@ -205,14 +207,15 @@ def _quantize(t: torch.Tensor, dim=None):
 
 
 def fp8_variant(d: int, causal: bool, tile: Tile, softmax_scale: float, v_scale: float,
-                exp2_emulation: int = -1):
+                exp2_emulation: int = -1, exp2_f16x2: bool = False):
     """fn(q8, k8, v8) running the fp8 kernel (tensor-wise scales) with ``tile`` (``parse_tiles``) and
-    ``exp2_emulation`` exponentials per 32 by polynomial (-1: the op's default), V^T made per call as the
-    op does; None where ``load_variant`` finds none."""
+    ``exp2_emulation`` exponentials per 32 by polynomial (-1: the op's default; ``exp2_f16x2``: the packed
+    f16 form), V^T made per call as the op does; None where ``load_variant`` finds none."""
     from fa4_mlir.torch.attention import Fp8Scales
 
-    emulation = default_exp2_emulation("sm_90a", "fp8_e4m3", d) if exp2_emulation < 0 else exp2_emulation
-    fields = dict(dtype="fp8_e4m3", head_dim=d, causal=causal, exp2_emulation=emulation, **tile.fields)
+    exp2 = default_exp2("sm_90a", "fp8_e4m3", d) if exp2_emulation < 0 else \
+        dict(exp2_emulation=exp2_emulation, exp2_f16x2=exp2_f16x2)
+    fields = dict(dtype="fp8_e4m3", head_dim=d, causal=causal, **exp2, **tile.fields)
     found = load_variant(**fields) if causal or not tile.order else None  # a causal order is a causal kernel's
     if found is None:
         return None
@@ -250,9 +253,9 @@ def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, 
         if fn is not None:
             cases["fp8_" + tile.name] = (lambda fn=fn: fn(q8, k8, v8))
             outs["fp8_" + tile.name] = fn(q8, k8, v8)
-    for e in emulations:  # exp2 emulation counts (the head dim's default tile)
+    for e in emulations:  # exp2 emulation counts (the head dim's default tile), "h": the packed f16 form
         fn = fp8_variant(d, causal, Tile(default_num_q("sm_90a", "fp8_e4m3", d, causal)), qs * ks / d ** 0.5,
-                         vs, e)
+                         vs, int(e.removesuffix("h")), e.endswith("h"))
         if fn is not None:
             cases[f"fp8_ex{e}"] = (lambda fn=fn: fn(q8, k8, v8))
             outs[f"fp8_ex{e}"] = fn(q8, k8, v8)
@@ -333,7 +336,8 @@ def main() -> int:
                              "(and cuDNN fp8 SDPA when present)")
     parser.add_argument("--token-scales", action="store_true", help="fp8: also per-token Q and K scales")
     parser.add_argument("--exp2-emulation", default="",
-                        help="fp8: also time these exp2_emulation counts (exponentials per 32 by polynomial)")
+                        help="fp8: also time these exp2_emulation counts (exponentials per 32 by polynomial; "
+                             "suffix h: the packed f16 form, AttentionConfig.exp2_f16x2)")
     args = parser.parse_args()
     tiles = parse_tiles(args.block_n)
     masks = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
@@ -341,7 +345,9 @@ def main() -> int:
     print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | {datetime.date.today()} | "
           f"{' '.join(sys.argv)}")
     if args.dtype == "fp8":
-        emulations = [int(x) for x in args.exp2_emulation.split(",") if x]
+        emulations = [x for x in args.exp2_emulation.split(",") if x]
+        if not all(x.removesuffix("h").isdigit() for x in emulations):
+            parser.error(f"--exp2-emulation must be counts, each optionally suffixed h, got {args.exp2_emulation!r}")
         rows = [measure_fp8(d, s, c, args.repeats, args.token_scales, tiles, emulations) for c in masks
                 for d in head_dims for s in seqlens]
         print_fp8(rows, tiles, emulations)

@@ -24,8 +24,8 @@ import argparse
 import heapq
 import math
 
-from fa4_mlir.configs.attention import (SM90_SECTION_MIN_HEAD_DIM, SM90_SECTION_MIN_TILES, SM90_SMS, AttentionConfig,
-                                        default_tile)
+from fa4_mlir.configs.attention import SM90_SECTION_MIN_HEAD_DIM, SM90_SECTION_MIN_TILES, SM90_SMS, AttentionConfig
+from fa4_mlir.configs.attention_op import default_tile
 from fa4_mlir.kernels.attention.hopper import section_order
 
 # (head dim, seqlen, batch, heads, kv heads): bench/attention.py's fa3 (B S = 16k, H D = 2048), gqa and short rows

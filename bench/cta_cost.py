@@ -23,7 +23,8 @@ import torch.nn.functional as F
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from fa4_mlir.configs.attention import SM90_SMS, AttentionConfig, default_tile
+from fa4_mlir.configs.attention import SM90_SMS, AttentionConfig
+from fa4_mlir.configs.attention_op import default_tile
 from fa4_mlir.torch import flash_attention
 
 ELEMENTS = 1 << 26  # Sq x B x H x D: Q's elements, the same in every row

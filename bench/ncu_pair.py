@@ -7,6 +7,9 @@ The op (``fa4_mlir.torch.flash_attention``, bf16, its own kernel choice) and the
 forced to cuDNN; ``fa4``: FlashAttention-4's CuTe DSL kernel, from ../shared/tools/peers/fetch.sh) alternate on
 the same random (B, S, H, D) inputs: ``--launch-skip 2 --launch-count 2`` keeps the second call of each. Prints
 the two outputs' relative difference. ``bench/ncu_stalls.py`` reads the report's source page.
+
+``--dtype fp8`` runs the op on the inputs quantized to e4m3 (one scale a tensor, amax / 448, as
+``bench/attention.py --dtype fp8``); ``--peer bf16`` is the op itself in bf16 (issue 24's yardstick).
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ import torch
 
 def peer(name: str):
     """fn(q, k, v, causal) on (B, S, H, D) tensors."""
+    if name == "bf16":
+        from fa4_mlir.torch import flash_attention
+
+        return lambda q, k, v, causal: flash_attention(q, k, v, causal=causal)
     if name == "cudnn":
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -38,7 +45,8 @@ def peer(name: str):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--peer", choices=("cudnn", "fa4"), default="cudnn")
+    p.add_argument("--peer", choices=("cudnn", "fa4", "bf16"), default="cudnn")
+    p.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16", help="the op's inputs (default bf16)")
     p.add_argument("--causal", action="store_true")
     p.add_argument("shape", nargs=4, type=int, metavar=("D", "B", "S", "H"))
     args = p.parse_args(argv)
@@ -47,8 +55,18 @@ def main(argv=None) -> int:
     d, b, s, h = args.shape
     q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     theirs = peer(args.peer)
+    if args.dtype == "fp8":
+        from attention import _quantize  # bench/attention.py's (this script's folder)
+
+        (q8, qs), (k8, ks), (v8, vs) = ((x, float(scale)) for x, scale in (_quantize(t) for t in (q, k, v)))
+
+        def run():
+            return flash_attention(q8, k8, v8, causal=args.causal, q_scale=qs, k_scale=ks, v_scale=vs)
+    else:
+        def run():
+            return flash_attention(q, k, v, causal=args.causal)
     for _ in range(2):
-        ours = flash_attention(q, k, v, causal=args.causal)
+        ours = run()
         ref = theirs(q, k, v, args.causal)
     torch.cuda.synchronize()
     print(f"relative difference {float((ours.float() - ref.float()).norm() / ref.float().norm()):.2e}")

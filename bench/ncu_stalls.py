@@ -33,12 +33,17 @@ def _number(text: str) -> float:
 
 
 def parse(lines) -> dict[str, list[dict[str, str]]]:
-    """Kernel name -> its SASS rows (column -> text) from ``ncu --page source --csv --print-source sass``."""
+    """Kernel name -> its SASS rows (column -> text) from ``ncu --page source --csv --print-source sass``; a
+    name that comes again (two kernels of one name, as the op's fp8 and bf16 ones) gets ``#2``, ``#3`` ..."""
     kernels: dict[str, list[dict[str, str]]] = {}
     rows, header = None, None
     for row in csv.reader(lines):
         if row and row[0] == "Kernel Name":
-            rows, header = kernels.setdefault(row[1], []), None
+            name, n = row[1], 1
+            while name in kernels:
+                n += 1
+                name = f"{row[1]}#{n}"
+            rows, header = kernels.setdefault(name, []), None
         elif row and row[0] == "Address":
             header = row
         elif rows is not None and header is not None and row:
@@ -96,7 +101,8 @@ def regions(rows: list[dict[str, str]], min_share: float = 0.004) -> list[dict]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("source", help="ncu --page source --csv --print-source sass output")
-    p.add_argument("--regions", metavar="NAME", help="also cut this kernel (its name or start) into regions")
+    p.add_argument("--regions", metavar="NAME", help="also cut this kernel (its name or start; the second kernel "
+                                                     "of one name is NAME#2) into regions")
     p.add_argument("--min-share", type=float, default=0.004, help="regions: the least share of samples to list")
     p.add_argument("--json")
     args = p.parse_args(argv)

@@ -4,7 +4,7 @@ On sm_100a the kernel's resources (tile shape, K/V stages, fused or split K/V ri
 map) are those of the reference FA4Config for the same dtype, depth, Q tiles and group: ``fa4``
 returns it, so ``fa4-layout`` and the kernel read one derivation. On sm_90a (FA3's structure: two
 consumer warpgroups of 64 query rows and a producer warp) ``hopper`` gives the tile and the smem
-budget. No MLIR import.
+budget; the tables ``SM90_*`` hold the torch op's choices, which ``attention_op`` makes. No MLIR import.
 """
 
 from __future__ import annotations
@@ -35,9 +35,12 @@ SM90_KV_TILE = {64: 192, 96: 128, 128: 128, 192: 112, 256: 80, 512: 32}
 # --dtype fp8 --block-n (docs/PERF.md); at 256 the most that fits (128 at 128 spills)
 SM90_FP8_KV_TILE = {64: 256, 128: 192, 256: 128}
 # fp8_e4m3: exponentials per 32 by polynomial (exp2_emulation) that the torch op uses, the fastest at 16k in
-# bench/attention.py --dtype fp8 --exp2-emulation (docs/PERF.md: d64 +4..9% with 2; at 128 and 256 no count
-# beat 0 by more than the run's noise); absent: 0
-SM90_FP8_EXP2_EMULATION = {64: 2}
+# bench/attention.py --dtype fp8 --exp2-emulation (docs/PERF.md: d64 +4..9% with 2 of the f32 form, +8% more
+# with 4 of the packed f16 one; at 128 and 256 no count beat 0 by more than the run's noise); absent: 0
+SM90_FP8_EXP2_EMULATION = {64: 4}
+# fp8_e4m3: the head dims whose polynomial exponentials take the packed f16 form (``exp2_f16x2``: two in 10
+# instructions, against 8 an exponential in f32; H200, 16k: d64 710 against 660 TFLOP/s for 2 of the f32 form)
+SM90_FP8_EXP2_F16X2 = frozenset({64})
 # fp8_e4m3: how the tensor core sums P's rows (``HopperTile.row_sums``) over the 8 rows of ones the op appends to
 # V^T, instead of one FADD a probability: "columns" (O's P V wgmmas are 8 columns wider; the sums are read out and
 # zeroed each tile) where the 4 more accumulator registers fit, "wgmma" (an n8 wgmma a k step, its accumulator
@@ -98,10 +101,10 @@ SM90_SHORT_TILE_KEYS = {("fp8_e4m3", 128, False): 4096, ("fp8_e4m3", 128, True):
 SM90_PERSISTENT_KEYS: dict[tuple[str, int, bool], int] = {
     (dt, d, c): keys for dt in ("bf16", "fp16") for d, c, keys in ((64, False, 1024), (64, True, 2048),
                                                                    (128, False, 2048), (128, True, 2048))}
-# the walk's own (num_q, block_n) by length, where it differs from ``default_tile``'s: steps of (at most this many
-# keys, tile) per (dtype, head dim, causal). docs/PERF.md, H100 (64 keys at head dim 128: +8..9% at 512 keys, -2%
-# at 1k) and H200 with one K/V loop: head dim 128 causal 64 keys +5% at 512 keys (the B32 H16 batch), 128 keys +4%
-# at 1k (level at 2k); head dim 64 causal 64 keys +4% at 512. The serving kernels keep theirs
+# the walk's own (num_q, block_n) by length, where it differs from ``attention_op.default_tile``'s: steps of (at most
+# this many keys, tile) per (dtype, head dim, causal). docs/PERF.md, H100 (64 keys at head dim 128: +8..9% at 512
+# keys, -2% at 1k) and H200 with one K/V loop: head dim 128 causal 64 keys +5% at 512 keys (the B32 H16 batch), 128
+# keys +4% at 1k (level at 2k); head dim 64 causal 64 keys +4% at 512. The serving kernels keep theirs
 SM90_WALK_SHORT_TILE: dict[tuple[str, int, bool], tuple[tuple[int, tuple[int, int]], ...]] = {
     **{(dt, 128, True): ((512, (2, 64)), (1024, (2, 128))) for dt in ("bf16", "fp16")},
     **{(dt, 64, True): ((512, (2, 64)),) for dt in ("bf16", "fp16")}}
@@ -228,17 +231,16 @@ class HopperTile:
 class AttentionConfig(Checked):
     """One attention forward kernel: softmax(scale * Q K') V for Q (B, Sq, H, D), K/V (B, Sk, H/group, D).
 
-    sm_100a, ``num_q = 2``: a CTA owns 256 query rows as two 128-row halves Q0/Q1, one per softmax
-    warpgroup; ``num_q = 1``: 128 rows, softmax warpgroup 0 takes the even K/V tiles and 1 the odd
-    ones. ``group > 1`` is GQA; when it divides 128 the heads sharing a K/V head share the CTA
-    (rows = 128 / group positions x group heads). ``exp2_emulation`` of every 32 exponentials use a
-    degree-3 polynomial on the FMA pipe instead of ``ex2.approx`` (0: none). On sm_90a a CTA owns
-    64 query rows of one head per consumer warpgroup (``num_q`` 2, or 3 at head dim 64: 128 or 192 rows),
-    and exp2 is ``ex2.approx``
-    (fp8: ``exp2_emulation`` as on sm_100a; ``default_exp2_emulation`` is the op's choice); at head dim
-    512 it owns 64 rows, and each consumer warpgroup accumulates half of O's columns. The sm_90a kernel
-    takes the group at launch (``runtime_group``: its ``group`` parameter), so there ``group`` only
-    describes the call: every group runs the kernel of ``canonical()`` (group 1).
+    sm_100a, ``num_q = 2``: a CTA owns 256 query rows as two 128-row halves Q0/Q1, one per softmax warpgroup;
+    ``num_q = 1``: 128 rows, softmax warpgroup 0 takes the even K/V tiles and 1 the odd ones. ``group > 1`` is
+    GQA; when it divides 128 the heads sharing a K/V head share the CTA (rows = 128 / group positions x group
+    heads). ``exp2_emulation`` of every 32 exponentials use a degree-3 polynomial on the FMA pipe instead of
+    ``ex2.approx`` (0: none). On sm_90a a CTA owns 64 query rows of one head per consumer warpgroup (``num_q`` 2,
+    or 3 at head dim 64: 128 or 192 rows), and exp2 is ``ex2.approx`` (fp8: ``exp2_emulation`` as on sm_100a, or
+    in packed f16 with ``exp2_f16x2``; ``attention_op.default_exp2`` is the op's choice); at head dim 512 it owns
+    64 rows, and each consumer warpgroup accumulates half of O's columns. The sm_90a kernel takes the group at
+    launch (``runtime_group``: its ``group`` parameter), so there ``group`` only describes the call: every group
+    runs the kernel of ``canonical()`` (group 1).
 
     ``varlen``: Q, K, V and O are packed (total, heads, D): sequence b's queries are rows
     [cu_seqlens_q[b], cu_seqlens_q[b + 1]) and its keys rows [cu_seqlens_k[b], cu_seqlens_k[b + 1]) (int32
@@ -283,6 +285,7 @@ class AttentionConfig(Checked):
     num_q: int = 2
     group: int = 1
     exp2_emulation: int = 0
+    exp2_f16x2: bool = False  # sm_90a fp8: the polynomial exponentials two at a time in packed f16 (exp2.py)
     block_n: int = 0  # sm_90a: keys per K/V tile (0: SM90_KV_TILE of the head dim)
     kv_stages: int = 0  # sm_90a: K and V buffers each, the load warp's lead (0: SM90_KV_STAGES)
     single_kv_loop: bool = False  # sm_90a: one K/V loop testing the mask each tile, no loop of the unmasked tiles
@@ -317,6 +320,10 @@ class AttentionConfig(Checked):
              if hopper and not self.is_fp8 else
              "0 for head dim 256/512 (the depth-512 kernel has no polynomial exp2)" if deep else
              f"even and in [0, {EXP2_BATCH}] (exponentials per {EXP2_BATCH} computed by polynomial)"),
+            ("exp2_f16x2", isinstance(self.exp2_f16x2, bool) and (not self.exp2_f16x2 or hopper and self.is_fp8
+                                                                     and self.exp2_emulation > 0),
+             "False unless target is sm_90a, dtype fp8_e4m3 and exp2_emulation > 0 (the packed form of the fp8 "
+             "consumer's polynomial exponentials, whose P is rounded to e4m3)"),
             ("block_n", (self.block_n == 0 or (self.block_n % 16 == 0 and min_bn <= self.block_n <= 256)) if hopper
              else self.block_n == 0,
              f"0 (the head dim's default) or a multiple of 16 in [{min_bn}, 256] on sm_90a" if hopper
@@ -551,116 +558,5 @@ class AttentionConfig(Checked):
                 + (" causal" if self.causal else "") + (f" group {self.group}" if self.group > 1 else "")
                 + (f" {self.causal_order} order" if self.causal_order != "sections" else "")
                 + (f" {self.kv_stages} K/V stages" if self.kv_stages else "")
-                + (" one K/V loop" if self.single_kv_loop else ""))
-
-
-def default_num_q(target: str, dtype: str, head_dim: int, causal: bool) -> int:
-    """The ``num_q`` the torch op (and the artifacts built for it) use: sm_90a takes ``SM90_NUM_Q`` of the
-    (dtype, head dim, causal), else 2."""
-    return SM90_NUM_Q.get((dtype, head_dim, bool(causal)), 2) if target == "sm_90a" else 2
-
-
-def default_tile(target: str, dtype: str, head_dim: int, causal: bool, seq_k: int,
-                 persistent: bool = False) -> tuple[int, int]:
-    """The (``num_q``, ``block_n``) the torch op uses for ``seq_k`` keys: in the persistent walk
-    ``SM90_WALK_SHORT_TILE``'s first step that holds them; ``SM90_SHORT_TILE`` up to ``short_keys`` keys where it
-    has the (dtype, head dim, causal), else ``default_num_q`` and the head dim's default keys (0)."""
-    steps = SM90_WALK_SHORT_TILE.get((dtype, head_dim, bool(causal)), ()) if persistent else ()
-    for most, tile in steps if target == "sm_90a" else ():
-        if seq_k <= most:
-            return tile
-    if target == "sm_90a" and seq_k <= short_keys(dtype, head_dim, causal):
-        short = SM90_SHORT_TILE.get((dtype, head_dim, bool(causal)))
-        if short is not None:
-            return short
-    return default_num_q(target, dtype, head_dim, causal), 0
-
-
-def op_fields(target: str, dtype: str, head_dim: int, causal: bool, seq_k: int) -> dict:
-    """The ``AttentionConfig`` fields the torch op chooses for ``seq_k`` keys besides the call's own (target,
-    dtype, head dim, mask, group, scales): the persistent walk (``default_persistent``), the tile
-    (``default_tile``), one K/V loop in the walks of ``SM90_WALK_SINGLE_LOOP`` and the exp2 emulation."""
-    persistent = default_persistent(target, dtype, head_dim, causal, seq_k)
-    num_q, block_n = default_tile(target, dtype, head_dim, causal, seq_k, persistent)
-    return dict(num_q=num_q, block_n=block_n, persistent=persistent,
-                single_kv_loop=persistent and (dtype, head_dim, bool(causal)) in SM90_WALK_SINGLE_LOOP,
-                exp2_emulation=default_exp2_emulation(target, dtype, head_dim))
-
-
-def default_persistent(target: str, dtype: str, head_dim: int, causal: bool, seq_k: int) -> bool:
-    """Whether the torch op takes the persistent tile walk for ``seq_k`` keys (``SM90_PERSISTENT_KEYS``)."""
-    return target == "sm_90a" and seq_k <= SM90_PERSISTENT_KEYS.get((dtype, head_dim, bool(causal)), 0)
-
-
-def short_keys(dtype: str, head_dim: int, causal: bool) -> int:
-    """The most keys for which the sm_90a op takes ``SM90_SHORT_TILE``'s tile (``SM90_SHORT_TILE_KEYS``, else
-    ``SM90_SHORT_KEYS``)."""
-    return SM90_SHORT_TILE_KEYS.get((dtype, head_dim, bool(causal)), SM90_SHORT_KEYS)
-
-
-def default_exp2_emulation(target: str, dtype: str, head_dim: int) -> int:
-    """The ``exp2_emulation`` the torch op (and the artifacts built for it) use: sm_90a fp8 takes
-    ``SM90_FP8_EXP2_EMULATION`` of the head dim; every other kernel 0 (all exponentials ``ex2.approx``)."""
-    return SM90_FP8_EXP2_EMULATION.get(head_dim, 0) if target == "sm_90a" and dtype == "fp8_e4m3" else 0
-
-
-def _head_dims_with(target: str, **fields) -> tuple[int, ...]:
-    """The 16-bit head dims of ``target`` that ``AttentionConfig(**fields)`` accepts."""
-    def allowed(d: int) -> bool:
-        try:
-            AttentionConfig(target=target, head_dim=d, **fields)
-        except ConfigError:
-            return False
-        return True
-    return tuple(d for d in HEAD_DIMS[target] if allowed(d))
-
-
-def varlen_head_dims(target: str) -> tuple[int, ...]:
-    """The head dims of the packed (``varlen``) kernel on ``target``: those ``AttentionConfig(varlen=True)``
-    accepts (16-bit)."""
-    return _head_dims_with(target, varlen=True)
-
-
-def paged_head_dims(target: str) -> tuple[int, ...]:
-    """The head dims of the paged K/V cache kernel on ``target``: those ``AttentionConfig(page_size=...)``
-    accepts (16-bit) with pages of 64 keys (every head dim takes 64; 16 spills at some)."""
-    return _head_dims_with(target, page_size=4 * PAGE_MULTIPLE)
-
-
-def varlen_config(target: str, dtype: str, head_dim: int, causal: bool, group: int,
-                  max_seqlen_k: int, page_size: int = 0) -> AttentionConfig:
-    """The packed kernel ``torch.ops.fa4.flash_attn_varlen`` runs (and test/gpu/build_artifacts.py builds): the
-    dense op's tile for ``max_seqlen_k`` keys (``default_tile``) where the varlen rules allow it, else the head
-    dim's default tile (num_q 2); ``page_size``: over a paged K/V cache (the op's ``block_table``)."""
-    num_q, block_n = default_tile(target, dtype, head_dim, causal, max_seqlen_k)
-    fields = dict(target=target, dtype=dtype, head_dim=head_dim, causal=causal, group=group, varlen=True,
-                  exp2_emulation=default_exp2_emulation(target, dtype, head_dim), page_size=page_size)
-    try:
-        return AttentionConfig(**fields, num_q=num_q, block_n=block_n)
-    except ConfigError:
-        return AttentionConfig(**fields, num_q=2)
-
-
-def packs_gqa(target: str, group: int, seq_q: int) -> bool:
-    """Whether the paged kernel packs the group's heads into the CTA's rows (``AttentionConfig.pack_gqa``): on
-    sm_90a when ``seq_q`` positions of ``group`` heads fit the 128 rows (decode) and the group is a power of
-    two in [2, 64] (the packs a warpgroup's 64 rows hold)."""
-    return (target == "sm_90a" and 2 <= group <= SM90_PACK_GQA_MAX and SM90_PACK_GQA_MAX % group == 0
-            and 1 <= seq_q * group <= SM90_PACK_GQA_ROWS)
-
-
-def paged_config(target: str, dtype: str, head_dim: int, causal: bool, group: int, page_size: int,
-                 capacity: int, seq_q: int, split_kv: bool = False) -> AttentionConfig:
-    """The paged K/V cache kernel ``torch.ops.fa4.flash_attn_with_kvcache`` runs (and test/gpu/build_artifacts.py
-    builds) for pages of ``page_size`` keys and ``seq_q`` queries a sequence: the dense op's tile for
-    ``capacity`` keys (a sequence's most: pages_per_seq * page_size; ``default_tile``) where the paged rules
-    allow it, else the head dim's default tile (num_q 2); with the group's heads packed into a CTA's rows
-    (``pack_gqa``) where ``packs_gqa`` says so (decode: Sq x group <= 128); ``split_kv``: its key-range form."""
-    num_q, block_n = default_tile(target, dtype, head_dim, causal, capacity)
-    pack = group if packs_gqa(target, group, seq_q) else 0
-    fields = dict(target=target, dtype=dtype, head_dim=head_dim, causal=causal, group=group, page_size=page_size,
-                  exp2_emulation=default_exp2_emulation(target, dtype, head_dim), pack_gqa=pack, split_kv=split_kv)
-    try:
-        return AttentionConfig(**fields, num_q=num_q, block_n=block_n)
-    except ConfigError:
-        return AttentionConfig(**fields, num_q=2)
+                + (" one K/V loop" if self.single_kv_loop else "")
+                + (f" {self.exp2_emulation}/32 exp2 by f16x2 polynomial" if self.exp2_f16x2 else ""))

@@ -34,8 +34,8 @@ import math
 import torch
 
 from fa4_mlir import knobs, runtime
-from fa4_mlir.configs.attention import (DEPTH512_HEAD_DIMS, FP8_HEAD_DIMS, HEAD_DIMS, AttentionConfig,
-                                       op_fields)
+from fa4_mlir.configs.attention import DEPTH512_HEAD_DIMS, FP8_HEAD_DIMS, HEAD_DIMS, AttentionConfig
+from fa4_mlir.configs.attention_op import op_fields
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, walk_arguments
 from fa4_mlir.runtime.launcher import libcuda

@@ -54,7 +54,8 @@ import numpy as np
 import torch
 
 from fa4_mlir import runtime
-from fa4_mlir.configs.attention import MAX_GROUP, PAGE_MULTIPLE, paged_config
+from fa4_mlir.configs.attention import MAX_GROUP, PAGE_MULTIPLE
+from fa4_mlir.configs.attention_op import paged_config
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, paged_arguments
 from fa4_mlir.torch.emulated import emulator, placement

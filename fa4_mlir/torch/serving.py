@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from fa4_mlir import knobs, runtime
-from fa4_mlir.configs.attention import AttentionConfig, paged_head_dims, varlen_head_dims
+from fa4_mlir.configs.attention import AttentionConfig
+from fa4_mlir.configs.attention_op import paged_head_dims, varlen_head_dims
 from fa4_mlir.errors import LaunchError, Unsupported
 from fa4_mlir.kernels.attention import gather_arguments
 from fa4_mlir.torch.tensors import host_array, require_tensors

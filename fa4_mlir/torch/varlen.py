@@ -37,7 +37,8 @@ import numpy as np
 import torch
 
 from fa4_mlir import runtime
-from fa4_mlir.configs.attention import MAX_GROUP, AttentionConfig, varlen_config
+from fa4_mlir.configs.attention import MAX_GROUP, AttentionConfig
+from fa4_mlir.configs.attention_op import varlen_config
 from fa4_mlir.errors import LaunchError
 from fa4_mlir.kernels.attention import gqa_arguments, paged_arguments, varlen_arguments, varlen_geometry
 from fa4_mlir.torch.emulated import emulator, placement

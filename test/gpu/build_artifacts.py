@@ -15,9 +15,10 @@ import pathlib
 import sys
 
 from fa4_mlir import knobs
-from fa4_mlir.configs.attention import (FP8_HEAD_DIMS, SM90_PERSISTENT_KEYS, SM90_SHORT_KEYS, SM90_SHORT_TILE,
-                                       SM90_WALK_SHORT_TILE, AttentionConfig, default_exp2_emulation, default_num_q,
-                                       op_fields, paged_config, varlen_config, varlen_head_dims)
+from fa4_mlir.configs.attention import (
+    FP8_HEAD_DIMS, SM90_PERSISTENT_KEYS, SM90_SHORT_KEYS, SM90_SHORT_TILE, SM90_WALK_SHORT_TILE, AttentionConfig)
+from fa4_mlir.configs.attention_op import (
+    default_exp2, default_num_q, op_fields, paged_config, varlen_config, varlen_head_dims)
 from fa4_mlir.configs.combine import CombineConfig
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.configs.gemm import GemmConfig
@@ -48,7 +49,9 @@ KV_PAGE_SIZES = (16, 64, 256, 48)
 KV_GATHER_PAGE_SIZES = (1, 40, 255)
 KV_GATHER_D256 = (256, 100)
 KV_PACKED_GROUPS = (4, 8)  # test_kvcache_gpu.py's and bench/decode.py's GQA groups (decode: pack_gqa = group)
-FP8_EXP2_SWEEP = (0, 2, 4, 6, 8, 12)  # fp8 exponentials per 32 by polynomial (bench/attention.py --exp2-emulation)
+# fp8 exponentials per 32 by polynomial (bench/attention.py --exp2-emulation): the f32 form's counts, the packed f16
+# form's (AttentionConfig.exp2_f16x2)
+FP8_EXP2_SWEEP = tuple((e, False) for e in (0, 2, 4, 6, 8, 12)) + tuple((e, True) for e in (2, 4, 6, 8))
 
 
 def _walks(causal_only: bool = False, **override) -> list[ArtifactKey]:
@@ -84,12 +87,12 @@ def keys() -> list[ArtifactKey]:
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(
         target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=c, token_scales=t,
         num_q=default_num_q("sm_90a", "fp8_e4m3", d, c),
-        exp2_emulation=default_exp2_emulation("sm_90a", "fp8_e4m3", d)))
+        **default_exp2("sm_90a", "fp8_e4m3", d)))
                for d in FP8_HEAD_DIMS["sm_90a"] for c in (False, True) for t in (False, True)]
     # the op's tiles for short sequences (SM90_SHORT_TILE: at most short_keys keys); fp8 with both kinds of scales
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(
         target="sm_90a", dtype=dt, head_dim=d, causal=c, num_q=nq, block_n=bn, token_scales=t,
-        exp2_emulation=default_exp2_emulation("sm_90a", dt, d)))
+        **default_exp2("sm_90a", dt, d)))
                for (dt, d, c), (nq, bn) in SM90_SHORT_TILE.items() for t in (False, True)
                if dt == "fp8_e4m3" or not t]
     wanted += _walks()  # the op's persistent tile walks, with their tiles by length and their K/V loops
@@ -146,13 +149,13 @@ def keys() -> list[ArtifactKey]:
     if "--bench" in sys.argv:  # the attention tiles bench/attention.py --block-n times (fp8: tensor-wise scales)
         wanted += [ArtifactKey.for_config("attention", AttentionConfig(
             target="sm_90a", dtype=dt, head_dim=d, causal=c, num_q=nq, block_n=bn,
-            exp2_emulation=default_exp2_emulation("sm_90a", dt, d)))
+            **default_exp2("sm_90a", dt, d)))
                    for dt, tiles in TILE_SWEEP.items() for d, pairs in tiles.items() for nq, bn in pairs
                    for c in (False, True)]
     if "--bench" in sys.argv or "--persistent" in sys.argv:  # the persistent kernels (bench/attention.py --block-n P)
         wanted += [ArtifactKey.for_config("attention", AttentionConfig(
             target="sm_90a", dtype=dt, head_dim=d, causal=c, num_q=nq, persistent=True,
-            exp2_emulation=default_exp2_emulation("sm_90a", dt, d)))
+            **default_exp2("sm_90a", dt, d)))
                    for dt, dims in PERSISTENT_SWEEP.items() for d, nqs in dims.items() for nq in nqs
                    for c in (False, True)]
     if "--bench" in sys.argv:  # the op's causal walks with the unmasked tiles' own loop (--block-n P2x64,P2x128,P)
@@ -160,13 +163,13 @@ def keys() -> list[ArtifactKey]:
     if "--bench" in sys.argv:  # the causal tiles in each head's order (bench/attention.py --block-n H,H2x128,H3x0)
         wanted += [ArtifactKey.for_config("attention", AttentionConfig(
             target="sm_90a", dtype=dt, head_dim=d, causal=True, num_q=nq, block_n=bn, causal_order="heads",
-            exp2_emulation=default_exp2_emulation("sm_90a", dt, d)))
+            **default_exp2("sm_90a", dt, d)))
                    for dt, tiles in HEADS_ORDER_SWEEP.items() for d, pairs in tiles.items() for nq, bn in pairs]
     if "--bench" in sys.argv:  # the fp8 exp2 emulation counts bench/attention.py --dtype fp8 --exp2-emulation times
         wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d,
-                                                                       causal=c, exp2_emulation=e,
+                                                                       causal=c, exp2_emulation=e, exp2_f16x2=f16,
                                                                        num_q=default_num_q("sm_90a", "fp8_e4m3", d, c)))
-                   for d in FP8_HEAD_DIMS["sm_90a"] for e in FP8_EXP2_SWEEP for c in (False, True)]
+                   for d in FP8_HEAD_DIMS["sm_90a"] for e, f16 in FP8_EXP2_SWEEP for c in (False, True)]
     if "--bench" in sys.argv:  # the variants bench/gemm.py --sweep times
         sys.path.insert(0, str(HERE.parent.parent / "bench"))
         from gemm_variants import SWEEP

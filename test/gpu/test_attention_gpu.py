@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from fa4_mlir import reference
-from fa4_mlir.configs.attention import AttentionConfig, default_num_q
+from fa4_mlir.configs.attention import AttentionConfig
+from fa4_mlir.configs.attention_op import default_num_q
 from fa4_mlir.kernels.attention import gqa_arguments, launch_geometry, walk_arguments
 
 # (batch, seq_q, seq_k, heads, kv heads, head dim, causal): tile multiples (128 rows, 64/128 keys),

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from fa4_mlir import reference
-from fa4_mlir.configs.attention import varlen_head_dims
+from fa4_mlir.configs.attention_op import varlen_head_dims
 
 GROUPS = (1, 4, 8)
 HEAD_DIMS = (64, 128, 256)

@@ -28,7 +28,8 @@ import pytest
 
 from fa4_mlir import reference
 from fa4_mlir.configs import attention as attention_configs
-from fa4_mlir.configs.attention import AttentionConfig, default_exp2_emulation, default_tile
+from fa4_mlir.configs.attention import AttentionConfig
+from fa4_mlir.configs.attention_op import default_exp2, default_tile
 from fa4_mlir.errors import ConfigError, LaunchError
 from fa4_mlir.kernels.attention import hopper_fp8
 
@@ -64,13 +65,14 @@ def _compiled(config):
     return _COMPILED[config]
 
 
-def _op_config(d: int, causal: bool, group: int, tokens: bool, num_q: int = 0, seq_k: int = 1 << 20) -> AttentionConfig:
+def _op_config(d: int, causal: bool, group: int, tokens: bool, num_q: int = 0, seq_k: int = 1 << 20,
+               exp2: tuple = ()) -> AttentionConfig:
     """The config ``flash_attention`` runs for these fp8 inputs of ``seq_k`` keys on sm_90a (``num_q`` 0: the op's
-    choice; its tile by length, ``default_tile``)."""
+    choice; its tile by length, ``default_tile``; ``exp2`` (count, packed f16): other exponentials than the op's)."""
     op_num_q, block_n = default_tile("sm_90a", "fp8_e4m3", d, causal, seq_k)
+    exp2_fields = dict(zip(("exp2_emulation", "exp2_f16x2"), exp2)) or default_exp2("sm_90a", "fp8_e4m3", d)
     return AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=causal, group=group,
-                           token_scales=tokens, num_q=num_q or op_num_q, block_n=block_n,
-                           exp2_emulation=default_exp2_emulation("sm_90a", "fp8_e4m3", d))
+                           token_scales=tokens, num_q=num_q or op_num_q, block_n=block_n, **exp2_fields)
 
 
 def _log_uniform(gen, shape):
@@ -122,6 +124,19 @@ def test_head_dim_128_takes_128_keys_up_to_4k_and_matches_f64_reference(short, m
         monkeypatch.setitem(attention_configs.SM90_SHORT_TILE_KEYS, key, 0)
     assert _op_config(128, True, 2, False, seq_k=300).hopper.bn == (128 if short else 192)
     _check_case((1, 200, 300, 2, 1, 128, True, False))
+
+
+@pytest.mark.parametrize("d", [128, 256], ids=["d128-columns-sums", "d256-fadd-sums"])
+def test_packed_exp2_matches_f64_reference_with_every_row_sum_form(d, monkeypatch):
+    """The packed f16 exponentials (``exp2_f16x2``, the op's at head dim 64 with "wgmma" row sums) at the head dims
+    the op runs without them, 8 of 32 through the op in the emulator: 128 ("columns" row sums, the sums read from
+    O's accumulator) and 256 (the softmax's FADD row sums, which widen the packed halves: ``hopper_fp8.as_f32``)."""
+    monkeypatch.setitem(attention_configs.SM90_FP8_EXP2_EMULATION, d, 8)
+    monkeypatch.setattr(attention_configs, "SM90_FP8_EXP2_F16X2", frozenset({64, d}))
+    config = _op_config(d, True, 1, False)
+    assert config.exp2_f16x2 and config.exp2_emulation == 8
+    assert config.hopper.row_sums == ("columns" if d == 128 else "")
+    _check_case((1, 90, 150, 1, 1, d, True, False))
 
 
 def _check_case(case, num_q: int = 0):
@@ -250,6 +265,8 @@ COPIED:
 FP8_CONFIGS = [dict(d=d, tokens=t, causal=c) for d in (64, 128, 256) for t in (False, True) for c in (False, True)]
 FP8_CONFIGS += [dict(d=64, tokens=t, causal=c, num_q=2) for t, c in ((False, False), (True, True))]  # 128-row tiles
 FP8_CONFIGS += [dict(d=128, tokens=t, causal=c, seq_k=4096) for t, c in ((False, True), (True, False))]  # short tile
+# the packed f16 exponentials (exp2_f16x2) where the op does not take them: each row-sum form, both kinds of scales
+FP8_CONFIGS += [dict(d=d, tokens=t, causal=c, exp2=(8, True)) for d, t, c in ((128, True, False), (256, False, True))]
 
 
 # CI compiles each value of the sweep once (sm_90a: the H100 session builds the op's artifacts, and CI's
@@ -288,9 +305,15 @@ def test_every_fp8_config_verifies_and_assembles_without_spills_on_its_layout(ct
     # loop with per-token scales over three warpgroups, which spilled peeled) and the last tile
     loops = 1 if config.token_scales and n == 3 else 2
     assert len(rs) == n * (loops + 1) * t.bn // 32
-    assert ptx.count("cvt.rn.satfinite.e4m3x2.f32") == n * (loops + 1) * t.bn // 4  # 4 probabilities per cvt pair
-    # the polynomial exp2 (one rounding-down add each): per warpgroup, tile 0 and the loops, two rows of bn / 4
-    assert ptx.count("add.rm.ftz.f32") == n * (loops + 1) * 2 * len(emulated(t.bn // 4, emulation))
+    # the packed f16 polynomial: pairs of a row's bn / 4 values, each pair two f16x2 FMAs and one cvt to e4m3x2
+    pairs = n * (loops + 1) * 2 * len(emulated(t.bn // 8, emulation)) if config.exp2_f16x2 else 0
+    assert config.exp2_f16x2 == (d == 64 or "exp2" in kwargs)
+    assert ptx.count("fma.rn.f16x2") == 2 * pairs and ptx.count("cvt.rn.satfinite.e4m3x2.f16x2") == pairs
+    # the other pairs: 4 probabilities per cvt pair
+    assert ptx.count("cvt.rn.satfinite.e4m3x2.f32") == n * (loops + 1) * t.bn // 4 - pairs
+    # the f32 polynomial exp2 (one rounding-down add each): per warpgroup, tile 0 and the loops, two rows of bn / 4
+    f32_form = 0 if config.exp2_f16x2 else n * (loops + 1) * 2 * len(emulated(t.bn // 4, emulation))
+    assert ptx.count("add.rm.ftz.f32") == f32_form
 
 
 @pytest.mark.parametrize("sum_rows", [0, 8])
@@ -370,6 +393,14 @@ def test_fp8_config_and_op_errors():
         AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=128, exp2_emulation=7)
     with pytest.raises(ConfigError, match="exp2_emulation must be 0 on sm_90a unless dtype is fp8_e4m3"):
         AttentionConfig(target="sm_90a", dtype="bf16", head_dim=128, exp2_emulation=8)
+    f16x2 = (r"exp2_f16x2 must be False unless target is sm_90a, dtype fp8_e4m3 and exp2_emulation > 0 \(the packed "
+             r"form of the fp8 consumer's polynomial exponentials, whose P is rounded to e4m3\), got {}")
+    for kwargs, got in ((dict(target="sm_90a", dtype="fp8_e4m3", head_dim=64), "True"),  # no polynomial to pack
+                        (dict(target="sm_90a", dtype="bf16", head_dim=64), "True"),
+                        (dict(target="sm_100a", dtype="fp8_e4m3", head_dim=128, exp2_emulation=8), "True"),
+                        (dict(target="sm_90a", dtype="fp8_e4m3", head_dim=64, exp2_emulation=8), "1")):
+        with pytest.raises(ConfigError, match=f16x2.format(got)):
+            AttentionConfig(**kwargs, exp2_f16x2=True if got == "True" else 1)
     assert AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=64, exp2_emulation=32).exp2_emulation == 32
     f8 = torch.zeros(1, 8, 2, 128).to(torch.float8_e4m3fn)
     bf = torch.zeros(1, 8, 2, 128, dtype=torch.bfloat16)
@@ -446,3 +477,43 @@ def test_polynomial_exp2_is_within_2e4_of_exp2_in_the_emulator(form):
     assert y[0] == 0.0
     rel = np.abs(y[1:] - ref[1:]) / ref[1:]
     assert rel.max() <= 2e-4, (x[1:][rel.argmax()], rel.max())
+
+
+def test_packed_f16_exp2_rounds_like_exp2_to_e4m3_in_the_emulator():
+    """``exp2.exp2_poly_f16x2`` (``AttentionConfig.exp2_f16x2``) built into a one-warp kernel, run in the
+    emulator on 64 values a thread-pair (lo, hi): each half within 6e-3 of float64 2^x on [-14, 8] (f16's
+    rounding of x and the degree-2 polynomial, ``exp2.py``); below -14 (and -inf) 2^-14, which e4m3 rounds to 0;
+    rounded to e4m3, at most 3% of the values land on the neighbouring e4m3 value and none further."""
+    from fa4_mlir import dsl, emu
+    from fa4_mlir.core.compiler import compile_kernel
+    from fa4_mlir.dsl import math as fm
+    from fa4_mlir.kernels.attention import exp2
+
+    k = dsl.Kernel("packed", "sm_90a", num_warps=1)
+    k.ptr("x", doc="x[64] f32: lanes' (lo, hi) pairs")
+    k.ptr("y", doc="y[32] f16x2 words")
+    with k.body() as arg:
+        f32, i32 = fm.f32(), dsl.i32()
+        t = dsl.tid_x()
+        lo, hi = (dsl.llvm.load(f32, dsl.element_ptr(arg.x, t * 2 + h, f32)) for h in (0, 1))
+        dsl.llvm.store(exp2.exp2_poly_f16x2(lo, hi), dsl.element_ptr(arg.y, t, i32))
+    ptx = compile_kernel(k.source(grid="(1, 1, 1)"), stop="ptx").ptx
+    assert "fma.rn.f16x2" in ptx and "add.s16x2" in ptx and "ex2" not in ptx
+    rng = np.random.default_rng(1)
+    fixed = [-np.inf, -1e30, -200.0, -14.5, -14.0, -13.99, -8.5, -0.5, -1e-6, 0.0, 0.4999, 0.5, 1.0, 7.99, 8.0]
+    for sample in range(4):  # 256 values, the fixed ones first
+        x = np.concatenate([fixed, rng.uniform(-14, 8, 64 - len(fixed))]) if sample == 0 else rng.uniform(-14, 8, 64)
+        x = x.astype(np.float32)
+        words = np.zeros(32, np.uint32)
+        emu.load_ptx(ptx).launch("packed", block=(32, 1, 1), args=[x, words])
+        y = words.view(np.float16).astype(np.float64)  # little-endian: the low half (lo) first, as x
+        low = x <= -14
+        assert np.all(y[low] == 2.0 ** -14), (x[low], y[low])
+        ref = np.exp2(x[~low].astype(np.float64))
+        rel = np.abs(y[~low] - ref) / ref
+        assert rel.max() <= 6e-3, (x[~low][rel.argmax()], rel.max())
+        ours, exact = (torch.tensor(v, dtype=torch.float32).to(torch.float8_e4m3fn).view(torch.uint8).int()
+                       for v in (y, np.exp2(x.astype(np.float64))))
+        steps = (ours - exact).abs()
+        assert steps.max() <= 1 and steps.float().mean() <= 0.03, (steps.max(), steps.float().mean())
+        assert torch.all(ours[torch.from_numpy(low)] == 0)

@@ -42,6 +42,17 @@ def test_the_summary_counts_stalls_and_opcodes_per_kernel():
     assert ncu_stalls.summary(kernels["peer_kernel"])["stalls"] == {"wait": 0.5, "selected": 0.5}
 
 
+def test_a_second_kernel_of_the_same_name_is_kept_apart():
+    """The op's fp8 and bf16 kernels are both "attention" (``bench/ncu_pair.py --dtype fp8 --peer bf16``): the
+    second one's rows are ``attention#2``'s, not added to the first's."""
+    lines = _export(OURS, PEER) + ['"Kernel Name","attention",', HEADER,
+                                   '"0x0","      FADD R1, R2, R3","10","2,000","5","0","5","0"']
+    kernels = ncu_stalls.parse(lines)
+    assert list(kernels) == ["attention", "peer_kernel", "attention#2"]
+    assert ncu_stalls.summary(kernels["attention"])["instructions"] == 4
+    assert ncu_stalls.summary(kernels["attention#2"])["opcodes"] == {"FADD": 2000}
+
+
 def test_regions_cut_where_the_execution_count_changes():
     rows = ncu_stalls.parse(_export(OURS, PEER))["attention"]
     got = [(r["first"], r["size"], r["executed"], r["share"]) for r in ncu_stalls.regions(rows)]

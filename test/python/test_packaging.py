@@ -27,7 +27,8 @@ def test_the_host_launch_paths_do_not_import_mlir():
     code = """
 import sys
 import numpy as np
-from fa4_mlir.configs.attention import AttentionConfig, paged_config, varlen_config
+from fa4_mlir.configs.attention import AttentionConfig
+from fa4_mlir.configs.attention_op import paged_config, varlen_config
 from fa4_mlir.configs.combine import CombineConfig
 from fa4_mlir.kernels.attention import (gather_arguments, launch_geometry, paged_arguments, varlen_arguments,
                                         varlen_geometry)

@@ -16,7 +16,8 @@ import pytest
 from varlen_cases import SM90_EVERY, paged_batch, sampled
 
 from fa4_mlir import reference
-from fa4_mlir.configs.attention import AttentionConfig, paged_config
+from fa4_mlir.configs.attention import AttentionConfig
+from fa4_mlir.configs.attention_op import paged_config
 from fa4_mlir.errors import ConfigError
 from fa4_mlir.kernels import attention
 from fa4_mlir.kernels.attention.splitkv import ranges_of, split_geometry

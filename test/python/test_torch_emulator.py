@@ -73,7 +73,8 @@ def test_sm90a_attention_takes_the_short_tile_and_matches_float64(monkeypatch):
     ``default_tile``; in the persistent walk, ``SM90_PERSISTENT_KEYS``, 64 keys up to 512: the walk's own step,
     ``SM90_WALK_SHORT_TILE``, and one K/V loop), from 4k keys 192 rows of 128 keys (three consumer warpgroups);
     both walk tiles' numbers against float64."""
-    from fa4_mlir.configs.attention import SM90_SHORT_KEYS, default_tile
+    from fa4_mlir.configs.attention import SM90_SHORT_KEYS
+    from fa4_mlir.configs.attention_op import default_tile
 
     assert default_tile("sm_90a", "bf16", 64, True, SM90_SHORT_KEYS) == (2, 128)
     assert default_tile("sm_90a", "bf16", 64, True, SM90_SHORT_KEYS + 1) == (3, 0)  # num_q 3's 128 keys
@@ -98,8 +99,8 @@ def test_sm90a_attention_takes_the_persistent_walk_for_short_sequences_and_match
     """sm_90a 16-bit at head dim 128 and non-causal 64, up to ``SM90_PERSISTENT_KEYS`` keys: the op runs the
     persistent tile walk (a CTA's start and end overlap the next tile's loads), the grid of tiles above it; the
     walk's numbers through the op (GQA, ragged rows: several tiles a CTA) against float64, both masks."""
-    from fa4_mlir.configs.attention import (SM90_PERSISTENT_KEYS, default_persistent, default_tile, op_fields,
-                                           paged_config)
+    from fa4_mlir.configs.attention import SM90_PERSISTENT_KEYS
+    from fa4_mlir.configs.attention_op import default_persistent, default_tile, op_fields, paged_config
     from fa4_mlir.torch import attention
 
     assert sorted({(d, c) for _, d, c in SM90_PERSISTENT_KEYS}) == [(64, False), (64, True), (128, False),

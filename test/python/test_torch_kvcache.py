@@ -18,7 +18,8 @@ torch = pytest.importorskip("torch")
 
 import fa4_mlir.torch as fa4_torch  # noqa: E402
 from fa4_mlir import reference, runtime  # noqa: E402
-from fa4_mlir.configs.attention import AttentionConfig, paged_config  # noqa: E402
+from fa4_mlir.configs.attention import AttentionConfig
+from fa4_mlir.configs.attention_op import paged_config
 from fa4_mlir.errors import LaunchError, Unsupported  # noqa: E402
 from fa4_mlir.kernels.attention.splitkv import tile_keys  # noqa: E402
 from fa4_mlir.torch import kvcache, split_decode  # noqa: E402

@@ -200,7 +200,8 @@ def build(config: AttentionConfig) -> KernelSource:
     if config.split_kv:  # x: the query tiles times the key ranges, split-minor
         grid, geometry = grid.replace("), ", ") * num_splits, ", 1), "splitkv.split_geometry"
         extra = {**extra, "split_kv": True}
-    extra.update({f: getattr(config, f) for f in ("kv_stages", "single_kv_loop") if getattr(config, f)})
+    extra.update({f: getattr(config, f) for f in ("kv_stages", "single_kv_loop", "exp2_f16x2")
+                  if getattr(config, f)})
     return k.source(grid=grid.format(bm=t.bm) + f" ({geometry})",
                     config={**{f: getattr(config, f) for f in CONFIG_FIELDS}, "group": "runtime", "block_n": t.bn,
                             **extra})
@@ -271,7 +272,8 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         # the unmasked K/V tiles' own loop (hopper_consumer), unless the config asks for one loop, or where ptxas
         # spilled with it: per-token fp8 scales over three consumer warpgroups (8 bytes, non-causal)
         peel_unmasked=not (c.single_kv_loop or c.token_scales and t.consumers == 3),
-        exp2_emulation=c.exp2_emulation, lazy_rescale=c.lazy_rescale, rescale_before_pv=c.rescale_before_pv,
+        exp2_emulation=c.exp2_emulation, exp2_f16x2=c.exp2_f16x2, lazy_rescale=c.lazy_rescale,
+        rescale_before_pv=c.rescale_before_pv,
         shared_kv=False, kv_begin=None, kv_limit=arg.seq_k,  # the MLA kernel's consumer hooks off
         tile_heads=c.pack_gqa or 1,  # pack_gqa: rows of packed heads (the MLA kernel's hook)
         q_base=None, k_base=None, work=None)  # varlen: the sequence's first Q and K/V rows, whether the CTA works

@@ -33,9 +33,10 @@ S = Q K' retired (named barrier ``q_dead``); warpgroup 0 writes the LSE.
 fp8 (``g.t.fp8``): k32 wgmmas, P packed to e4m3 fragments of 32 keys, O += P V^T, S scaled by the keys'
 k scales and each row's softmax scale by its q scale (per-token scales), the exp2 bias, O times
 ``v_scale`` and written as bf16 to its own region: ``hopper_fp8``; ``exp2_emulation`` of the
-exponentials by polynomial on the FMA pipe (``exp2.py``; it pays at head dim 64, docs/PERF.md). At head dims
-64 and 128 (``g.row_sums``) the P V wgmmas sum P's rows over V^T's rows of ones instead of the softmax's
-FADDs, one tile at a time, the row's sum ``l`` across tiles in fp32 (``_column_sums``, ``_wgmma_sums``).
+exponentials by polynomial on the FMA pipe (``exp2.py``; it pays at head dim 64, docs/PERF.md), in f32 or,
+with ``exp2_f16x2``, two at a time in packed f16 (``hopper_fp8.exponentials``). At head dims 64 and 128
+(``g.row_sums``) the P V wgmmas sum P's rows over V^T's rows of ones instead of the softmax's FADDs, one tile at
+a time, the row's sum ``l`` across tiles in fp32 (``_column_sums``, ``_wgmma_sums``).
 
 The MLA kernel (``hopper_mla``) builds the same consumers over its own prologue, whose ``g`` adds
 ``shared_kv`` (V is the first columns of the K stage: a K stage is released once the P @ V that read
@@ -467,12 +468,16 @@ class Consumer:
                 nms = dsl.arith.mulf(m, neg_scale)
             if m_old is not None:  # 1 where the maximum was kept (exp2(0))
                 factors.append(fm.exp2(dsl.arith.mulf(dsl.arith.subf(m_old[row], m), scale)))
-            poly = emulated(len(idx), self.g.exp2_emulation)  # fp8 only (AttentionConfig): on the FMA pipe
-            for n, i in enumerate(idx):
-                y = fm.fma(vals[i], scale, nms)
-                probs[i] = exp2_poly_fma(y) if n in poly else fm.exp2(y)
+            if self.g.exp2_f16x2:  # fp8: pairs of the row by the packed f16 polynomial
+                fp8.exponentials(self, [vals[i] for i in idx], scale, nms, idx, probs)
+            else:  # fp8 only (AttentionConfig): on the FMA pipe
+                poly = emulated(len(idx), self.g.exp2_emulation)
+                for n, i in enumerate(idx):
+                    y = fm.fma(vals[i], scale, nms)
+                    probs[i] = exp2_poly_fma(y) if n in poly else fm.exp2(y)
             # fp8 row sums on the tensor core: the P V wgmmas sum the rows (l starts from 0)
-            sums.append(fm.constant(0.0) if self.row_sums else self._tree(dsl.arith.addf, [probs[i] for i in idx]))
+            sums.append(fm.constant(0.0) if self.row_sums else
+                        self._tree(dsl.arith.addf, [fp8.as_f32(probs[i]) for i in idx]))
         return maxima, ((factors, grew) if m_old is not None else None), probs, sums
 
     def _finite(self, m):

@@ -46,6 +46,8 @@ with Q. O is multiplied by ``v_scale`` with 1 / row sum.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from fa4_mlir.kernels.source import TensorMapSpec
 
 P_BIAS = 8.0  # log2 of P's scale before the e4m3 cast (see the module docstring)
@@ -70,11 +72,48 @@ def boxes(config):
 
 
 # -- consumer warpgroup pieces (``c`` is the ``hopper_consumer.Consumer``) ------------------------------
+class Half(NamedTuple):
+    """Probability ``index`` (0: the low half) of a packed f16x2 pair (``exp2.exp2_poly_f16x2``): P's values
+    (i, i + 1) of a row, i even, as the packed polynomial gives them; ``pack`` converts the pair to e4m3 in
+    one instruction."""
+    word: object  # the f16x2 word (i32)
+    index: int
+
+
+def exponentials(c, vals: list, scale, nms, idx: list, probs: list) -> None:
+    """One row's probabilities into ``probs[idx[n]]``: ``exp2(vals[n] * scale + nms)``, pairs (n, n + 1), n
+    even, of ``exp2_emulation`` per 32 by the packed f16 polynomial (``exp2.exp2_poly_f16x2``: two ``Half``s of
+    one word, values (i, i + 1) of the thread, one row), the others by ``ex2.approx``."""
+    from fa4_mlir.dsl import math as fm
+    from fa4_mlir.kernels.attention.exp2 import emulated, exp2_poly_f16x2
+
+    pairs = emulated(len(vals) // 2, c.g.exp2_emulation)
+    for n in range(0, len(vals), 2):
+        ys = [fm.fma(x, scale, nms) for x in vals[n:n + 2]]
+        if n // 2 in pairs:
+            word = exp2_poly_f16x2(*ys)
+            probs[idx[n]], probs[idx[n + 1]] = Half(word, 0), Half(word, 1)
+        else:
+            probs[idx[n]], probs[idx[n + 1]] = (fm.exp2(y) for y in ys)
+
+
+def as_f32(x):
+    """A probability as f32: a ``Half``'s f16 widened (the softmax's FADD row sums), else ``x``."""
+    from fa4_mlir import dsl
+    from fa4_mlir.dsl import math as fm
+
+    if not isinstance(x, Half):
+        return x
+    return dsl.llvm.inline_asm(fm.f32(), [x.word], "{\n.reg .b16 l, h;\nmov.b32 {l, h}, $1;\n"
+                               f"cvt.f32.f16 $0, {'lh'[x.index]};\n}}", "=f,r")
+
+
 def pack(c, probs: list) -> list:
     """P as e4m3 RS fragments, one vector<4xi32> per 32 keys. Values ``16 j ..`` of the thread hold, per 8
     keys ``8 i``, (r, 2q), (r, 2q + 1), (r + 8, 2q), (r + 8, 2q + 1); register h of fragment j takes row
     ``r + 8 (h % 2)`` of keys ``16 (h // 2) ..``: values ``16 j + 8 (h // 2) + 2 (h % 2) + {0, 1, 4, 5}``
-    (V^T's key order matches, see the module docstring)."""
+    (V^T's key order matches, see the module docstring). A pair of f32 values converts with
+    ``cvt.rn.satfinite.e4m3x2.f32``, a packed f16x2 pair (``Half``) with ``.e4m3x2.f16x2``."""
     from fa4_mlir import dsl
 
     frags = []
@@ -82,11 +121,21 @@ def pack(c, probs: list) -> list:
         words = []
         for h in range(4):
             base = 16 * j + 8 * (h // 2) + 2 * (h % 2)
-            x = [probs[base + e] for e in (0, 1, 4, 5)]
-            # cvt d, a, b puts a in the upper byte: x0 lands in byte 0
+            operands, kinds, lines = [], [], []
+            for half, e in (("lo", 0), ("hi", 4)):
+                x0, x1 = probs[base + e], probs[base + e + 1]
+                if isinstance(x0, Half):  # the f16x2 word holds x0 in its low half: x0 lands in the low byte
+                    assert x0.index == 0 and x1 == Half(x0.word, 1), "a packed pair is values (i, i + 1), i even"
+                    operands.append(x0.word)
+                    kinds.append("r")
+                    lines.append(f"cvt.rn.satfinite.e4m3x2.f16x2 {half}, ${len(operands)};")
+                else:  # cvt d, a, b puts a in the upper byte: x0 lands in the low byte
+                    operands += [x0, x1]
+                    kinds += ["f", "f"]
+                    lines.append(f"cvt.rn.satfinite.e4m3x2.f32 {half}, ${len(operands)}, ${len(operands) - 1};")
             words.append(dsl.llvm.inline_asm(
-                c.i32, x, "{\n.reg .b16 lo, hi;\ncvt.rn.satfinite.e4m3x2.f32 lo, $2, $1;\n"
-                "cvt.rn.satfinite.e4m3x2.f32 hi, $4, $3;\nmov.b32 $0, {lo, hi};\n}", "=r,f,f,f,f"))
+                c.i32, operands, "{\n.reg .b16 lo, hi;\n" + "\n".join(lines) + "\nmov.b32 $0, {lo, hi};\n}",
+                "=r," + ",".join(kinds)))
         frags.append(dsl.vector.from_elements(c.fragment, words))
     return frags
 

@@ -212,7 +212,8 @@ def _prologue(dsl, k, c: MLAConfig, arg) -> types.SimpleNamespace:
     return types.SimpleNamespace(
         c=c, t=tile, d=c.qk_depth, bn=c.bn, wg_rows=TILE_ROWS, consumers=2, persistent=False, split_o=absorbed,
         row=ROW, vrow=ROW,
-        qscale=None, kscale=None, exp2_emulation=0, lazy_rescale=False, row_sums="",
+        qscale=None, kscale=None, exp2_emulation=0, exp2_f16x2=False, lazy_rescale=False,
+        row_sums="",
         peel_unmasked=False, rescale_before_pv=False,  # one K/V loop: peeled, ptxas spilled 4-32 bytes
         o_cols=LATENT // 2 if absorbed else c.v_depth, elem="bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs,
         o=os_, kring=kring, vring=vring, qbar=qbar, kfull=kfull, vfull=vfull, kp=kp, vp=vp, head=head, kvh=kvh,
