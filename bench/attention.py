@@ -315,7 +315,7 @@ def print_rows(rows: list[dict], tiles=()) -> None:
               + " | " + " | ".join(ratio) + " |")
 
 
-def main() -> int:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--head-dims", "--head-dim", default="64,128,256", help="comma-separated (512: sm_90a)")
     parser.add_argument("--seqlens", default="1024,4096,16384")
@@ -338,16 +338,16 @@ def main() -> int:
     parser.add_argument("--exp2-emulation", default="",
                         help="fp8: also time these exp2_emulation counts (exponentials per 32 by polynomial; "
                              "suffix h: the packed f16 form, AttentionConfig.exp2_f16x2)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    emulations = [x for x in args.exp2_emulation.split(",") if x]
+    if not all(x.removesuffix("h").isdigit() for x in emulations):
+        parser.error(f"--exp2-emulation must be counts, each optionally suffixed h, got {args.exp2_emulation!r}")
     tiles = parse_tiles(args.block_n)
     masks = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     head_dims, seqlens = list(map(int, args.head_dims.split(","))), list(map(int, args.seqlens.split(",")))
     print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | {datetime.date.today()} | "
           f"{' '.join(sys.argv)}")
     if args.dtype == "fp8":
-        emulations = [x for x in args.exp2_emulation.split(",") if x]
-        if not all(x.removesuffix("h").isdigit() for x in emulations):
-            parser.error(f"--exp2-emulation must be counts, each optionally suffixed h, got {args.exp2_emulation!r}")
         rows = [measure_fp8(d, s, c, args.repeats, args.token_scales, tiles, emulations) for c in masks
                 for d in head_dims for s in seqlens]
         print_fp8(rows, tiles, emulations)
