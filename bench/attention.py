@@ -41,7 +41,6 @@ import sys
 from typing import NamedTuple
 
 import torch
-import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from fa4_mlir import runtime
@@ -154,11 +153,18 @@ def shape_rows(kind: str, head_dims: list[int], seqlens: list[int]) -> list[tupl
     return [(d, s, TOKENS // s, WIDTH // d, WIDTH // d) for d in head_dims for s in seqlens]
 
 
+def median_ms(fn, repeats: int) -> float:
+    """``fn``'s median time in ms (``triton.testing.do_bench``, CUDA events; triton imported here, so the
+    argument checks run without it)."""
+    import triton.testing
+
+    return triton.testing.do_bench(fn, warmup=50, rep=repeats, return_mode="median")
+
+
 def timed(cases: dict, repeats: int, rounds: int = 1) -> dict[str, float]:
     """Name -> median ms of each case (do_bench), over ``rounds`` rounds that time every case in turn (the
     median of the rounds' medians): a drift of the clocks over a row meets every case alike."""
-    runs = [{name: triton.testing.do_bench(fn, warmup=50, rep=repeats, return_mode="median")
-             for name, fn in cases.items()} for _ in range(max(1, rounds))]
+    runs = [{name: median_ms(fn, repeats) for name, fn in cases.items()} for _ in range(max(1, rounds))]
     return {name: statistics.median(run[name] for run in runs) for name in cases}
 
 
@@ -275,9 +281,9 @@ def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, 
     for name, fn in cases.items():
         if name == "cudnn_fp8":
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                ms[name] = triton.testing.do_bench(fn, warmup=50, rep=repeats, return_mode="median")
+                ms[name] = median_ms(fn, repeats)
         else:
-            ms[name] = triton.testing.do_bench(fn, warmup=50, rep=repeats, return_mode="median")
+            ms[name] = median_ms(fn, repeats)
     flops = 4 * b * h * s * s * d / (2 if causal else 1)
     return {"head_dim": d, "seqlen": s, "batch": b, "heads": h, "causal": causal, "ms": ms,
             "tflops": {n: flops / (t * 1e-3) / 1e12 for n, t in ms.items() if n != "v_transpose"},

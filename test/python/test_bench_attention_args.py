@@ -9,7 +9,6 @@ import sys
 import pytest
 
 pytest.importorskip("torch")
-pytest.importorskip("triton")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
 import attention as bench_attention  # noqa: E402
 
