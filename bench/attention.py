@@ -45,7 +45,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from fa4_mlir import runtime
 from fa4_mlir.configs.attention import AttentionConfig
-from fa4_mlir.configs.attention_op import default_exp2, default_num_q
+from fa4_mlir.configs.attention_op import default_exp2, default_num_q, op_fields
 from fa4_mlir.torch import flash_attention
 from fa4_mlir.torch.attention import launch
 
@@ -83,17 +83,31 @@ class Tile(NamedTuple):
     order: str = ""  # causal_order, "" for the default
     kv_stages: int = 0
     single_kv_loop: bool = False
+    one_role: bool = False  # AttentionConfig.one_consumer_role
+    op: bool = False  # the op's tile for the row (``op_fields``), the entry "U"
 
     @property
     def name(self) -> str:
+        if self.op:
+            return "op1role"
         return ("p" if self.persistent else self.order[:1]) \
             + (f"bn{self.block_n}" if self.num_q == 2 else f"q{self.num_q}bn{self.block_n}") \
-            + (f"s{self.kv_stages}" if self.kv_stages else "") + ("L" if self.single_kv_loop else "")
+            + (f"s{self.kv_stages}" if self.kv_stages else "") + ("L" if self.single_kv_loop else "") \
+            + ("U" if self.one_role else "")
+
+    def fields_for(self, dtype: str, d: int, causal: bool, seq: int) -> dict:
+        """The ``AttentionConfig`` fields of a row's variant: the op's for the row with one consumer role (the
+        entry "U"), else this tile's."""
+        if self.op:
+            fields = {k: v for k, v in op_fields("sm_90a", dtype, d, causal, seq).items() if not k.startswith("exp2")}
+            return {**fields, "one_consumer_role": True}
+        return self.fields
 
     @property
     def fields(self) -> dict:
         return dict(num_q=self.num_q, block_n=self.block_n, persistent=self.persistent, kv_stages=self.kv_stages,
-                    single_kv_loop=self.single_kv_loop, **({"causal_order": self.order} if self.order else {}))
+                    single_kv_loop=self.single_kv_loop, **({"causal_order": self.order} if self.order else {}),
+                    **({"one_consumer_role": True} if self.one_role else {}))
 
 
 def parse_tiles(text: str) -> list[Tile]:
@@ -101,14 +115,20 @@ def parse_tiles(text: str) -> list[Tile]:
     consumer warpgroups of 64 rows; BN 0: the head dim's default), either prefixed with ``P`` for the
     persistent kernel or with ``H`` for a causal order (``ORDERS``; alone: the default tile), optionally
     suffixed ``sN`` for N K and V stages each (``AttentionConfig.kv_stages``) and ``L`` for one K/V loop
-    (``AttentionConfig.single_kv_loop``)."""
+    (``AttentionConfig.single_kv_loop``), then ``U`` for one consumer role (``AttentionConfig.one_consumer_role``);
+    ``U`` alone: the op's tile for each row with one consumer role."""
     tiles = []
     for entry in filter(None, text.split(",")):
+        if entry == "U":
+            tiles.append(Tile(one_role=True, op=True))
+            continue
+        one_role = entry.endswith("U")
+        entry = entry.removesuffix("U")
         single = entry.endswith("L")
         entry, _, stages = entry.removesuffix("L").partition("s")
         persistent, order = entry.startswith("P"), ORDERS.get(entry[:1], "")
         nq, _, bn = entry.lstrip("P" + "".join(ORDERS)).rpartition("x")
-        tiles.append(Tile(int(nq or 2), int(bn or 0), persistent, order, int(stages or 0), single))
+        tiles.append(Tile(int(nq or 2), int(bn or 0), persistent, order, int(stages or 0), single, one_role))
     return tiles
 
 
@@ -126,10 +146,10 @@ def load_variant(**fields):
         return None
 
 
-def variant(d: int, causal: bool, tile: Tile, dtype: str = "bf16"):
-    """fn(q, k, v) running the 16-bit kernel with ``tile`` (``parse_tiles``); None where ``load_variant``
-    finds none."""
-    found = load_variant(dtype=dtype, head_dim=d, causal=causal, **tile.fields) \
+def variant(d: int, causal: bool, tile: Tile, dtype: str = "bf16", seq: int = 0):
+    """fn(q, k, v) running the 16-bit kernel with ``tile`` (``parse_tiles``) at ``seq`` keys; None where
+    ``load_variant`` finds none."""
+    found = load_variant(dtype=dtype, head_dim=d, causal=causal, **tile.fields_for(dtype, d, causal, seq)) \
         if causal or not tile.order else None  # a causal order is a causal kernel's
     if found is None:
         return None
@@ -191,7 +211,7 @@ def measure(d: int, s: int, causal: bool, repeats: int, tiles=(), b: int = 0, h:
         except Exception as exc:  # a backend that refuses the shape
             print(f"  {name} unavailable at D{d} S{s} causal={causal}: {type(exc).__name__}: {exc}"[:200])
     for tile in tiles:  # other tiles of the kernel (GQA too: the group is a launch argument)
-        fn = variant(d, causal, tile, dtype)
+        fn = variant(d, causal, tile, dtype, s)
         if fn is not None:
             name = tile.name
             errors[name] = float((fn(q, k, v).float() - ours.float()).norm() / ours.float().norm())
@@ -213,7 +233,7 @@ def _quantize(t: torch.Tensor, dim=None):
 
 
 def fp8_variant(d: int, causal: bool, tile: Tile, softmax_scale: float, v_scale: float,
-                exp2_emulation: int = -1, exp2_f16x2: bool = False):
+                exp2_emulation: int = -1, exp2_f16x2: bool = False, seq: int = 0):
     """fn(q8, k8, v8) running the fp8 kernel (tensor-wise scales) with ``tile`` (``parse_tiles``) and
     ``exp2_emulation`` exponentials per 32 by polynomial (-1: the op's default; ``exp2_f16x2``: the packed
     f16 form), V^T made per call as the op does; None where ``load_variant`` finds none."""
@@ -221,7 +241,7 @@ def fp8_variant(d: int, causal: bool, tile: Tile, softmax_scale: float, v_scale:
 
     exp2 = default_exp2("sm_90a", "fp8_e4m3", d) if exp2_emulation < 0 else \
         dict(exp2_emulation=exp2_emulation, exp2_f16x2=exp2_f16x2)
-    fields = dict(dtype="fp8_e4m3", head_dim=d, causal=causal, **exp2, **tile.fields)
+    fields = dict(dtype="fp8_e4m3", head_dim=d, causal=causal, **exp2, **tile.fields_for("fp8_e4m3", d, causal, seq))
     found = load_variant(**fields) if causal or not tile.order else None  # a causal order is a causal kernel's
     if found is None:
         return None
@@ -255,7 +275,7 @@ def measure_fp8(d: int, s: int, causal: bool, repeats: int, token_scales: bool, 
                                                       v_scale=vs)
         outs["fp8_tokens"] = cases["fp8_tokens"]()
     for tile in tiles:  # fp8 tiles other than the head dim's default
-        fn = fp8_variant(d, causal, tile, qs * ks / d ** 0.5, vs)
+        fn = fp8_variant(d, causal, tile, qs * ks / d ** 0.5, vs, seq=s)
         if fn is not None:
             cases["fp8_" + tile.name] = (lambda fn=fn: fn(q8, k8, v8))
             outs["fp8_" + tile.name] = fn(q8, k8, v8)
@@ -333,7 +353,8 @@ def main(argv=None) -> int:
     parser.add_argument("--block-n", default="",
                         help="also time these sm_90a tiles: BN (keys per tile) or NQxBN (num_q consumer warpgroups, "
                              "0: the default keys), either prefixed P (persistent) or H (causal, each head's order), "
-                             "suffixed sN (N K/V stages) or L (one K/V loop), "
+                             "suffixed sN (N K/V stages) or L (one K/V loop), then U (one consumer role); U alone: the "
+                             "op's tile of each row with one consumer role, "
                              "comma-separated")
     parser.add_argument("--shapes", default="fa3", help="row sets, comma-separated: fa3 (--head-dims x --seqlens), "
                                                         "gqa (64/8 heads, d128, 8k and 16k), short (B32 S512 d128)")

@@ -9,7 +9,8 @@ the same random (B, S, H, D) inputs: ``--launch-skip 2 --launch-count 2`` keeps 
 the two outputs' relative difference. ``bench/ncu_stalls.py`` reads the report's source page.
 
 ``--dtype fp8`` runs the op on the inputs quantized to e4m3 (one scale a tensor, amax / 448, as
-``bench/attention.py --dtype fp8``); ``--peer bf16`` is the op itself in bf16 (issue 24's yardstick).
+``bench/attention.py --dtype fp8``); ``--peer bf16`` is the op itself in bf16 (issue 24's yardstick); ``--peer
+1role`` the op's kernel with one consumer role (``AttentionConfig.one_consumer_role``, ``--block-n U``).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def peer(name: str):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--peer", choices=("cudnn", "fa4", "bf16"), default="cudnn")
+    p.add_argument("--peer", choices=("cudnn", "fa4", "bf16", "1role"), default="cudnn")
     p.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16", help="the op's inputs (default bf16)")
     p.add_argument("--causal", action="store_true")
     p.add_argument("shape", nargs=4, type=int, metavar=("D", "B", "S", "H"))
@@ -54,7 +55,17 @@ def main(argv=None) -> int:
 
     d, b, s, h = args.shape
     q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    theirs = peer(args.peer)
+    if args.peer == "1role":  # the op's kernel for the shape with one consumer role (bench/attention.py --block-n U)
+        from attention import Tile, variant
+
+        one = variant(d, args.causal, Tile(one_role=True, op=True), "bf16", s)
+        if one is None:
+            raise SystemExit(f"no one-consumer-role variant of the op's kernel at D{d} S{s} causal={args.causal}")
+
+        def theirs(q, k, v, causal):
+            return one(q, k, v)
+    else:
+        theirs = peer(args.peer)
     if args.dtype == "fp8":
         from attention import _quantize  # bench/attention.py's (this script's folder)
 

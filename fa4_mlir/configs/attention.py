@@ -114,6 +114,14 @@ SM90_WALK_SHORT_TILE: dict[tuple[str, int, bool], tuple[tuple[int, tuple[int, in
 # their cycles waiting for instructions, 24% in the first tile's softmax). Not non-causal (-2..3%), nor the grid
 # (head dim 256 causal at 1k: -8%)
 SM90_WALK_SINGLE_LOOP = frozenset((dt, d, True) for dt in ("bf16", "fp16") for d in (64, 128))
+# the one-tile kernels whose consumer warpgroups run one copy of their code (``AttentionConfig.one_consumer_role``):
+# from this many keys, by (head dim, causal), every dtype. docs/PERF.md, H200, two processes of interleaved rounds
+# against a role each: at 16k keys +3..5% at head dim 128 (both masks), 256 causal +2% (+4% at 4k), 256 non-causal
+# -2..+6%, fp8 256 +1..4%; below, level or 1..5% slower (the warpgroup index costs each CTA a little; one copy of
+# the code gains a little each K/V tile). Not head dim 64 (three warpgroups: 1..3% slower, though ncu counts 0.8% of
+# its samples waiting for instructions against 3.2%), nor the walks and serving kernels (not built for them)
+SM90_ONE_CONSUMER_ROLE_KEYS: dict[tuple[int, bool], int] = {(128, False): 16384, (128, True): 16384,
+                                                              (256, False): 16384, (256, True): 4096}
 PAGE_MULTIPLE = 16  # TMA loads a paged K/V tile in chunks of whole multiples of this (sm_100a: powers of two)
 BLOCK_COLS = 64  # sm_90a: 16-bit columns of one 128-byte swizzle block
 SM90_SPLIT_O_HEAD_DIM = 512  # from this head dim on, O (64 x D fp32) is too big for one warpgroup's registers
@@ -270,6 +278,12 @@ class AttentionConfig(Checked):
     small batch fills the SMs. Each CTA writes its rows' O normalised over its range's keys and their LSE, in
     fp32 (a row without a key in the range: O 0, LSE -inf); the "attention-combine" kernel merges the ranges.
 
+    ``one_consumer_role`` (sm_90a one-tile kernels below head dim 512): the consumer warpgroups are one
+    ``fa4.warp_role`` over their warps, one copy of their code (FlashAttention-4's): each takes its warpgroup
+    index from the thread index at run time, and with it its rows, its Q and O buffers and its turn barriers (a
+    family of named barriers). Without it each warpgroup is a role of its own, its code a copy of the others'
+    (two or three copies: the instruction cache holds less of the K/V loop).
+
     ``causal_order`` (sm_90a, causal, one tile a CTA, contiguous K/V): the order in which the launch's CTAs take
     the query tiles. "sections" (the default): from ``SM90_SECTION_MIN_TILES`` query tiles a head and head dim
     ``SM90_SECTION_MIN_HEAD_DIM``, the heads in sections of the fewest whose tiles make two waves of CTAs, the
@@ -289,6 +303,7 @@ class AttentionConfig(Checked):
     block_n: int = 0  # sm_90a: keys per K/V tile (0: SM90_KV_TILE of the head dim)
     kv_stages: int = 0  # sm_90a: K and V buffers each, the load warp's lead (0: SM90_KV_STAGES)
     single_kv_loop: bool = False  # sm_90a: one K/V loop testing the mask each tile, no loop of the unmasked tiles
+    one_consumer_role: bool = False  # sm_90a: one copy of the consumers' code for every warpgroup (see below)
     token_scales: bool = False  # fp8: per-token Q and K dequantization scales (else tensor-wise)
     persistent: bool = False  # sm_90a: one CTA per resident slot walks the tiles (``HopperTile.persistent``)
     varlen: bool = False  # packed variable-length sequences (``cu_seqlens_q`` / ``cu_seqlens_k``; see below)
@@ -340,6 +355,11 @@ class AttentionConfig(Checked):
              "False with varlen or a paged K/V cache (the serving kernels keep their loops)"),
             ("block_n", not (hopper and self.num_q == 3) or self.block_n <= SM90_NUM_Q3_MAX_BN,
              f"<= {SM90_NUM_Q3_MAX_BN} with num_q 3 on sm_90a (160 registers a consumer thread: larger S tiles spill)"),
+            ("one_consumer_role", isinstance(self.one_consumer_role, bool) and (not self.one_consumer_role or (
+                hopper and not (self.persistent or self.varlen or self.page_size)
+                and self.head_dim < SM90_SPLIT_O_HEAD_DIM)),
+             f"False unless target is sm_90a, below head dim {SM90_SPLIT_O_HEAD_DIM}, without persistent, varlen or a "
+             "paged K/V cache (the one-tile kernels' consumers)"),
             ("persistent", isinstance(self.persistent, bool) and (hopper or not self.persistent),
              "False unless target is sm_90a (the persistent tile walk is the sm_90a kernel's)"),
             ("persistent", not (self.persistent and self.head_dim >= SM90_SPLIT_O_HEAD_DIM),
@@ -559,4 +579,5 @@ class AttentionConfig(Checked):
                 + (f" {self.causal_order} order" if self.causal_order != "sections" else "")
                 + (f" {self.kv_stages} K/V stages" if self.kv_stages else "")
                 + (" one K/V loop" if self.single_kv_loop else "")
+                + (" one consumer role" if self.one_consumer_role else "")
                 + (f" {self.exp2_emulation}/32 exp2 by f16x2 polynomial" if self.exp2_f16x2 else ""))

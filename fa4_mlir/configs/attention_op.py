@@ -37,12 +37,22 @@ def default_tile(target: str, dtype: str, head_dim: int, causal: bool, seq_k: in
 def op_fields(target: str, dtype: str, head_dim: int, causal: bool, seq_k: int) -> dict:
     """The ``AttentionConfig`` fields the torch op chooses for ``seq_k`` keys besides the call's own (target,
     dtype, head dim, mask, group, scales): the persistent walk (``default_persistent``), the tile
-    (``default_tile``), one K/V loop in the walks of ``SM90_WALK_SINGLE_LOOP`` and the exp2 emulation."""
+    (``default_tile``), one K/V loop in the walks of ``SM90_WALK_SINGLE_LOOP``, one consumer role
+    (``default_one_role``) and the exp2 emulation."""
     persistent = default_persistent(target, dtype, head_dim, causal, seq_k)
     num_q, block_n = default_tile(target, dtype, head_dim, causal, seq_k, persistent)
     return dict(num_q=num_q, block_n=block_n, persistent=persistent,
                 single_kv_loop=persistent and (dtype, head_dim, bool(causal)) in attention.SM90_WALK_SINGLE_LOOP,
+                one_consumer_role=default_one_role(target, head_dim, causal, seq_k, persistent),
                 **default_exp2(target, dtype, head_dim))
+
+
+def default_one_role(target: str, head_dim: int, causal: bool, seq_k: int, persistent: bool = False) -> bool:
+    """Whether the torch op's one-tile kernel for ``seq_k`` keys runs its consumer warpgroups as one role
+    (``AttentionConfig.one_consumer_role``): sm_90a from ``SM90_ONE_CONSUMER_ROLE_KEYS`` keys of the (head dim,
+    causal) on."""
+    least = attention.SM90_ONE_CONSUMER_ROLE_KEYS.get((head_dim, bool(causal)))
+    return target == "sm_90a" and not persistent and least is not None and seq_k >= least
 
 
 def default_persistent(target: str, dtype: str, head_dim: int, causal: bool, seq_k: int) -> bool:

@@ -183,7 +183,9 @@ def _make_builder_init(cls: type[OpBase]):
     op_name = cls.OPERATION_NAME
     P = inspect.Parameter
     params = [P("self", P.POSITIONAL_OR_KEYWORD)]
-    params += [P(o.name, P.POSITIONAL_OR_KEYWORD) for o in cls._operands]
+    # a trailing variadic group may be left out (no operands)
+    params += [P(o.name, P.POSITIONAL_OR_KEYWORD, default=() if o.variadic and o is cls._operands[-1] else P.empty)
+               for o in cls._operands]
     params += [P(r.type_keyword, P.KEYWORD_ONLY) for r in cls._results if r.type_keyword]
     params += [P(a.name, P.KEYWORD_ONLY) for a in cls._attrs if a.required]
     params += [P(a.name, P.KEYWORD_ONLY, default=None) for a in cls._attrs if not a.required]
@@ -213,7 +215,7 @@ def _make_builder_init(cls: type[OpBase]):
         values = bind(args, kwargs)
         operands = []
         for o in cls._operands:
-            v = values[o.name]
+            v = values.get(o.name, ())
             operands.extend(list(v) if o.variadic else [v])
         attributes = {}
         for a in cls._attrs:

@@ -32,7 +32,8 @@ class LowerWarpRolesPass(Fa4Pass):
     The kernel gets ``nvvm.reqntid = [num_warps * 32, 1, 1]`` and, when any role sets registers,
     ``nvvm.minctasm = 1``: with both, ptxas knows the entry register count (65536 / threads, rounded
     down to 8) and honours ``setmaxnreg``. Named barriers get distinct hardware ids in [1, 15] in
-    order of first use (0 stays the CTA-wide barrier); ``fa4.elect_one`` becomes ``elect.sync``.
+    order of first use (0 stays the CTA-wide barrier; a family of ``count`` takes ``count`` consecutive
+    ids, its ops ``base + index``); ``fa4.elect_one`` becomes ``elect.sync``.
     """
 
     name = "fa4-lower-warp-roles"
@@ -58,16 +59,26 @@ def _lower(k: KernelLowering):
 
 
 def _lower_named_barriers(k: KernelLowering) -> None:
-    ids: dict[str, int] = {}
+    ids: dict[str, int] = {}  # a name's (a family's first) hardware id
+    counts: dict[str, int] = {}
+    free = 1
     for op in k.ops("fa4.named_barrier"):
+        count = op.count or 1
         if op.sym_name not in ids:
-            if len(ids) == fa4.NAMED_BARRIERS - 1:
+            if free + count - 1 > fa4.NAMED_BARRIERS - 1:
                 raise LoweringFailure(op, (
                     f"named barriers must number <= {fa4.NAMED_BARRIERS - 1} per kernel (ids 1 to 15), "
-                    f"got a 16th: '{op.sym_name}'"))
-            ids[op.sym_name] = len(ids) + 1
+                    f"got {free + count - 1} with '{op.sym_name}'" + (f" (a family of {count})" if count > 1 else "")))
+            ids[op.sym_name], counts[op.sym_name] = free, count
+            free += count
+        elif counts[op.sym_name] != count:
+            raise LoweringFailure(op, (
+                f"the count of named barrier '{op.sym_name}' must be the same at every use, got "
+                f"{counts[op.sym_name]} and {count}"))
         with k.at(op):
             barrier_id, threads = k.const(ids[op.sym_name]), k.const(op.threads)
+            if op.count is not None:  # the family's member: base + index (the same in every thread of a warp)
+                barrier_id = arith.addi(barrier_id, list(op.index)[0])
             if op.kind == "sync":
                 nvvm.BarrierOp(None, barrierId=barrier_id, numberOfThreads=threads)
             else:

@@ -279,6 +279,19 @@ def _uses_pairs(blocks: list[Block]) -> bool:
                for b in blocks for n in b.ops)
 
 
+def _warpgroups(role: str, warps: tuple[int, ...]) -> list[tuple[str, tuple[int, ...]]]:
+    """A role's processes: one per warpgroup its warps touch ("role/wg1"), or the role itself within one.
+    Warpgroups run apart (wgmma and setmaxnreg are warpgroup-wide, nothing else orders them), so a role
+    whose code runs in several derives per-warpgroup values (its turn barrier, its rows) from the thread
+    index, each uniform in one warpgroup: run per warpgroup, those are known and the proofs per warpgroup."""
+    groups: dict[int, list[int]] = {}
+    for w in warps:
+        groups.setdefault(w * WARP // WARPGROUP, []).append(w)
+    if len(groups) == 1:
+        return [(role, warps)]
+    return [(f"{role}/wg{g}", tuple(ws)) for g, ws in sorted(groups.items())]
+
+
 def extract(shape: KernelShape, scenario: Scenario) -> Kernel:
     """The processes of every CTA of the cluster under ``scenario``."""
     processes = []
@@ -314,10 +327,11 @@ class _Cta:
                 continue
             warps = tuple(role.attrs["warps"])
             busy |= set(warps)
-            run = _Run(self, role.attrs["sym_name"], warps, pro.env)
-            run.block(role.regions[0][0], run.mask)
-            run.ops(epilogue, run.mask)
-            out.append(Process(run.name, self.cta, warps, run.events, loops=run.loops))
+            for label, group in _warpgroups(role.attrs["sym_name"], warps):
+                run = _Run(self, label, group, pro.env)
+                run.block(role.regions[0][0], run.mask)
+                run.ops(epilogue, run.mask)
+                out.append(Process(run.name, self.cta, group, run.events, loops=run.loops))
         idle = tuple(w for w in all_warps if w not in busy)
         if idle and any(n.relevant for n in epilogue):
             run = _Run(self, "idle warps", idle, pro.env)

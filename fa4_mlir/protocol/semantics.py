@@ -44,7 +44,9 @@ def _binary(op):
 def _term(r, a, b, compute, build):
     """``build(a, b)`` as a term when an operand is one. Next to a per-thread operand, a term must
     already have a value (its arguments bound); binding them here, before the loops that need them,
-    would fix the trip counts of every scenario."""
+    would fix the trip counts of every scenario. A per-thread operand the same in every thread of the
+    process (a role's warpgroup index, in one warpgroup's run) is that int."""
+    a, b = uniform(a), uniform(b)
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         a, b = (r.resolve(x) for x in (a, b))
         if is_int(a) and is_int(b):
@@ -478,7 +480,15 @@ def _consumer_release(r, n, mask):
 def _named_barrier(r, n, mask):
     if mask.any():
         a = n.attrs
-        r.emit("named", n, mask, name=a["sym_name"], expected=a["threads"], sync=a.get("kind", "sync") == "sync")
+        name = a["sym_name"]
+        if a.get("count") is not None and n.operands:  # a family's member: its own hardware id
+            index = r.known(n, r.get(n.operands[0]), "barrier index")
+            if not 0 <= index < a["count"]:
+                raise Unverifiable(n.site, f"named barrier index {index} is out of range for the family '{name}' "
+                                           f"({a['count']} barriers): every index the kernel reaches must be in "
+                                           f"[0, {a['count']})", cls="bounds")
+            name = f"{name}[{index}]"
+        r.emit("named", n, mask, name=name, expected=a["threads"], sync=a.get("kind", "sync") == "sync")
 
 
 def _elect_one(r, n, mask):

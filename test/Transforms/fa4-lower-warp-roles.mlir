@@ -140,7 +140,49 @@ func.func @sixteen_named_barriers() {
   "fa4.named_barrier"() {sym_name = "b13", threads = 32} : () -> ()
   "fa4.named_barrier"() {sym_name = "b14", threads = 32} : () -> ()
   "fa4.named_barrier"() {sym_name = "b15", threads = 32} : () -> ()
-  // expected-error @+1 {{named barriers must number <= 15 per kernel (ids 1 to 15), got a 16th: 'b16'}}
+  // expected-error @+1 {{named barriers must number <= 15 per kernel (ids 1 to 15), got 16 with 'b16'}}
   "fa4.named_barrier"() {sym_name = "b16", threads = 32} : () -> ()
+  return
+}
+
+// -----
+
+// A family of named barriers: `sched` (count 3) takes ids 2..4 after `epi` (1), `tail` (count 2) 5..6; each op's
+// id is the family's first plus its index (a run-time value), the same for sync and arrive.
+// CHECK-LABEL: func.func @barrier_family
+// CHECK:      %[[EPI:.*]] = arith.constant 1 : i32
+// CHECK:      nvvm.barrier id = %[[EPI]]
+// CHECK:      %[[BASE:.*]] = arith.constant 2 : i32
+// CHECK-NEXT: %[[N256:.*]] = arith.constant 256 : i32
+// CHECK-NEXT: %[[ID:.*]] = arith.addi %[[BASE]], %[[W:.*]] : i32
+// CHECK-NEXT: nvvm.barrier id = %[[ID]] number_of_threads = %[[N256]]
+// CHECK:      %[[BASE2:.*]] = arith.constant 2 : i32
+// CHECK:      %[[ID2:.*]] = arith.addi %[[BASE2]], %[[NEXT:.*]] : i32
+// CHECK-NEXT: nvvm.barrier.arrive id = %[[ID2]]
+// CHECK:      %[[TAIL:.*]] = arith.constant 5 : i32
+// CHECK:      arith.addi %[[TAIL]], %[[W]] : i32
+func.func @barrier_family(%w: i32, %next: i32) {
+  "fa4.named_barrier"() {sym_name = "epi", threads = 64} : () -> ()
+  "fa4.named_barrier"(%w) {sym_name = "sched", threads = 256, count = 3} : (i32) -> ()
+  "fa4.named_barrier"(%next) {sym_name = "sched", threads = 256, count = 3, kind = "arrive"} : (i32) -> ()
+  "fa4.named_barrier"(%w) {sym_name = "tail", threads = 128, count = 2} : (i32) -> ()
+  return
+}
+
+// -----
+
+func.func @family_count_differs(%w: i32) {
+  "fa4.named_barrier"(%w) {sym_name = "sched", threads = 256, count = 3} : (i32) -> ()
+  // expected-error @+1 {{the count of named barrier 'sched' must be the same at every use, got 3 and 2}}
+  "fa4.named_barrier"(%w) {sym_name = "sched", threads = 256, count = 2} : (i32) -> ()
+  return
+}
+
+// -----
+
+func.func @family_past_fifteen_ids(%w: i32) {
+  "fa4.named_barrier"(%w) {sym_name = "a", threads = 32, count = 8} : (i32) -> ()
+  // expected-error @+1 {{named barriers must number <= 15 per kernel (ids 1 to 15), got 16 with 'b' (a family of 8)}}
+  "fa4.named_barrier"(%w) {sym_name = "b", threads = 32, count = 8} : (i32) -> ()
   return
 }

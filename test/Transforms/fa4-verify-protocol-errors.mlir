@@ -1403,3 +1403,48 @@ func.func @different_scans(%lengths: !llvm.ptr<1>, %n: i32) {
   }) {num_warps = 2} : () -> ()
   return
 }
+
+// -----
+
+// bounds: a role over two warpgroups (verified per warpgroup) takes member w + 1 of a family of two named barriers:
+// warpgroup 1's is past the family.
+func.func @named_family_index_out_of_range() {
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %t = nvvm.read.ptx.sreg.tid.x : i32
+      %c128 = arith.constant 128 : i32
+      %c1 = arith.constant 1 : i32
+      %w = arith.divui %t, %c128 : i32
+      %next = arith.addi %w, %c1 : i32
+      // expected-error @below {{protocol error [bounds]: named barrier index 2 is out of range for the family 'turn' (2 barriers): every index the kernel reaches must be in [0, 2)}}
+      "fa4.named_barrier"(%next) {sym_name = "turn", threads = 128, count = 2} : (i32) -> ()
+      gpu.yield
+    }) {sym_name = "pair", warps = array<i32: 0, 1, 2, 3, 4, 5, 6, 7>} : () -> ()
+    gpu.yield
+  }) {num_warps = 8} : () -> ()
+  return
+}
+
+// -----
+
+// named-barrier: the warpgroups of one role wait on their own members, but only warpgroup 0 is handed its turn:
+// warpgroup 1 (the role's process "pair/wg1") waits forever.
+func.func @named_family_turn_never_given() {
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %t = nvvm.read.ptx.sreg.tid.x : i32
+      %c128 = arith.constant 128 : i32
+      %c0 = arith.constant 0 : i32
+      %w = arith.divui %t, %c128 : i32
+      %is0 = arith.cmpi eq, %w, %c0 : i32
+      scf.if %is0 {
+        "fa4.named_barrier"(%w) {sym_name = "turn", threads = 256, count = 2, kind = "arrive"} : (i32) -> ()
+      }
+      // expected-error @below {{protocol error [named-barrier]: named barrier 'turn[1]' counts 256 threads but only 128 arrive (pair/wg1 (128 threads of warps 4,5,6,7)) and no role arrives again}}
+      "fa4.named_barrier"(%w) {sym_name = "turn", threads = 256, count = 2} : (i32) -> ()
+      gpu.yield
+    }) {sym_name = "pair", warps = array<i32: 0, 1, 2, 3, 4, 5, 6, 7>} : () -> ()
+    gpu.yield
+  }) {num_warps = 8} : () -> ()
+  return
+}

@@ -21,6 +21,8 @@
 // CHECK-LABEL: func.func @invariant_uniform_load
 // CHECK-LABEL: func.func @warp_scan_uniform
 // CHECK-LABEL: func.func @multicast_release
+// CHECK-LABEL: func.func @one_role_two_warpgroups
+// CHECK: arith.divui
 // PAIR: gpu.func @pair_mma
 // PAIR: "fa4.mma_commit"(%{{.*}}, %{{.*}}) {multicast_mask = 3 : i64}
 
@@ -473,5 +475,32 @@ func.func @multicast_release() attributes {nvvm.cluster_dim = array<i32: 2, 1, 1
     }) {sym_name = "reader", warps = array<i32: 1>} : () -> ()
     gpu.yield
   }) {num_warps = 2} : () -> ()
+  return
+}
+
+// One role over two warpgroups (verified per warpgroup, its warpgroup index known in each): each waits at its
+// member of the family `turn`; warpgroup 1 hands warpgroup 0 the first turn, which hands warpgroup 1 the second.
+func.func @one_role_two_warpgroups() {
+  "fa4.warp_specialize"() ({
+    "fa4.warp_role"() ({
+      %t = nvvm.read.ptx.sreg.tid.x : i32
+      %c128 = arith.constant 128 : i32
+      %c0 = arith.constant 0 : i32
+      %c1 = arith.constant 1 : i32
+      %w = arith.divui %t, %c128 : i32
+      %other = arith.subi %c1, %w : i32
+      %is1 = arith.cmpi eq, %w, %c1 : i32
+      scf.if %is1 {
+        "fa4.named_barrier"(%other) {sym_name = "turn", threads = 256, count = 2, kind = "arrive"} : (i32) -> ()
+      }
+      "fa4.named_barrier"(%w) {sym_name = "turn", threads = 256, count = 2} : (i32) -> ()
+      %is0 = arith.cmpi eq, %w, %c0 : i32
+      scf.if %is0 {
+        "fa4.named_barrier"(%other) {sym_name = "turn", threads = 256, count = 2, kind = "arrive"} : (i32) -> ()
+      }
+      gpu.yield
+    }) {sym_name = "pair", warps = array<i32: 0, 1, 2, 3, 4, 5, 6, 7>} : () -> ()
+    gpu.yield
+  }) {num_warps = 8} : () -> ()
   return
 }

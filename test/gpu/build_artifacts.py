@@ -16,13 +16,15 @@ import sys
 
 from fa4_mlir import knobs
 from fa4_mlir.configs.attention import (
-    FP8_HEAD_DIMS, SM90_PERSISTENT_KEYS, SM90_SHORT_KEYS, SM90_SHORT_TILE, SM90_WALK_SHORT_TILE, AttentionConfig)
+    FP8_HEAD_DIMS, SM90_ONE_CONSUMER_ROLE_KEYS, SM90_PERSISTENT_KEYS, SM90_SHORT_KEYS, SM90_SHORT_TILE,
+    SM90_WALK_SHORT_TILE, AttentionConfig)
 from fa4_mlir.configs.attention_op import (
     default_exp2, default_num_q, op_fields, paged_config, varlen_config, varlen_head_dims)
 from fa4_mlir.configs.combine import CombineConfig
 from fa4_mlir.configs.copy_pipeline import CopyPipelineConfig
 from fa4_mlir.configs.gemm import GemmConfig
 from fa4_mlir.configs.mla import MLAConfig
+from fa4_mlir.errors import ConfigError
 from fa4_mlir.kernels.gemm import SM90_PINGPONG
 from fa4_mlir.runtime.artifacts import ArtifactKey, fetch
 
@@ -61,6 +63,21 @@ def _walks(causal_only: bool = False, **override) -> list[ArtifactKey]:
         target="sm_90a", dtype=dt, head_dim=d, causal=c, **{**op_fields("sm_90a", dt, d, c, sk), **override}))
         for (dt, d, c), most in SM90_PERSISTENT_KEYS.items() if c or not causal_only
         for sk in (1, most, *(keys for keys, _ in SM90_WALK_SHORT_TILE.get((dt, d, c), ())))))
+
+
+def one_role_variants(wanted: list[ArtifactKey]) -> list[ArtifactKey]:
+    """The sm_90a attention kernels among ``wanted`` with ``one_consumer_role``, where their config allows it."""
+    out = []
+    for key in wanted:
+        if key.kernel != "attention" or key.target != "sm_90a" or not key.config:
+            continue
+        try:
+            config = AttentionConfig(**{**dict(key.config), "one_consumer_role": True})
+            config.validate()
+        except ConfigError:
+            continue
+        out.append(ArtifactKey.for_config("attention", config, key.debug_timeout_ms))
+    return out
 
 
 def keys() -> list[ArtifactKey]:
@@ -142,6 +159,11 @@ def keys() -> list[ArtifactKey]:
     wanted += [ArtifactKey.for_config("attention", AttentionConfig(target="sm_90a", head_dim=d, causal=c,
                                                                    persistent=True))
                for d, c in ((128, True), (64, False), (128, False), (96, True))]
+    # the op's one-tile kernels with one consumer role (default_one_role: head dims 128 and 256, long keys), beside the
+    # separate roles' that the tests building a config themselves run
+    wanted += [key for key in one_role_variants(wanted)
+               if (dict(key.config)["head_dim"], dict(key.config)["causal"]) in SM90_ONE_CONSUMER_ROLE_KEYS]
+    op_kernels = list(wanted)
     if "--bench" in sys.argv:  # the MLA tiles bench/mla.py --sweep times
         wanted += [ArtifactKey.for_config("mla-attention", MLAConfig(causal=c, block_n=bn, stages=st, split_kv=sp,
                                                                      tile_heads=64))  # bench/mla.py's 128 heads
@@ -170,6 +192,8 @@ def keys() -> list[ArtifactKey]:
                                                                        causal=c, exp2_emulation=e, exp2_f16x2=f16,
                                                                        num_q=default_num_q("sm_90a", "fp8_e4m3", d, c)))
                    for d in FP8_HEAD_DIMS["sm_90a"] for e, f16 in FP8_EXP2_SWEEP for c in (False, True)]
+    if "--bench" in sys.argv:  # the op's kernels with one consumer role where they allow it (--block-n U)
+        wanted += one_role_variants(op_kernels)
     if "--bench" in sys.argv:  # the variants bench/gemm.py --sweep times
         sys.path.insert(0, str(HERE.parent.parent / "bench"))
         from gemm_variants import SWEEP

@@ -158,6 +158,17 @@ def test_the_persistent_tile_walk_writes_every_element(backend):
         _run_poisoned(backend, config, b, sq, sk, h, hk, d, write_lse=True)
 
 
+def test_one_consumer_role_writes_every_element(backend):
+    """``AttentionConfig.one_consumer_role`` (one copy of the consumers' code, the op's at head dims 128 and 256
+    past the persistent walk's lengths): every element written, nothing past it, the numbers and the LSE against
+    float64; ragged tiles, GQA, batches, causal."""
+    for b, sq, sk, h, hk, d, causal in backend.pick([(2, 777, 3000, 4, 2, 128, False), (1, 3000, 3000, 2, 1, 128, True),
+                                                     (1, 1000, 700, 2, 2, 256, True), (2, 300, 2500, 3, 3, 256, False)],
+                                                    [(1, 130, 150, 2, 1, 128, True)]):
+        config = AttentionConfig(target=backend.target, head_dim=d, causal=causal, one_consumer_role=True)
+        _run_poisoned(backend, config, b, sq, sk, h, hk, d, write_lse=True)
+
+
 def test_strided_inputs_from_a_packed_qkv(torch_gpu):
     """q, k, v as slices of one (B, S, 3, H, D) tensor: non-contiguous, TMA-legal strides."""
     from fa4_mlir.torch import flash_attention

@@ -233,6 +233,39 @@ A:
         prog.launch("k", block=(64, 1, 1), args=[np.zeros(1, np.uint32)])
 
 
+def test_named_barrier_ids_from_registers():
+    """``bar.sync`` takes the id in a register (a warpgroup's turn barrier: 1 + tid / 128): the 128 threads of
+    warpgroup 0 meet at barrier 1 and the 64 of the second at barrier 2; each warp at a barrier of its own
+    waits forever; an id that differs within a warp is an error."""
+    body = """
+    mov.u32 %r0, %tid.x;
+    shr.u32 %r7, %r0, 7;
+    add.u32 %r8, %r7, 1;
+    mul.lo.u32 %r9, %r7, 64;
+    mov.u32 %r10, 128;
+    sub.u32 %r9, %r10, %r9;
+    bar.sync %r8, %r9;
+    ret;
+"""
+    kernel(body).launch("k", block=(192, 1, 1), args=[np.zeros(1, np.uint32)])
+    # warp w at barrier 1 + w, 64 threads each: every barrier sees one warp's 32 and none completes
+    with pytest.raises(emu.Deadlock, match=r"named barrier 1 \(32 of 64 threads arrived\)"):
+        kernel(body.replace("shr.u32 %r7, %r0, 7;", "shr.u32 %r7, %r0, 5;").replace("mov.u32 %r10, 128;",
+                                                                                     "mov.u32 %r10, 64;")
+               .replace("mul.lo.u32 %r9, %r7, 64;", "mov.u32 %r9, 0;")).launch(
+            "k", block=(64, 1, 1), args=[np.zeros(1, np.uint32)])
+    split = kernel("""
+    mov.u32 %r0, %tid.x;
+    and.b32 %r7, %r0, 1;
+    add.u32 %r8, %r7, 1;
+    bar.sync %r8, 32;
+    ret;
+""")
+    with pytest.raises(emu.ProtocolError, match="barrier id must be the same in every active thread of a warp, "
+                                                "got 1, 2"):
+        split.launch("k", block=(32, 1, 1), args=[np.zeros(1, np.uint32)])
+
+
 def test_out_of_bounds_store_names_address_allocation_line_warp_and_lane():
     prog = kernel(STORE_R1.replace("mov.u32 %r0, %tid.x;", "mov.u32 %r0, %tid.x;\n    add.u32 %r0, %r0, 30;"))
     out = np.zeros(32, np.uint32)

@@ -3,7 +3,7 @@ named barriers."""
 
 from __future__ import annotations
 
-from fa4_mlir.core.declare import EnumAttr, I32ArrayAttr, IntAttr, Region, StrAttr
+from fa4_mlir.core.declare import I32, EnumAttr, I32ArrayAttr, IntAttr, Operand, Region, StrAttr
 from fa4_mlir.dialects.fa4.base import Op, REGISTER_FILE
 
 
@@ -116,9 +116,23 @@ class NamedBarrierOp(Op, name="named_barrier"):
     Warps of one or more roles meet at a named barrier without stopping the rest of the CTA.
     ``fa4-lower-warp-roles`` gives each name of a kernel its own hardware id in [1, 15] (0 is the
     CTA-wide barrier). ``kind = "arrive"`` signals without waiting (a producer of the barrier).
-    Lowers to: ``bar.sync id, threads`` or ``bar.arrive id, threads``.
+    With ``count`` the name is a family of ``count`` barriers with consecutive ids and the op uses
+    member ``index`` (an i32 operand, the same in every thread of a warp: e.g. a warpgroup's turn
+    barrier when one role's code runs in several warpgroups); every op of the name gives the same
+    ``count``. Lowers to: ``bar.sync id, threads`` or ``bar.arrive id, threads`` (id + index).
     """
 
-    sym_name = StrAttr(doc="barrier name, e.g. `softmax_sync`; one hardware id per name")
+    index = Operand(I32, variadic=True, doc="the family member, in [0, count): one operand with `count`, "
+                                            "none without")
+    sym_name = StrAttr(doc="barrier name, e.g. `softmax_sync`; one hardware id per name (per member)")
     threads = IntAttr(min=32, max=1024, multiple_of=32, doc="threads that take part (whole warps)")
     kind = EnumAttr(("sync", "arrive"), default="sync", doc="wait for the others, or only signal")
+    count = IntAttr(min=1, max=NAMED_BARRIERS - 1, optional=True,
+                    doc="barriers in the family `sym_name` (ids base .. base + count - 1)")
+
+    def verify(self):
+        given = len(list(self.index))
+        if self.count is None and given:
+            yield "index must come with count (a family of barriers), got an index and no count"
+        elif self.count is not None and given != 1:
+            yield f"index must be one i32 operand when count is set, got {given}"

@@ -57,7 +57,11 @@ def _bar(op, ctx) -> None:
         raise unsupported(op, "bar.arrive needs a thread count")
 
     def run(w, m):
-        ident = int(rid(w)[0])
+        ids = rid(w) if m is FULL else rid(w)[m]
+        ident = int(ids[0])
+        if (ids != ident).any():  # one warp arrives at one barrier: its id (a register) must be warp-uniform
+            raise ProtocolError(f"{w.where(op)}: barrier id must be the same in every active thread of a warp, got "
+                                f"{', '.join(map(str, sorted(set(ids.tolist()))))}")
         if ident > 15:
             raise ProtocolError(f"{w.where(op)}: barrier id must be in [0, 15], got {ident}")
         count = int(rcount(w)[0]) if rcount is not None else w.cta.nthreads

@@ -97,7 +97,9 @@ its rows' O over the range in fp32 and their LSE (-inf, O 0, where a row sees no
 per-thread stores; the "attention-combine" kernel merges the ranges.
 
 Built through ``fa4_mlir.dsl``: this module declares the parameters and builds the prologue and the
-load warp; ``hopper_consumer`` builds the consumer warpgroups.
+load warp; ``hopper_consumer`` builds the consumer warpgroups, a role each, or with
+``AttentionConfig.one_consumer_role`` (the op's at head dims 128 and 256 on long keys) one role ``consumers`` over all
+their warps, whose code reads its warpgroup's index at run time: one copy of it instead of two or three.
 """
 
 from __future__ import annotations
@@ -134,6 +136,7 @@ def build(config: AttentionConfig) -> KernelSource:
     """The kernel, built through ``fa4_mlir.dsl`` (imported here: this module, imported by
     ``fa4_mlir.kernels.attention``, stays importable without MLIR)."""
     from fa4_mlir import dsl
+    from fa4_mlir.dsl.names import name
     from fa4_mlir.kernels.attention.hopper_consumer import Consumer
 
     config.validate()
@@ -168,7 +171,10 @@ def build(config: AttentionConfig) -> KernelSource:
         budgets = SPLIT_REGISTERS if config.split_kv else PAGED_REGISTERS if config.page_size or t.persistent \
             else REGISTERS
         consumer_registers, load_registers = budgets[n]
-        for w in range(n):
+        if config.one_consumer_role:  # one copy of the code, the warpgroup index a run-time value
+            with k.role("consumers", warps=range(4 * n), registers=consumer_registers):
+                consumer(k, g, name(dsl.tid_x() // (4 * 32), "wg")).build()
+        for w in range(0 if config.one_consumer_role else n):
             with k.role(f"consumer{w}", warps=range(4 * w, 4 * w + 4), registers=consumer_registers):
                 if sequence:
                     sequence(g)
@@ -200,7 +206,7 @@ def build(config: AttentionConfig) -> KernelSource:
     if config.split_kv:  # x: the query tiles times the key ranges, split-minor
         grid, geometry = grid.replace("), ", ") * num_splits, ", 1), "splitkv.split_geometry"
         extra = {**extra, "split_kv": True}
-    extra.update({f: getattr(config, f) for f in ("kv_stages", "single_kv_loop", "exp2_f16x2")
+    extra.update({f: getattr(config, f) for f in ("kv_stages", "single_kv_loop", "exp2_f16x2", "one_consumer_role")
                   if getattr(config, f)})
     return k.source(grid=grid.format(bm=t.bm) + f" ({geometry})",
                     config={**{f: getattr(config, f) for f in CONFIG_FIELDS}, "group": "runtime", "block_n": t.bn,
@@ -231,12 +237,15 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         o_part = t.o_bytes // t.consumers
         o = name(k.smem_region("o", bytes=t.o_bytes, align=1024, swizzle="128B"), "o")
         os_ = [name(dsl.fa4.smem_alias(o, sym_name=f"o{w}", bytes=o_part, offset=w * o_part), f"o{w}") for w in wgs]
+        o_region = (o, o_part)
     elif t.split_o:  # both warpgroups read all of Q; each writes its O columns over half of Q's blocks
         qs = [q, q]
         os_ = [name(dsl.fa4.smem_alias(q, sym_name=f"o{w}", bytes=part, offset=w * part), f"o{w}") for w in wgs]
     else:
         qs = [name(dsl.fa4.smem_alias(q, sym_name=f"q{w}", bytes=part, offset=w * part), f"q{w}") for w in wgs]
         os_ = [name(dsl.fa4.smem_alias(qs[w], sym_name=f"o{w}", bytes=part), f"o{w}") for w in wgs]
+    if not (t.fp8 or t.persistent):  # a warpgroup's O over its Q rows
+        o_region = (q, part)
     kring = name(k.smem_region("k", bytes=t.stages * t.kv_stage_bytes, align=1024, swizzle=f"{row}B"), "kring")
     vring = name(k.smem_region("v", bytes=t.stages * t.v_stage_bytes, align=1024, swizzle=f"{vrow}B"), "vring")
     qscale = kscale = None
@@ -264,7 +273,7 @@ def _prologue(dsl, k, c: AttentionConfig, arg) -> types.SimpleNamespace:
         c=c, t=t, d=t.head_dim, bn=t.bn, wg_rows=WG_ROWS, consumers=t.consumers,
         blocks=t.head_dim * t.elem_bytes // row,
         split_o=t.split_o, o_cols=t.head_dim // 2 if t.split_o else t.head_dim, row=row, vrow=vrow,
-        qscale=qscale, kscale=kscale, q_region=q, q_part=part,
+        qscale=qscale, kscale=kscale, q_region=q, q_part=part, o_region=o_region,
         elem="e4m3" if t.fp8 else "bf16" if c.dtype == "bf16" else "f16", arg=arg, q=qs, o=os_, kring=kring,
         vring=vring,
         qbar=barriers["q_full"], kfull=barriers["k_full"], vfull=barriers["v_full"], kp=kp, vp=vp, qp=qp, op=op,

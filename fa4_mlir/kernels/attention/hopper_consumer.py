@@ -10,6 +10,12 @@ two row r0 + 8's, at keys (or O columns) ``8 i + 2 (t % 4)`` and the next (the w
 layout). A row's values are spread over the 4 threads of a quad, so its maximum and sum end in two
 butterfly shuffles.
 
+With ``AttentionConfig.one_consumer_role`` every consumer warpgroup runs one copy of this code (one
+``fa4.warp_role`` over their warps, FlashAttention-4's): ``w`` is then the warpgroup's index at run time (the thread
+index / 128), and with it its first row, its stage of Q's (and O's) region (``fa4.smem_stage``), and its members of
+the named-barrier families ``sched`` and ``epilogue`` (``bar.sync`` takes the id in a register); without it each
+warpgroup is a role of its own with ``w`` compiled in, two or three copies of the code.
+
 Per K/V tile the warpgroup waits for its turn (named barrier ``sched{w}``), issues S = Q K_j' and
 O += P_{j-1} V_{j-1}, hands the turn to the next warpgroup (round robin over ``g.consumers``: two, or
 three with a 192-row tile), and while the P@V runs takes the softmax of S_j; then it
@@ -64,16 +70,20 @@ from fa4_mlir.kernels.attention import hopper_fp8 as fp8
 from fa4_mlir.kernels.attention.dims import BLOCK
 from fa4_mlir.kernels.attention.dims import ROW_BYTES as ROW
 from fa4_mlir.kernels.attention.exp2 import emulated, exp2_poly_fma
+from fa4_mlir.kernels.attention.hopper_epilogue import WG_THREADS, ConsumerEpilogue
 
-WG_THREADS = 128
 
 
-class Consumer:
-    """Builds consumer warpgroup ``w``'s role body into the open ``fa4.warp_role``."""
+class Consumer(ConsumerEpilogue):
+    """Builds consumer warpgroup ``w``'s role body into the open ``fa4.warp_role``; ``w`` a ``dsl.Value``
+    (``AttentionConfig.one_consumer_role``): the role of every consumer warpgroup, ``w`` its warpgroup's index
+    at run time (its rows, its Q and O buffers, its turn barriers: members of the families ``sched`` and
+    ``epilogue``)."""
 
-    def __init__(self, k, g, w: int):
+    def __init__(self, k, g, w):
         self.k, self.g, self.w = k, g, w
-        self.p = f"c{w}_"  # the warpgroup's prefix of value names in the printed IR
+        self.shared = not isinstance(w, int)
+        self.p = "c_" if self.shared else f"c{w}_"  # the warpgroup's prefix of value names in the printed IR
         f32 = self.f32 = fm.f32()
         self.i32 = dsl.i32()
         self.sacc = dsl.llvm.StructType.get_literal([f32] * (g.bn // 2))
@@ -119,9 +129,7 @@ class Consumer:
         ring state, released once the tile's last S = Q K' retired."""
         g, k, p = self.g, self.k, self.p
         o_zero = name(dsl.llvm.mlir_zero(self.oacc), f"{p}o_zero")
-        last = self.w == g.consumers - 1
-        if last:  # warpgroup 0 takes the first turn
-            self._sched("arrive")
+        self._arrive_if(self.w == g.consumers - 1)  # warpgroup 0 takes the first turn
 
         # tile 0: S = Q K_0', softmax, P
         self._sched("sync")
@@ -166,8 +174,8 @@ class Consumer:
         o_last = self._rescale(ov.value, [f.value for f in self.pending]) if self.pending else ov.value
         vs.consumer_wait()
         o, sums_acc = self._pv(vs, o_last, [f.value for f in fv])
-        if not last:  # the last warpgroup's last turn hands nothing over: each sched0 sync has its arrival
-            self._sched("arrive")
+        self._arrive_if(self.w != g.consumers - 1)  # the last warpgroup's last turn hands nothing over: each
+        # sched0 sync has its arrival
         dsl.fa4.wgmma_wait(pending=0)
         o = dsl.fa4.wgmma_fence_acc(o)
         tile_sums = self._column_sums(o, zero=False)[1] if self.row_sums == "columns" else self._wgmma_sums(sums_acc)
@@ -182,7 +190,7 @@ class Consumer:
     def _kv_step(self, j, masked: bool, mv, lv, ov, ks, vs, fv) -> None:
         """K/V tile ``j`` >= 1 of the loop: S_j = Q K_j' and O += P_{j-1} V_{j-1}, the softmax of S_j (with the
         mask's test where ``masked``), O rescaled, P_j packed; the loop's states (``mv`` .. ``fv``) updated."""
-        g, k = self.g, self.k
+        k = self.k
         o_in = ov.value
         if self.row_sums == "columns":  # the sums of P_{j-2} (relative to m_{j-1}) before P_{j-1}'s are added
             o_in, taken = self._column_sums(o_in, zero=True)
@@ -240,6 +248,10 @@ class Consumer:
         self.qq = (lane % 4).named(f"{p}qq")
         self.q2 = self.qq * 2
         self.r0 = (wi * 16 + lq).named(f"{p}r0")  # the thread's rows in the warpgroup: r0, r0 + 8
+        if self.shared:  # the next warpgroup's turn barrier, round robin
+            last = (self.w == g.consumers - 1).value
+            self.following = name(dsl.Value(dsl.arith.select(last, dsl.Value(0).value, (self.w + 1).value)),
+                                  f"{p}next")
 
     def _setup_tile(self, qs) -> None:
         """The rows' positions and key limits in the tile; wait for Q (``qs``, persistent: on its ring)."""
@@ -249,7 +261,7 @@ class Consumer:
         self.neg_scale = dsl.arith.negf(g.arg.scale_log2e)
         self.lim = self._key_limits(g.kv_limit)
         # the warpgroup's Q: its rows of the Q ring's stage (persistent, ``q_stages`` 2), else its own region
-        self.q_tile, self.q_base = g.q[self.w], 0
+        self.q_tile, self.q_base = self._own(g.q, lambda: (g.q_region, g.q_part)), 0
         if qs is None:
             zero = dsl.Value(0).value
             dsl.fa4.mbarrier_try_wait_parity(g.qbar, zero, zero)
@@ -354,11 +366,32 @@ class Consumer:
     def _sched(self, kind: str) -> None:
         """Wait for this warpgroup's turn to issue MMAs (sync) or hand the turn to the next one, round
         robin (arrive): ``sched{w}`` counts warpgroup w's sync and its predecessor's arrival."""
-        if kind == "sync":
+        n = self.g.consumers
+        if self.shared:  # members w and w + 1 (mod n) of the family
+            index = self.w if kind == "sync" else self.following
+            dsl.fa4.named_barrier([index.value], sym_name="sched", threads=2 * WG_THREADS, kind=kind, count=n)
+        elif kind == "sync":
             dsl.fa4.named_barrier(sym_name=f"sched{self.w}", threads=2 * WG_THREADS)
         else:
-            following = (self.w + 1) % self.g.consumers
+            following = (self.w + 1) % n
             dsl.fa4.named_barrier(sym_name=f"sched{following}", threads=2 * WG_THREADS, kind="arrive")
+
+    def _arrive_if(self, condition) -> None:
+        """Hand the turn on where ``condition`` holds: a bool in a warpgroup's own code, an i1 Value (a
+        branch) in the code of every warpgroup."""
+        if self.shared:
+            with self.k.if_(condition):
+                self._sched("arrive")
+        elif condition:
+            self._sched("arrive")
+
+    def _own(self, regions: list, stages):
+        """This warpgroup's buffer: ``regions[w]``, or in the code of every warpgroup stage w of the
+        ``(region, bytes)`` that ``stages()`` gives (``regions[w]`` lies at ``w * bytes`` of it)."""
+        if not self.shared:
+            return regions[self.w]
+        region, nbytes = stages()
+        return dsl.fa4.smem_stage(region, self.w.value, bytes=nbytes)
 
     def _scores(self, s, ks) -> list:
         """The retired S's values (per-token: times the keys' k scales), its K stage released (shared K/V: the
@@ -507,94 +540,6 @@ class Consumer:
             scaled = dsl.arith.mulf(dsl.llvm.extractvalue(self.f32, o, [i]), factors[(i % 4) >> 1])
             cur = dsl.llvm.insertvalue(cur, scaled, [i])
         return cur
-
-    # -- epilogue ------------------------------------------------------------------------------------
-    def _epilogue(self, o, sums: list, maxima: list) -> None:
-        """1 / row sum, O over the warpgroup's dead Q rows (128B swizzle), TMA store, LSE."""
-        g, w = self.g, self.w
-        inv, lse = self._normalizers(sums, maxima)
-        self._store_tile(o, inv, self.row0)
-        if w == 0 or not g.split_o:  # split O: the warpgroups' rows (and LSE) are the same
-            self._write_lse(lse)
-
-    def _normalizers(self, sums: list, maxima: list) -> tuple[list, list]:
-        """Rows r0's and r0 + 8's factors of O (1 / row sum; fp8: times V's scale) and log-sum-exps."""
-        g = self.g
-        scale = g.arg.scale_log2e
-        one, ln2 = fm.constant(1.0), fm.constant(fm.LN2)
-        inv, lse = [], []
-        for r in (0, 1):
-            # tensor-core row sums: every thread of the quad holds the row's whole sum
-            total = sums[r] if self.row_sums else self._quad(dsl.arith.addf, sums[r])
-            if self.row_scale is not None:
-                scale = self.row_scale[r]
-            if g.t.fp8:  # O times V's scale; the sum holds the exp2 bias, which the LSE takes out
-                inv.append(dsl.arith.divf(g.arg.v_scale, total))
-                log2_sum = dsl.arith.addf(fm.fma(maxima[r], scale, fm.constant(-fp8.P_BIAS)), fm.log2(total))
-            else:
-                inv.append(dsl.arith.divf(one, total))
-                log2_sum = dsl.arith.addf(dsl.arith.mulf(maxima[r], scale), fm.log2(total))
-            lse.append(dsl.arith.mulf(log2_sum, ln2))
-        return inv, lse
-
-    def _store_tile(self, o, inv: list, row) -> None:
-        """O times ``inv`` over the warpgroup's dead Q rows (128B swizzle), TMA-stored at row ``row``
-        (the store clips rows past the tensor's end); persistent: in O's region, handed to the store warp
-        (``hopper._store``) through the warpgroup's O ring."""
-        g, w = self.g, self.w
-        # row r0 (and r0 + 8, same swizzle phase) of block b: b * 64 * 128 + r * 128 bytes of the
-        # warpgroup's O; the 16-byte chunk c of a row sits at chunk c ^ (r % 8)
-        sw = dsl.Value(dsl.arith.andi(self.r0.value, dsl.Value(7).value))
-        rb0 = self.r0 * ROW
-        rb = [rb0, rb0 + 8 * ROW]
-        q4 = self.qq * 4
-        oa = dsl.fa4.smem_address(g.o[w])
-        if g.split_o:  # O goes over Q's blocks: the other warpgroup's last S = Q K' must have retired
-            dsl.fa4.named_barrier(sym_name="q_dead", threads=2 * WG_THREADS)
-        if g.persistent:  # the store warp's store of the last tile's O must have read the region
-            self.os.producer_acquire()
-        for i in range(g.o_cols // 8):
-            blk, ch = divmod(i, 8)
-            cx = dsl.arith.xori(sw.value, dsl.Value(ch).value)
-            cb = dsl.Value(dsl.arith.shli(cx, dsl.Value(4).value))
-            cc = cb + q4 + blk * g.wg_rows * ROW
-            for r in (0, 1):
-                a, b = (dsl.llvm.extractvalue(self.f32, o, [4 * i + 2 * r + h]) for h in (0, 1))
-                a, b = dsl.arith.mulf(a, inv[r]), dsl.arith.mulf(b, inv[r])
-                pair = dsl.arith.truncf(self.pair16, dsl.vector.from_elements(self.pair, [a, b]))
-                dsl.llvm.store(pair, dsl.byte_offset(oa, rb[r] + cc), alignment=4)
-        dsl.nvvm.fence_proxy(dsl.nvvm.ProxyKind.async_shared, space=dsl.nvvm.SharedSpace.shared_cta)
-        if g.persistent:  # the store warp stores it (``hopper._store``)
-            self.os.producer_commit()
-            self.os.step()
-            return
-        dsl.fa4.named_barrier(sym_name=f"epilogue{w}", threads=WG_THREADS)
-        blocks = g.o_cols // BLOCK  # the warpgroup's 64-column blocks of O, from block ``w * blocks`` if split
-        first = w * blocks if g.split_o else 0
-        with self.k.if_(self.t == 0):
-            for blk in range(blocks):
-                coords = [dsl.Value((first + blk) * BLOCK).value, g.head.value, row.value, g.bz.value]
-                dsl.fa4.tma_store(g.arg.o, g.o[w], coords, bytes=g.wg_rows * ROW,
-                                  src_offset=blk * g.wg_rows * ROW)
-            dsl.fa4.tma_store_wait(pending=0)
-
-    def _write_lse(self, lse: list) -> None:
-        """Lane q = 0 of each quad writes its two rows' log-sum-exp, for rows below ``seq_q``."""
-        g = self.g
-        arg = g.arg
-        q0 = self.qq == 0
-        wanted = arg.write_lse != 0
-        if self.tile_heads == 1:
-            lse_rows = [(g.bz * arg.num_heads + g.head) * arg.seq_q] * 2
-        else:  # packed heads: each row its own head
-            lse_rows = [(g.bz * arg.num_heads + h) * arg.seq_q for h in self.heads]
-        for r in (0, 1):
-            inside = dsl.arith.cmpi(dsl.arith.CmpIPredicate.slt, self.pos[r].value, arg.seq_q.value)
-            write = dsl.arith.andi(dsl.arith.andi(inside, wanted.value), q0.value)
-            with self.k.if_(write):
-                index = lse_rows[r] + self.pos[r]
-                pointer = dsl.element_ptr(arg.lse, index, self.f32)
-                dsl.llvm.store(lse[r], pointer)
 
 
 def _sgt(a, b) -> dsl.Value:

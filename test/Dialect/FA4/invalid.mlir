@@ -899,6 +899,30 @@ func.func @named_barrier_partial_warp() {
 
 // -----
 
+func.func @named_barrier_index_without_count(%w: i32) {
+  // expected-error @+1 {{'fa4.named_barrier' index must come with count (a family of barriers), got an index and no count}}
+  "fa4.named_barrier"(%w) {sym_name = "b", threads = 64} : (i32) -> ()
+  return
+}
+
+// -----
+
+func.func @named_barrier_count_without_index() {
+  // expected-error @+1 {{'fa4.named_barrier' index must be one i32 operand when count is set, got 0}}
+  "fa4.named_barrier"() {sym_name = "b", threads = 64, count = 2} : () -> ()
+  return
+}
+
+// -----
+
+func.func @named_barrier_family_too_large(%w: i32) {
+  // expected-error @+1 {{'fa4.named_barrier' count must be <= 15, got 16}}
+  "fa4.named_barrier"(%w) {sym_name = "b", threads = 64, count = 16} : (i32) -> ()
+  return
+}
+
+// -----
+
 func.func @tmem_slot_too_small() {
   %slot = "fa4.smem_region"() {sym_name = "slot", bytes = 2} : () -> !fa4.smem
   // expected-error @+1 {{'fa4.tmem_alloc' slot must have >= 4 bytes (tcgen05.alloc writes a 32-bit address), got 2}}
