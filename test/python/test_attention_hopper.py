@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import ci_sample
+from hopper_emulated import check_in_emulator
 
 from fa4_mlir.configs.attention import SM90_KV_TILE, AttentionConfig
 from fa4_mlir.errors import ConfigError, LaunchError
@@ -270,24 +271,6 @@ def test_unsupported_tile_is_named():
         AttentionConfig().hopper
 
 
-def _check_in_emulator(config: AttentionConfig, q, k, v, scale: float) -> None:
-    """Run ``config``'s kernel in the emulator on bit arrays q (B, Sq, H, D), k and v (B, Sk, Hk, D); O
-    (every element written) and the LSE against float64, within twice the error of the same computation
-    at the kernel's precision (``fa4_mlir.reference``)."""
-    from fa4_mlir import reference, runtime
-    from fa4_mlir.tools.fa4_emu import launch_attention
-
-    dtype, causal = config.dtype, config.causal
-    o = np.full(q.shape, reference.POISON[dtype], np.uint16)
-    lse = np.full((q.shape[0], q.shape[2], q.shape[1]), np.nan, np.float32)
-    launch_attention(runtime.load("attention", config, device="emulator"), config, q, k, v, o, lse, scale)
-    qf, kf, vf = (reference.to_f64(t, dtype) for t in (q, k, v))
-    ref, ref_lse = reference.attention(qf, kf, vf, causal, scale)
-    result = reference.compare(o, ref, reference.attention_yardstick(qf, kf, vf, causal, scale, dtype), dtype)
-    assert result.ok and result.unwritten == 0, result.summary()
-    assert float(np.abs(lse - ref_lse).max()) <= reference.lse_tolerance(ref_lse)
-
-
 # (dtype, causal, batch, seq_q, seq_k, heads, kv heads): ragged lengths (64-row CTAs, 32-key tiles),
 # several CTAs and K/V tiles (both rings wrap), GQA, a single row and key.
 EMULATED_512 = [("bf16", False, 1, 70, 45, 1, 1), ("bf16", True, 1, 130, 150, 2, 2), ("fp16", True, 1, 77, 100, 1, 1),
@@ -306,7 +289,7 @@ def test_head_dim_512_matches_f64_reference_in_the_emulator(dtype, causal, b, sq
     rng = np.random.default_rng(sq * sk)
     q = reference.random_bits(rng, (b, sq, h, 512), dtype, 1.0)
     k, v = (reference.random_bits(rng, (b, sk, hk, 512), dtype, 1.0) for _ in range(2))
-    _check_in_emulator(config, q, k, v, 0.05)
+    check_in_emulator(config, q, k, v, 0.05)
 
 
 def test_one_kernel_runs_two_groups_in_the_emulator():
@@ -323,7 +306,7 @@ def test_one_kernel_runs_two_groups_in_the_emulator():
     for config in configs:
         hk = 8 // config.group
         k, v = (reference.random_bits(rng, (1, 100, hk, 64), "bf16", 1.0) for _ in range(2))
-        _check_in_emulator(config, q, k, v, 0.125)
+        check_in_emulator(config, q, k, v, 0.125)
 
 
 # (dtype, head_dim, causal, batch, seq_q, seq_k, heads, kv heads): head dims 96 (the 128 tile on TMA's
@@ -343,7 +326,7 @@ def test_head_dims_96_and_192_match_f64_reference_in_the_emulator(dtype, d, caus
     rng = np.random.default_rng(sq * sk + d)
     q = reference.random_bits(rng, (b, sq, h, d), dtype, 1.0)
     k, v = (reference.random_bits(rng, (b, sk, hk, d), dtype, 1.0) for _ in range(2))
-    _check_in_emulator(config, q, k, v, 1 / math.sqrt(d))
+    check_in_emulator(config, q, k, v, 1 / math.sqrt(d))
 
 
 # (dtype, causal, batch, seq_q, seq_k, heads, kv heads): head dim 64 with three consumer warpgroups (num_q 3,
@@ -360,7 +343,7 @@ def test_three_consumer_warpgroups_match_f64_reference_in_the_emulator(dtype, ca
     rng = np.random.default_rng(sq * sk + 3)
     q = reference.random_bits(rng, (b, sq, h, 64), dtype, 1.0)
     k, v = (reference.random_bits(rng, (b, sk, hk, 64), dtype, 1.0) for _ in range(2))
-    _check_in_emulator(config, q, k, v, 0.125)
+    check_in_emulator(config, q, k, v, 0.125)
 
 
 # (dtype, head_dim, causal, batch, seq_q, seq_k, heads, kv heads, other fields): the persistent tile walk (two CTAs
@@ -384,7 +367,7 @@ def test_the_persistent_tile_walk_matches_f64_reference_in_the_emulator(dtype, d
     rng = np.random.default_rng(sq * sk + d + 7)
     q = reference.random_bits(rng, (b, sq, h, d), dtype, 1.0)
     k, v = (reference.random_bits(rng, (b, sk, hk, d), dtype, 1.0) for _ in range(2))
-    _check_in_emulator(config, q, k, v, 1 / math.sqrt(d))
+    check_in_emulator(config, q, k, v, 1 / math.sqrt(d))
 
 
 # (dtype, head_dim, causal, seq_q, seq_k): many K/V tiles, O rescaled by each tile's factors before the next P V
@@ -418,7 +401,7 @@ def test_rising_maxima_rescale_o_in_the_emulator(dtype, d, causal, sq, sk):
     rows = growth.shape[-1] // 16 * 16
     warps = (growth[..., :rows].reshape(*growth.shape[:-1], -1, 16) > 0).any(-1)  # 16 rows a warp
     assert warps.any() and not warps.all()  # both branches of the warps' vote
-    _check_in_emulator(config, q, k, v, scale)
+    check_in_emulator(config, q, k, v, scale)
 
 
 def _loop_text(mlir: str, induction: str) -> str:
@@ -460,7 +443,7 @@ def test_the_unmasked_and_masked_loops_match_f64_reference_in_the_emulator(dtype
     rng = np.random.default_rng(sq * sk + d + 11)
     q = reference.random_bits(rng, (b, sq, h, d), dtype, 1.0)
     k, v = (reference.random_bits(rng, (b, sk, hk, d), dtype, 1.0) for _ in range(2))
-    _check_in_emulator(config, q, k, v, 1 / math.sqrt(d))
+    check_in_emulator(config, q, k, v, 1 / math.sqrt(d))
 
 
 def test_the_persistent_consumers_store_no_o_and_release_q_from_every_thread():

@@ -20,7 +20,7 @@ from fa4_mlir.configs.attention import AttentionConfig
 from fa4_mlir.errors import ConfigError
 from fa4_mlir.kernels import attention
 
-from test_attention_hopper import _check_in_emulator
+from hopper_emulated import check_in_emulator
 
 
 @pytest.mark.parametrize("kwargs", [dict(head_dim=64, num_q=3, causal=True), dict(head_dim=128),
@@ -73,7 +73,7 @@ def test_one_consumer_role_matches_f64_reference_in_the_emulator(dtype, d, num_q
     rng = np.random.default_rng(sq * sk + d + 5)
     q = reference.random_bits(rng, (b, sq, h, d), dtype, 1.0)
     k, v = (reference.random_bits(rng, (b, sk, hk, d), dtype, 1.0) for _ in range(2))
-    _check_in_emulator(config, q, k, v, 1 / math.sqrt(d))
+    check_in_emulator(config, q, k, v, 1 / math.sqrt(d))
 
 
 def test_the_op_takes_one_role_at_head_dims_128_and_256_and_matches_float64(monkeypatch):
