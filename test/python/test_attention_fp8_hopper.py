@@ -29,7 +29,7 @@ import pytest
 from fa4_mlir import reference
 from fa4_mlir.configs import attention as attention_configs
 from fa4_mlir.configs.attention import AttentionConfig
-from fa4_mlir.configs.attention_op import default_exp2, default_tile
+from fa4_mlir.configs.attention_op import default_exp2, default_one_role, default_tile
 from fa4_mlir.errors import ConfigError, LaunchError
 from fa4_mlir.kernels.attention import hopper_fp8
 
@@ -72,7 +72,8 @@ def _op_config(d: int, causal: bool, group: int, tokens: bool, num_q: int = 0, s
     op_num_q, block_n = default_tile("sm_90a", "fp8_e4m3", d, causal, seq_k)
     exp2_fields = dict(zip(("exp2_emulation", "exp2_f16x2"), exp2)) or default_exp2("sm_90a", "fp8_e4m3", d)
     return AttentionConfig(target="sm_90a", dtype="fp8_e4m3", head_dim=d, causal=causal, group=group,
-                           token_scales=tokens, num_q=num_q or op_num_q, block_n=block_n, **exp2_fields)
+                           token_scales=tokens, num_q=num_q or op_num_q, block_n=block_n,
+                           one_consumer_role=default_one_role("sm_90a", d, causal, seq_k), **exp2_fields)
 
 
 def _log_uniform(gen, shape):
@@ -137,6 +138,18 @@ def test_packed_exp2_matches_f64_reference_with_every_row_sum_form(d, monkeypatc
     assert config.exp2_f16x2 and config.exp2_emulation == 8
     assert config.hopper.row_sums == ("columns" if d == 128 else "")
     _check_case((1, 90, 150, 1, 1, d, True, False))
+
+
+@pytest.mark.parametrize("d", [128, 256], ids=["d128-columns-sums", "d256-fadd-sums"])
+def test_one_consumer_role_matches_f64_reference(d, monkeypatch):
+    """fp8 with one consumer role (``AttentionConfig.one_consumer_role``: the op's at head dim 256 from 4k keys
+    causal and 16k non-causal, at 128 from 16k), the op's table lowered to the test's keys, through the op in the
+    emulator: per-token scales and "columns" row sums at 128, causal GQA and the softmax's row sums at 256."""
+    for causal in (False, True):
+        monkeypatch.setitem(attention_configs.SM90_ONE_CONSUMER_ROLE_KEYS, (d, causal), 1)
+    case = (1, 130, 200, 2, 1, 128, False, True) if d == 128 else (1, 150, 90, 2, 1, 256, True, False)
+    assert _op_config(d, case[6], 2, case[7], seq_k=case[2]).one_consumer_role
+    _check_case(case)
 
 
 def _check_case(case, num_q: int = 0):
