@@ -330,12 +330,14 @@ def print_rows(rows: list[dict], tiles=()) -> None:
     names = [n for n in ("fa4-mlir", "cudnn", "flash", "fa4_cute", "efficient", "math", *(t.name for t in tiles))
              if any(n in r["tflops"] for r in rows)]
     versus = [n for n in ("fa4_cute", "cudnn", "flash", "efficient", "math") if n in names]
+    variants = [t.name for t in tiles if t.name in names]  # each against the op's kernel of the row
     print("| dtype | D | B | S | H/Hkv | causal | " + " | ".join(f"{n} TFLOP/s" for n in names) + " | "
-          + " | ".join(f"fa4-mlir / {n}" for n in versus) + " |")
-    print("|---" * (len(names) + len(versus) + 6) + "|")
+          + " | ".join([f"fa4-mlir / {n}" for n in versus] + [f"{n} / fa4-mlir" for n in variants]) + " |")
+    print("|---" * (len(names) + len(versus) + len(variants) + 6) + "|")
     for r in rows:
         t = r["tflops"]
-        ratio = [f"{t['fa4-mlir'] / t[n]:.2f}" if n in t else "-" for n in versus]
+        ratio = [f"{t['fa4-mlir'] / t[n]:.2f}" if n in t else "-" for n in versus] \
+            + [f"{t[n] / t['fa4-mlir']:.2f}" if n in t else "-" for n in variants]
         print(f"| {r['dtype']} | {r['head_dim']} | {r['batch']} | {r['seqlen']} | {r['heads']}/{r['kv_heads']} | "
               f"{'yes' if r['causal'] else 'no'} | " + " | ".join(f"{t[n]:.0f}" if n in t else "-" for n in names)
               + " | " + " | ".join(ratio) + " |")
